@@ -1,0 +1,110 @@
+package manifest
+
+import (
+	"encoding/json"
+
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// Manifest is a loaded, fully resolved and validated world manifest.
+type Manifest struct {
+	Name      string
+	Hash      schemas.Hash // covers every def it uses and the routing table
+	Schemas   map[string]*SchemaDef
+	Modules   map[string]*ModuleDef
+	Workflows map[string]*WorkflowDef
+	Effects   map[string]*EffectDef
+	Routing   Routing
+	// Registry has every schema def (user and sys/) compiled.
+	Registry *schemas.Registry
+	// Source is the canonical CBOR form the hash is taken over; the kernel
+	// journals it on apply so a world can be reloaded without the files.
+	Source []byte
+}
+
+// SchemaDef is a "$kind":"defschema".
+type SchemaDef struct {
+	schemas.SchemaDef
+	Hash schemas.Hash
+}
+
+// ModuleDef is a "$kind":"defmodule".
+type ModuleDef struct {
+	Name    string
+	Runtime Runtime
+	Hash    schemas.Hash
+}
+
+// Runtime says how a module runs. Kind "builtin": Go code registered with the
+// kernel under Builtin. Kind "wasm": Artifact is a path relative to the
+// manifest file; ArtifactHash must match its bytes; Bytes holds them once loaded.
+type Runtime struct {
+	Kind         string `json:"kind"`
+	Builtin      string `json:"builtin,omitempty"`
+	Artifact     string `json:"artifact,omitempty"`
+	ArtifactHash string `json:"hash,omitempty"`
+	Bytes        []byte `json:"-"`
+}
+
+// WorkflowDef is a "$kind":"defworkflow".
+type WorkflowDef struct {
+	Name           string   `json:"name"`
+	State          string   `json:"state"`
+	Event          string   `json:"event"`
+	Context        string   `json:"context,omitempty"`
+	Annotations    string   `json:"annotations,omitempty"`
+	KeySchema      string   `json:"key_schema,omitempty"`
+	EffectsEmitted []string `json:"effects_emitted"`
+	Impl           Impl     `json:"impl"`
+	Hash           schemas.Hash
+}
+
+// Keyed reports whether the workflow keeps one cell per key.
+func (w *WorkflowDef) Keyed() bool { return w.KeySchema != "" }
+
+// Impl names the module and entrypoint that implement a workflow.
+type Impl struct {
+	Module     string `json:"module"`
+	Entrypoint string `json:"entrypoint"`
+}
+
+// EffectDef is a "$kind":"defeffect".
+type EffectDef struct {
+	Name    string       `json:"name"`
+	Params  string       `json:"params"`
+	Receipt string       `json:"receipt"`
+	Retry   *RetryPolicy `json:"retry,omitempty"`
+	Hash    schemas.Hash
+}
+
+// RetryPolicy is how executors retry transient failures of an effect.
+type RetryPolicy struct {
+	MaxAttempts      int   `json:"max_attempts"`
+	InitialBackoffMs int64 `json:"initial_backoff_ms"`
+	MaxBackoffMs     int64 `json:"max_backoff_ms"`
+}
+
+// Routing is the "routing" object of the "$kind":"manifest" def.
+type Routing struct {
+	Subscriptions []Subscription `json:"subscriptions"`
+}
+
+// Subscription routes one event schema to one workflow (keyed when KeyField is set).
+type Subscription struct {
+	Event    string `json:"event"`
+	Workflow string `json:"workflow"`
+	KeyField string `json:"key_field,omitempty"`
+}
+
+// Problem is one thing wrong with a manifest: the file, the def and the JSON pointer.
+type Problem struct {
+	File    string
+	Def     string
+	Pointer string
+	Msg     string
+}
+
+// Problems lists every problem a load found. It is the error Load returns.
+type Problems []Problem
+
+var _ = json.RawMessage(nil)
