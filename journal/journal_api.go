@@ -22,11 +22,3 @@ type Record struct {
 	Kind Kind   `cbor:"kind" json:"kind"`
 	Body []byte `cbor:"body" json:"-"` // canonical CBOR
 }
-
-// API pinned for the kernel; implemented by the journal work.
-//
-//   func Open(db *badger.DB) (*Journal, error)    // keys under prefix "j/"; recovers Height
-//   func (j *Journal) Height() uint64              // last durable seq (0 when empty)
-//   func (j *Journal) Append(recs []Record) error  // one Badger txn + one fsync; recs[0].Seq == Height()+1, gap-free
-//   func (j *Journal) Read(from uint64, fn func(Record) (bool, error)) error  // seq >= from, in order, until fn returns false
-//   func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) // block until Height() > after

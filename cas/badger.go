@@ -1,0 +1,205 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// keyPrefix is the CAS's share of the world's Badger key space.
+const keyPrefix = "c/"
+
+const keyLen = len(keyPrefix) + len(schemas.Hash{})
+
+// maxConflictRetries bounds retries of Put when two writers race on the same
+// key. The retry sees the other writer's object and is a no-op.
+const maxConflictRetries = 8
+
+// Badger is a Store over a Badger database shared with the journal. Objects
+// live under "c/" + 32 raw hash bytes, so Badger's key order is hash order.
+type Badger struct {
+	db *badger.DB
+}
+
+var _ Store = (*Badger)(nil)
+
+// NewBadger returns a Store over db. The caller owns db and closes it.
+func NewBadger(db *badger.DB) *Badger { return &Badger{db: db} }
+
+func objectKey(h schemas.Hash) []byte {
+	k := make([]byte, keyLen)
+	copy(k, keyPrefix)
+	copy(k[len(keyPrefix):], h[:])
+	return k
+}
+
+func hashFromKey(k []byte) (schemas.Hash, error) {
+	var h schemas.Hash
+	if len(k) != keyLen || string(k[:len(keyPrefix)]) != keyPrefix {
+		return h, fmt.Errorf("cas: malformed key %q under %q", k, keyPrefix)
+	}
+	copy(h[:], k[len(keyPrefix):])
+	return h, nil
+}
+
+// Put stores data under its hash; an object already present is not rewritten.
+func (b *Badger) Put(data []byte) (schemas.Hash, error) {
+	h := schemas.HashBytes(data)
+	key := objectKey(h)
+	var err error
+	for range maxConflictRetries {
+		err = b.db.Update(func(txn *badger.Txn) error {
+			switch _, err := txn.Get(key); {
+			case err == nil:
+				return nil
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return err
+			}
+			return txn.Set(key, data)
+		})
+		if !errors.Is(err, badger.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return h, fmt.Errorf("cas: put %s: %w", h, err)
+	}
+	return h, nil
+}
+
+// PutBatch stores objs with one Badger write batch, skipping objects that are
+// already stored or repeated within objs. Hashes are returned in input order.
+// A write batch splits itself when it outgrows one transaction, so a batch is
+// not atomic; that is harmless for immutable content-addressed objects.
+func (b *Badger) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
+	hs := make([]schemas.Hash, len(objs))
+	for i, o := range objs {
+		hs[i] = schemas.HashBytes(o)
+	}
+	missing := make([]int, 0, len(objs))
+	seen := make(map[schemas.Hash]struct{}, len(objs))
+	err := b.db.View(func(txn *badger.Txn) error {
+		for i, h := range hs {
+			if _, dup := seen[h]; dup {
+				continue
+			}
+			seen[h] = struct{}{}
+			switch _, err := txn.Get(objectKey(h)); {
+			case errors.Is(err, badger.ErrKeyNotFound):
+				missing = append(missing, i)
+			case err != nil:
+				return fmt.Errorf("cas: put batch: check %s: %w", h, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) == 0 {
+		return hs, nil
+	}
+	wb := b.db.NewWriteBatch()
+	for _, i := range missing {
+		if err := wb.Set(objectKey(hs[i]), objs[i]); err != nil {
+			wb.Cancel()
+			return nil, fmt.Errorf("cas: put batch: %s: %w", hs[i], err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return nil, fmt.Errorf("cas: put batch of %d objects: %w", len(missing), err)
+	}
+	return hs, nil
+}
+
+// Get returns the bytes stored under h after checking they hash to h.
+func (b *Badger) Get(h schemas.Hash) ([]byte, error) {
+	var data []byte
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(objectKey(h))
+		if err != nil {
+			return err
+		}
+		data, err = item.ValueCopy(nil)
+		return err
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
+	case err != nil:
+		return nil, fmt.Errorf("cas: get %s: %w", h, err)
+	}
+	if got := schemas.HashBytes(data); got != h {
+		return nil, fmt.Errorf("%w: %s (stored bytes hash to %s)", ErrCorrupt, h, got)
+	}
+	return data, nil
+}
+
+// Has reports whether h is stored, without reading its value.
+func (b *Badger) Has(h schemas.Hash) (bool, error) {
+	err := b.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(objectKey(h))
+		return err
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("cas: has %s: %w", h, err)
+	}
+}
+
+// Iterate calls fn for each object in hash order from one consistent snapshot.
+// It reads keys only; sizes of values kept in the value log (over the value
+// threshold, 1 MiB by default) are read from the value to be exact.
+func (b *Badger) Iterate(fn func(h schemas.Hash, size int) error) error {
+	threshold := b.db.Opts().ValueThreshold
+	return b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = []byte(keyPrefix)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			h, err := hashFromKey(item.Key())
+			if err != nil {
+				return err
+			}
+			size := int(item.ValueSize())
+			if int64(size) >= threshold {
+				// ValueSize is an estimate for values in the value log.
+				if err := item.Value(func(v []byte) error { size = len(v); return nil }); err != nil {
+					return fmt.Errorf("cas: iterate: size of %s: %w", h, err)
+				}
+			}
+			if err := fn(h, size); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Delete removes objects with one write batch. Missing objects are ignored.
+func (b *Badger) Delete(hs []schemas.Hash) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	wb := b.db.NewWriteBatch()
+	for _, h := range hs {
+		if err := wb.Delete(objectKey(h)); err != nil {
+			wb.Cancel()
+			return fmt.Errorf("cas: delete %s: %w", h, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("cas: delete %d objects: %w", len(hs), err)
+	}
+	return nil
+}

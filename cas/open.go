@@ -1,0 +1,71 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// ErrLocked reports a world directory whose Badger lock is held by another
+// process (or by another open handle in this process).
+var ErrLocked = errors.New("cas: world directory is locked")
+
+// badgerLockMsg is the text Badger puts in its directory-lock error. Badger
+// formats the underlying flock error with %+v rather than %w, so errors.Is
+// cannot see EWOULDBLOCK; the message is the only stable signal.
+const badgerLockMsg = "Cannot acquire directory lock"
+
+// OpenBadger opens (creating if needed) the one Badger directory of a world.
+// The CAS (keys "c/...") and the journal (keys "j/...") share it.
+//
+// Options: SyncWrites is false because the journal makes its own commits
+// durable with DB.Sync (see doc.go); Badger's own logging goes to slog.Default
+// at warn level and above. A directory held by another process gives ErrLocked.
+func OpenBadger(dir string) (*badger.DB, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(false).
+		WithLogger(slogLogger{slog.Default()})
+	db, err := badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), badgerLockMsg) {
+			return nil, fmt.Errorf("%w: %s: another process has the world open (%v)", ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("cas: open badger %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+// OpenBadgerInMemory opens a Badger database that lives in memory only, for
+// unit tests. DB.Sync is a no-op on it, so it proves nothing about durability.
+func OpenBadgerInMemory() (*badger.DB, error) {
+	opts := badger.DefaultOptions("").
+		WithInMemory(true).
+		WithMemTableSize(8 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithLogger(slogLogger{slog.Default()})
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cas: open in-memory badger: %w", err)
+	}
+	return db, nil
+}
+
+// slogLogger adapts badger.Logger to log/slog, dropping info and debug
+// chatter (compaction and flush notices) that would drown the daemon's logs.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Errorf(f string, args ...any) { s.log(slog.LevelError, f, args) }
+func (s slogLogger) Warningf(f string, args ...any) {
+	s.log(slog.LevelWarn, f, args)
+}
+func (s slogLogger) Infof(string, ...any)  {}
+func (s slogLogger) Debugf(string, ...any) {}
+
+func (s slogLogger) log(level slog.Level, f string, args []any) {
+	msg := strings.TrimRight(fmt.Sprintf(f, args...), "\n")
+	s.l.Log(context.Background(), level, msg, "component", "badger")
+}

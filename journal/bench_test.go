@@ -1,0 +1,39 @@
+package journal_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/aos-kernel/aos/journal"
+)
+
+// BenchmarkAppend measures durable appends (commit + fsync) of one frame of
+// n records with ~150-byte bodies, on disk.
+func BenchmarkAppend(b *testing.B) {
+	body := make([]byte, 150)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("frame=%d", n), func(b *testing.B) {
+			db, j := openDisk(b, b.TempDir())
+			defer db.Close()
+			frame := make([]journal.Record, n)
+			for k := range frame {
+				frame[k] = journal.Record{Kind: journal.KindStep, Body: body}
+			}
+			b.SetBytes(int64(n * len(body)))
+			b.ResetTimer()
+			for range b.N {
+				next := j.Height() + 1
+				for k := range frame {
+					frame[k].Seq = next + uint64(k)
+				}
+				if err := j.Append(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
