@@ -1,0 +1,89 @@
+package kernel
+
+import (
+	"crypto/rand"
+	"log/slog"
+	"time"
+
+	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/modules"
+)
+
+// Clock is the time port: ingress stamps come from it and nowhere else.
+type Clock interface{ NowNs() uint64 }
+
+// Entropy is the randomness port: ingress stamps take 32 bytes from it.
+type Entropy interface{ Fill(p []byte) }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// NowNs implements Clock.
+func (SystemClock) NowNs() uint64 { return uint64(time.Now().UnixNano()) }
+
+// CryptoEntropy reads crypto/rand.
+type CryptoEntropy struct{}
+
+// Fill implements Entropy.
+func (CryptoEntropy) Fill(p []byte) { _, _ = rand.Read(p) }
+
+// Limits bound what one step may produce and what ingress accepts.
+type Limits struct {
+	MaxEffects      int // effects per step (default 16)
+	MaxDomainEvents int // events emitted per step (default 64)
+	MaxOutputBytes  int // state + emitted values + params per step (default 1 MiB)
+	MaxEventBytes   int // one ingress event, JSON or CBOR (default 256 KiB)
+	MaxCascadeDepth int // emitted-event generations per external input (default 64)
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxEffects == 0 {
+		l.MaxEffects = 16
+	}
+	if l.MaxDomainEvents == 0 {
+		l.MaxDomainEvents = 64
+	}
+	if l.MaxOutputBytes == 0 {
+		l.MaxOutputBytes = 1 << 20
+	}
+	if l.MaxEventBytes == 0 {
+		l.MaxEventBytes = 256 << 10
+	}
+	if l.MaxCascadeDepth == 0 {
+		l.MaxCascadeDepth = 64
+	}
+	return l
+}
+
+// Config configures a World. Zero values take the documented defaults.
+type Config struct {
+	Clock    Clock     // default SystemClock
+	Entropy  Entropy   // default CryptoEntropy
+	Builtins *modules.Builtins
+	Limits   Limits
+	Cells    cells.Config
+	Logger   *slog.Logger
+	// MaxBatch bounds how many requests one loop turn takes before handing
+	// its records to the committer (default 4096).
+	MaxBatch int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Entropy == nil {
+		c.Entropy = CryptoEntropy{}
+	}
+	if c.Builtins == nil {
+		c.Builtins = modules.NewBuiltins()
+	}
+	c.Limits = c.Limits.withDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 4096
+	}
+	return c
+}

@@ -1,0 +1,31 @@
+// Package kernel is the deterministic stepper of aos (DESIGN.md §5, §6, §9):
+// ingress, routing of domain events to mailboxes, fair round-robin stepping,
+// workflow invocation, output validation and effect admission, the instance
+// table and quiescence, recovery by replay of the journal.
+//
+// Shape. One goroutine (the loop) owns every piece of deterministic state: the
+// manifest, the router, the instance table, the per-workflow cell heads, the
+// mailboxes and the journal sequence counter. Callers talk to it through
+// requests; it never blocks on I/O. Records it produces go to a committer
+// goroutine that group-commits them to the journal (one Badger transaction and
+// one fsync for everything queued) and only then acknowledges callers and
+// releases intents to executors.
+//
+// Determinism. Each external input (an ingress event, later a receipt) runs to
+// idle before the next is taken: it is journaled, routed, delivered, and every
+// cell it makes ready is stepped in round-robin order, including the cascade
+// of events those steps emit, until no mailbox has work. The journal is
+// therefore a pure function of the ordered external inputs and their stamps,
+// whatever the batch sizes, goroutine scheduling or map iteration order. Time
+// and entropy enter only through the ingress stamp (the Clock and Entropy
+// ports), which is journaled; events emitted by steps inherit their parent's
+// time and derive their entropy by hashing, so replay needs no port at all.
+//
+// Replay follows the journal: for each step record it re-runs that step on
+// the state replay has rebuilt and compares the records the step produces,
+// byte for byte, with the journaled ones (replay-or-die). It never re-runs
+// the scheduler.
+//
+// Must not touch: wall clock, randomness (except through the ports), map
+// iteration where order matters, the network. Executors live elsewhere.
+package kernel

@@ -1,0 +1,282 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// stepClock advances by a fixed step on each stamp: deterministic time.
+type stepClock struct{ now uint64 }
+
+func (c *stepClock) NowNs() uint64 { c.now += 1000; return c.now }
+
+// seededEntropy is deterministic entropy from a PCG stream.
+type seededEntropy struct{ r *rand.Rand }
+
+func newEntropy(seed uint64) *seededEntropy {
+	return &seededEntropy{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+func (e *seededEntropy) Fill(p []byte) {
+	for i := 0; i < len(p); i += 8 {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], e.r.Uint64())
+		copy(p[i:], b[:])
+	}
+}
+
+func decodeMap(t testing.TB, b []byte) map[string]any {
+	if b == nil {
+		return nil
+	}
+	v, err := schemas.Decode(b)
+	if err != nil {
+		panic(err)
+	}
+	return v.(map[string]any)
+}
+
+func toInt(v any) int64 {
+	switch n := v.(type) {
+	case uint64:
+		return int64(n)
+	case int64:
+		return n
+	}
+	panic(fmt.Sprintf("not an int: %T", v))
+}
+
+// testBuiltins registers the step functions the scenario manifests use.
+func testBuiltins() *modules.Builtins {
+	b := modules.NewBuiltins()
+	// counter: state {count}, event {key, by}; special "by" values misbehave.
+	b.MustRegister("test/counter", "step", func(in *modules.Input) (*modules.Output, error) {
+		ev := decodeMap(nil, in.Event.Value)
+		by := toInt(ev["by"])
+		var count int64
+		if in.State != nil {
+			count = toInt(decodeMap(nil, in.State)["count"])
+		}
+		switch by {
+		case 0:
+			return &modules.Output{State: nil}, nil
+		case 13:
+			panic("unlucky")
+		case 14:
+			return &modules.Output{State: schemas.MustMarshal(map[string]any{"count": "many"})}, nil
+		case 15:
+			return &modules.Output{State: []byte{0xa1, 0x65, 'c', 'o', 'u', 'n', 't', 0x18, 0x01}}, nil
+		case 16:
+			return nil, errors.New("refusing")
+		case 17:
+			out := &modules.Output{State: in.State}
+			for i := 0; i < 100; i++ {
+				out.DomainEvents = append(out.DomainEvents, modules.EventOut{Schema: "com.test/Total@1",
+					Value: schemas.MustMarshal(map[string]any{"key": ev["key"], "count": count})})
+			}
+			return out, nil
+		}
+		count += by
+		out := &modules.Output{State: schemas.MustMarshal(map[string]any{"count": count})}
+		if count >= 10 {
+			out.DomainEvents = append(out.DomainEvents, modules.EventOut{Schema: "com.test/Total@1",
+				Value: schemas.MustMarshal(map[string]any{"key": ev["key"], "count": count})})
+		}
+		return out, nil
+	})
+	// audit: unkeyed, counts Total events.
+	b.MustRegister("test/audit", "step", func(in *modules.Input) (*modules.Output, error) {
+		var n int64
+		if in.State != nil {
+			n = toInt(decodeMap(nil, in.State)["seen"])
+		}
+		return &modules.Output{State: schemas.MustMarshal(map[string]any{"seen": n + 1})}, nil
+	})
+	// notes: keyed by note_id inside a variant; remembers the last tag and counts.
+	b.MustRegister("test/notes", "step", func(in *modules.Input) (*modules.Output, error) {
+		ev := decodeMap(nil, in.Event.Value)
+		var n int64
+		if in.State != nil {
+			n = toInt(decodeMap(nil, in.State)["events"])
+		}
+		if ev["$tag"] == "Archived" {
+			return &modules.Output{State: nil}, nil
+		}
+		return &modules.Output{State: schemas.MustMarshal(map[string]any{"events": n + 1, "last": ev["$tag"]})}, nil
+	})
+	// ctx: records what the context said.
+	b.MustRegister("test/ctx", "step", func(in *modules.Input) (*modules.Output, error) {
+		c := decodeMap(nil, in.Ctx)
+		return &modules.Output{State: schemas.MustMarshal(map[string]any{
+			"cell_mode": c["cell_mode"], "height": c["journal_height"], "now": c["now_ns"],
+			"entropy_len": uint64(len(c["entropy"].([]byte))), "key_matches": string(c["key"].([]byte)) == string(in.Event.Key),
+		})}, nil
+	})
+	return b
+}
+
+type harness struct {
+	t        testing.TB
+	db       *badger.DB
+	dir      string
+	w        *kernel.World
+	clock    *stepClock
+	entropy  *seededEntropy
+	builtins *modules.Builtins
+	lastSeen uint64
+}
+
+func newHarness(t testing.TB, seed uint64, onDisk bool) *harness {
+	h := &harness{t: t, clock: &stepClock{}, entropy: newEntropy(seed), builtins: testBuiltins()}
+	var err error
+	if onDisk {
+		h.dir = t.TempDir()
+		h.db, err = cas.OpenBadger(h.dir)
+	} else {
+		h.db, err = cas.OpenBadgerInMemory()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if h.w != nil {
+			h.w.Close()
+		}
+		h.db.Close()
+	})
+	h.open()
+	return h
+}
+
+func (h *harness) config() kernel.Config {
+	return kernel.Config{Clock: h.clock, Entropy: h.entropy, Builtins: h.builtins}
+}
+
+func (h *harness) open() {
+	w, err := kernel.OpenDB(h.db, h.config())
+	if err != nil {
+		h.t.Fatalf("open world: %v", err)
+	}
+	h.w = w
+}
+
+func (h *harness) reopen() {
+	if err := h.w.Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.w = nil
+	if h.dir != "" { // on disk: close and reopen the store too
+		if err := h.db.Close(); err != nil {
+			h.t.Fatal(err)
+		}
+		db, err := cas.OpenBadger(h.dir)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.db = db
+	}
+	h.open()
+}
+
+func (h *harness) applyJSON(src string) (*kernel.ApplyResult, error) {
+	dir := h.t.TempDir()
+	p := filepath.Join(dir, "manifest.json")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	m, err := manifest.Load(p)
+	if err != nil {
+		return nil, err
+	}
+	return h.w.Apply(context.Background(), m, false)
+}
+
+func (h *harness) send(schema, value string) (uint64, error) {
+	seqs, err := h.w.Submit(context.Background(), kernel.Event{Schema: schema, JSON: json.RawMessage(value)})
+	if err != nil {
+		return 0, err
+	}
+	return seqs[0], nil
+}
+
+// journalLines renders records after `from` compactly for scenario files.
+func (h *harness) journalLines(from uint64) string {
+	var sb strings.Builder
+	err := h.w.Journal().Read(from, func(r journal.Record) (bool, error) {
+		d, err := kernel.Describe(r)
+		if err != nil {
+			return false, err
+		}
+		sb.WriteString(compact(d))
+		sb.WriteByte('\n')
+		return true, nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return sb.String()
+}
+
+func compact(d map[string]any) string {
+	body, _ := json.Marshal(d["body"])
+	var m map[string]any
+	_ = json.Unmarshal(body, &m)
+	var parts []string
+	parts = append(parts, fmt.Sprintf("%v %v", d["seq"], d["kind"]))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch k {
+		case "stamp", "workflow_hash", "hash", "source_bytes":
+			continue
+		}
+		v := m[k]
+		if v == nil {
+			continue
+		}
+		if s, ok := v.(string); ok && strings.HasPrefix(s, "sha256:") {
+			v = s[7:15]
+		}
+		if arr, ok := v.([]any); ok && len(arr) == 0 {
+			continue
+		}
+		js, _ := json.Marshal(v)
+		parts = append(parts, k+"="+shortHashes(string(js)))
+	}
+	return strings.Join(parts, " ")
+}
+
+func shortHashes(s string) string {
+	for {
+		i := strings.Index(s, "sha256:")
+		if i < 0 {
+			return s
+		}
+		end := i + 7 + 64
+		if end > len(s) {
+			return s
+		}
+		s = s[:i] + s[i+7:i+15] + s[end:]
+	}
+}

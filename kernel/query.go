@@ -1,0 +1,314 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// InstanceCounts counts instances by status.
+type InstanceCounts struct {
+	Running   int `json:"running"`
+	Waiting   int `json:"waiting"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+}
+
+// Status is the world at a glance (`aosd status --json`).
+type Status struct {
+	ManifestHash  *schemas.Hash  `json:"manifest_hash"`
+	ManifestName  string         `json:"manifest_name,omitempty"`
+	JournalHeight uint64         `json:"journal_height"`
+	Quiescent     bool           `json:"quiescent"`
+	Instances     InstanceCounts `json:"instances"`
+	Inflight      int            `json:"inflight"`
+	QueuedEffects int            `json:"queued_effects"`
+	Cells         map[string]int `json:"cells"`
+}
+
+// Status reports the world's state after every request queued before it.
+func (w *World) Status(ctx context.Context) (*Status, error) {
+	var s Status
+	err := w.do(ctx, func(st *state) {
+		if st.man != nil {
+			h := st.man.Hash
+			s.ManifestHash, s.ManifestName = &h, st.man.Name
+		}
+		s.Cells = map[string]int{}
+		for name, rt := range st.wfs {
+			s.Cells[name] = rt.head.Len()
+			s.Instances.Completed += rt.head.Len()
+		}
+		for _, in := range st.instances {
+			st := in.status()
+			switch st {
+			case StatusRunning:
+				s.Instances.Running++
+			case StatusWaiting:
+				s.Instances.Waiting++
+			case StatusFailed:
+				s.Instances.Failed++
+			}
+			if st != StatusCompleted && in.hasCell(w.st) {
+				s.Instances.Completed--
+			}
+		}
+		s.Inflight = len(st.inflight)
+		s.Quiescent = s.Instances.Running == 0 && s.Instances.Waiting == 0 && s.Inflight == 0 && s.QueuedEffects == 0
+	})
+	s.JournalHeight = w.journal.Height()
+	return &s, err
+}
+
+func (in *instance) hasCell(st *state) bool {
+	rt := st.wfs[in.wf]
+	if rt == nil {
+		return false
+	}
+	_, ok, _ := rt.head.Lookup(in.key)
+	return ok
+}
+
+// CellInfo is one row of `aosd cells ls`.
+type CellInfo struct {
+	Key        json.RawMessage `json:"key"`
+	StateHash  schemas.Hash    `json:"state_hash"`
+	Size       uint64          `json:"size"`
+	Status     string          `json:"status"`
+	LastActive uint64          `json:"last_active_ns"`
+	Reason     string          `json:"reason,omitempty"`
+}
+
+// Cells lists the cells of a workflow in key-hash order, at most limit rows
+// (0: all), plus failed instances that have no cell.
+func (w *World) Cells(ctx context.Context, workflow string, limit int) ([]CellInfo, error) {
+	var out []CellInfo
+	var qerr error
+	err := w.do(ctx, func(st *state) {
+		rt := st.wfs[workflow]
+		if rt == nil {
+			qerr = fmt.Errorf("%w: unknown workflow %q", ErrInvalid, workflow)
+			return
+		}
+		qerr = rt.head.Ascend(func(e cells.Entry) (bool, error) {
+			ci := CellInfo{Key: KeyJSON(e.Key), StateHash: e.StateHash, Size: e.Size, LastActive: e.LastActive, Status: StatusCompleted}
+			if in := st.instances[instanceID(workflow, e.Key)]; in != nil {
+				ci.Status, ci.Reason = in.status(), in.reason
+			}
+			out = append(out, ci)
+			return limit <= 0 || len(out) < limit, nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, qerr
+}
+
+// CellView is `aosd cells show`.
+type CellView struct {
+	Workflow  string          `json:"workflow"`
+	Key       json.RawMessage `json:"key"`
+	Status    string          `json:"status"`
+	Reason    string          `json:"reason,omitempty"`
+	State     json.RawMessage `json:"state"`
+	StateHash *schemas.Hash   `json:"state_hash"`
+	Size      uint64          `json:"size"`
+	Inflight  []string        `json:"inflight"`
+	Exists    bool            `json:"-"`
+}
+
+// ErrNoCell reports a cell that does not exist.
+var ErrNoCell = fmt.Errorf("kernel: no such cell")
+
+// Cell shows one cell. key is canonical CBOR (nil for an unkeyed workflow).
+func (w *World) Cell(ctx context.Context, workflow string, key []byte) (*CellView, error) {
+	var v *CellView
+	var qerr error
+	err := w.do(ctx, func(st *state) {
+		rt := st.wfs[workflow]
+		if rt == nil {
+			qerr = fmt.Errorf("%w: unknown workflow %q", ErrInvalid, workflow)
+			return
+		}
+		state, ok, err := rt.head.Get(key)
+		if err != nil {
+			qerr = err
+			return
+		}
+		in := st.instances[instanceID(workflow, key)]
+		if !ok && in == nil {
+			qerr = fmt.Errorf("%w: workflow %s key %s", ErrNoCell, workflow, keyText(key))
+			return
+		}
+		v = &CellView{Workflow: workflow, Key: KeyJSON(key), Status: StatusCompleted, State: json.RawMessage("null"), Inflight: []string{}, Exists: ok}
+		if ok {
+			h := schemas.HashBytes(state)
+			v.StateHash, v.Size = &h, uint64(len(state))
+			if js, err := schemas.ToJSON(state); err == nil {
+				v.State = js
+			}
+		}
+		if in != nil {
+			v.Status, v.Reason = in.status(), in.reason
+			for h := range in.inflight {
+				v.Inflight = append(v.Inflight, h.String())
+			}
+			sort.Strings(v.Inflight)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v, qerr
+}
+
+// KeyJSON renders a canonical CBOR key as JSON (null for no key).
+func KeyJSON(key []byte) json.RawMessage {
+	if len(key) == 0 {
+		return json.RawMessage("null")
+	}
+	js, err := schemas.ToJSON(key)
+	if err != nil {
+		return json.RawMessage(`"` + base64.StdEncoding.EncodeToString(key) + `"`)
+	}
+	return js
+}
+
+func keyText(key []byte) string { return string(KeyJSON(key)) }
+
+// TraceEntry is one line of a cell's timeline.
+type TraceEntry struct {
+	Seq       uint64          `json:"seq"`
+	Kind      journal.Kind    `json:"kind"`
+	Schema    string          `json:"schema,omitempty"`
+	Input     uint64          `json:"input,omitempty"`
+	StateHash *schemas.Hash   `json:"state_hash,omitempty"`
+	Deleted   bool            `json:"deleted,omitempty"`
+	Emitted   []uint64        `json:"emitted,omitempty"`
+	Intents   []schemas.Hash  `json:"intents,omitempty"`
+	Effect    string          `json:"effect,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Value     json.RawMessage `json:"value,omitempty"`
+}
+
+// Trace returns the durable timeline of one instance: events delivered to it,
+// its steps with resulting state hashes, intents opened and faults. It scans
+// the journal.
+func (w *World) Trace(ctx context.Context, workflow string, key []byte) ([]TraceEntry, error) {
+	var out []TraceEntry
+	err := w.journal.Read(1, func(r journal.Record) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		switch r.Kind {
+		case journal.KindEvent:
+			var ev EventRec
+			if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
+				return false, err
+			}
+			for _, t := range ev.Targets {
+				if t.Workflow == workflow && bytes.Equal(t.Key, key) {
+					js, _ := schemas.ToJSON(ev.Value)
+					out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Schema: ev.Schema, Value: js})
+					break
+				}
+			}
+		case journal.KindStep:
+			var s StepRec
+			if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
+				return false, err
+			}
+			if s.Workflow == workflow && bytes.Equal(s.Key, key) {
+				out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Input: s.Input, StateHash: s.StateHash,
+					Deleted: s.StateHash == nil, Emitted: s.Emitted, Intents: s.Intents})
+			}
+		case journal.KindFault:
+			var f FaultRec
+			if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
+				return false, err
+			}
+			if f.Workflow == workflow && bytes.Equal(f.Key, key) {
+				out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Input: f.Input, Reason: f.Reason})
+			}
+		case journal.KindIntent:
+			var it IntentRec
+			if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
+				return false, err
+			}
+			if it.OriginWorkflow == workflow && bytes.Equal(it.OriginKey, key) {
+				out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Effect: it.Effect, Intents: []schemas.Hash{it.Hash}, Input: it.EmittedAt})
+			}
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+// Describe renders a journal record for people and `--json` output: the
+// record's fields with values, keys and states shown as JSON.
+func Describe(r journal.Record) (map[string]any, error) {
+	out := map[string]any{"seq": r.Seq, "kind": string(r.Kind)}
+	var body any
+	switch r.Kind {
+	case journal.KindEvent:
+		var ev EventRec
+		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
+			return nil, err
+		}
+		js, _ := schemas.ToJSON(ev.Value)
+		targets := make([]map[string]any, len(ev.Targets))
+		for i, t := range ev.Targets {
+			targets[i] = map[string]any{"workflow": t.Workflow, "key": KeyJSON(t.Key)}
+		}
+		m := map[string]any{"schema": ev.Schema, "value": json.RawMessage(js), "targets": targets,
+			"stamp": map[string]any{"now_ns": ev.Stamp.NowNs, "logical_ns": ev.Stamp.LogicalNs,
+				"height": ev.Stamp.Height, "manifest_hash": ev.Stamp.ManifestHash}}
+		if ev.Origin != nil {
+			m["origin"] = map[string]any{"workflow": ev.Origin.Workflow, "key": KeyJSON(ev.Origin.Key), "step": ev.Origin.Step}
+		}
+		body = m
+	case journal.KindStep:
+		var s StepRec
+		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
+			return nil, err
+		}
+		body = map[string]any{"input": s.Input, "workflow": s.Workflow, "workflow_hash": s.WorkflowHash,
+			"key": KeyJSON(s.Key), "state_hash": s.StateHash, "emitted": s.Emitted, "intents": s.Intents}
+	case journal.KindFault:
+		var f FaultRec
+		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
+			return nil, err
+		}
+		body = map[string]any{"input": f.Input, "workflow": f.Workflow, "key": KeyJSON(f.Key), "reason": f.Reason}
+	case journal.KindIntent:
+		var it IntentRec
+		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
+			return nil, err
+		}
+		params, _ := schemas.ToJSON(it.Params)
+		body = map[string]any{"hash": it.Hash, "origin_workflow": it.OriginWorkflow, "origin_key": KeyJSON(it.OriginKey),
+			"effect": it.Effect, "params": json.RawMessage(params), "emitted_at": it.EmittedAt, "index": it.Index}
+	case journal.KindManifest:
+		var mr ManifestRec
+		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
+			return nil, err
+		}
+		body = map[string]any{"hash": mr.Hash, "name": mr.Name, "source_bytes": len(mr.Source)}
+	default:
+		js, err := schemas.ToJSON(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = json.RawMessage(js)
+	}
+	out["body"] = body
+	return out, nil
+}

@@ -1,0 +1,147 @@
+package kernel
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// ReplayError is a divergence between the journal and what replay computed.
+type ReplayError struct {
+	Seq      uint64
+	Kind     journal.Kind
+	Workflow string
+	Key      []byte
+	Want     schemas.Hash // hash of the journaled record body
+	Got      schemas.Hash // hash of the record replay produced
+	Msg      string
+}
+
+func (e *ReplayError) Error() string {
+	s := fmt.Sprintf("kernel: replay diverged at seq %d (%s", e.Seq, e.Kind)
+	if e.Workflow != "" {
+		s += fmt.Sprintf(", workflow %s key %s", e.Workflow, keyText(e.Key))
+	}
+	s += ")"
+	if e.Msg != "" {
+		s += ": " + e.Msg
+	}
+	if !e.Want.IsZero() || !e.Got.IsZero() {
+		s += fmt.Sprintf(": journal %s, replay %s", e.Want, e.Got)
+	}
+	return s
+}
+
+// recover rebuilds the loop's state by replaying the journal from genesis.
+// Each driver record (an ingress event, a step, a fault, a manifest) is
+// re-executed by the same code the live loop runs; every record that produces
+// must equal the journaled one byte for byte.
+func (st *state) recover() error {
+	st.replaying = true
+	defer func() { st.replaying = false }()
+	err := st.w.journal.Read(1, func(r journal.Record) (bool, error) {
+		if len(st.out) > 0 {
+			return true, st.match(r)
+		}
+		if r.Seq != st.seq+1 {
+			return false, &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: fmt.Sprintf("expected seq %d", st.seq+1)}
+		}
+		if err := st.drive(r); err != nil {
+			return false, err
+		}
+		return true, st.match(r)
+	})
+	if err != nil {
+		return err
+	}
+	if len(st.out) > 0 {
+		return &ReplayError{Seq: st.out[0].Seq, Kind: st.out[0].Kind, Msg: "journal ends inside a step's output"}
+	}
+	for _, in := range st.instances {
+		if len(in.mailbox) > 0 {
+			return &ReplayError{Seq: in.mailbox[0].seq, Workflow: in.wf, Key: in.key,
+				Msg: "journal ends with an undelivered event"}
+		}
+	}
+	return nil
+}
+
+// match compares the oldest produced record with the journaled one.
+func (st *state) match(r journal.Record) error {
+	got := st.out[0]
+	st.out = st.out[1:]
+	if got.Seq == r.Seq && got.Kind == r.Kind && bytes.Equal(got.Body, r.Body) {
+		return nil
+	}
+	e := &ReplayError{Seq: r.Seq, Kind: r.Kind, Want: schemas.HashBytes(r.Body), Got: schemas.HashBytes(got.Body)}
+	if got.Kind != r.Kind {
+		e.Msg = fmt.Sprintf("replay produced a %s record", got.Kind)
+	}
+	var sr StepRec
+	if r.Kind == journal.KindStep && schemas.UnmarshalTrusted(r.Body, &sr) == nil {
+		e.Workflow, e.Key = sr.Workflow, sr.Key
+	}
+	return e
+}
+
+// drive re-executes one driver record, appending what it produces to st.out.
+func (st *state) drive(r journal.Record) error {
+	switch r.Kind {
+	case journal.KindManifest:
+		var mr ManifestRec
+		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		m, err := manifest.FromSource(mr.Source, st.artifact)
+		if err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "reload manifest: " + err.Error()}
+		}
+		if _, err := st.runtimes(m); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		st.installManifest(m)
+	case journal.KindEvent:
+		var ev EventRec
+		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		if ev.Origin != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "emitted event without the step that emitted it"}
+		}
+		if st.man == nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "event before any manifest"}
+		}
+		targets, err := st.router.Route(ev.Schema, ev.Value)
+		if err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		st.emitEvent(&EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp}, targets, 0)
+	case journal.KindStep, journal.KindFault:
+		var sr StepRec // FaultRec shares input, workflow and key
+		if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
+			var fr FaultRec
+			if err2 := schemas.UnmarshalTrusted(r.Body, &fr); err2 != nil {
+				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+			}
+			sr = StepRec{Input: fr.Input, Workflow: fr.Workflow, Key: fr.Key}
+		}
+		in := st.instances[instanceID(sr.Workflow, sr.Key)]
+		if in == nil || len(in.mailbox) == 0 || in.mailbox[0].seq != sr.Input {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: sr.Workflow, Key: sr.Key,
+				Msg: fmt.Sprintf("step consumes event %d, which is not next in that mailbox", sr.Input)}
+		}
+		d := in.mailbox[0]
+		st.step(in, &d)
+		if len(in.mailbox) == 0 {
+			st.settle(in)
+		}
+	default:
+		return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "record kind cannot start a replay step"}
+	}
+	return nil
+}
+
+func (st *state) artifact(h schemas.Hash) ([]byte, error) { return st.w.cas.Get(h) }

@@ -1,0 +1,299 @@
+package kernel
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/routing"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// Instance statuses (DESIGN.md §9).
+const (
+	StatusRunning   = "running"   // mailbox work pending
+	StatusWaiting   = "waiting"   // intents in flight
+	StatusCompleted = "completed" // at rest
+	StatusFailed    = "failed"    // sticky
+)
+
+// instance is one workflow instance (a cell, or an unkeyed workflow). Only
+// instances that are not plainly at rest are kept in the table: running,
+// waiting or failed. A completed instance is its cell and nothing more, so a
+// million idle cells cost no table memory.
+type instance struct {
+	id       string
+	wf       string
+	key      []byte
+	mailbox  []delivery
+	queued   bool
+	failed   bool
+	reason   string
+	lastSeq  uint64
+	inflight map[schemas.Hash]struct{}
+}
+
+func (in *instance) status() string {
+	switch {
+	case in.failed:
+		return StatusFailed
+	case len(in.mailbox) > 0:
+		return StatusRunning
+	case len(in.inflight) > 0:
+		return StatusWaiting
+	default:
+		return StatusCompleted
+	}
+}
+
+type delivery struct {
+	seq       uint64 // the event record consumed
+	schema    string // as delivered (the workflow's event schema)
+	value     []byte
+	stamp     *Stamp
+	eventHash schemas.Hash
+	depth     uint64
+}
+
+func instanceID(wf string, key []byte) string { return wf + "\x00" + string(key) }
+
+func (st *state) instance(wf string, key []byte) *instance {
+	id := instanceID(wf, key)
+	if in, ok := st.instances[id]; ok {
+		return in
+	}
+	in := &instance{id: id, wf: wf, key: key}
+	st.instances[id] = in
+	return in
+}
+
+// settle drops an instance at rest from the table.
+func (st *state) settle(in *instance) {
+	if in.status() == StatusCompleted && !in.queued {
+		delete(st.instances, in.id)
+	}
+}
+
+// runToIdle steps ready instances in round-robin order until no mailbox has
+// work: each ready instance takes one step per round, so a hot key cannot
+// starve the others.
+func (st *state) runToIdle() {
+	for i := 0; i < len(st.ready); i++ {
+		in := st.ready[i]
+		st.ready[i] = nil
+		d := in.mailbox[0]
+		st.step(in, &d)
+		if len(in.mailbox) > 0 && !in.failed {
+			st.ready = append(st.ready, in)
+			continue
+		}
+		in.queued = false
+		st.settle(in)
+	}
+	st.ready = st.ready[:0]
+}
+
+// stepResult is what one step produced, validated but not yet applied.
+type stepResult struct {
+	fault    string
+	state    []byte
+	events   []emitted
+	intents  []IntentRec
+	rt       *wfRuntime
+	stepSeq  uint64
+	deleting bool
+}
+
+type emitted struct {
+	rec     EventRec
+	targets []routing.Target
+}
+
+// step runs one delivery on one instance and applies the result.
+func (st *state) step(in *instance, d *delivery) {
+	res := st.exec(in, d, st.seq+1)
+	in.mailbox = in.mailbox[1:]
+	if len(in.mailbox) == 0 {
+		in.mailbox = nil
+	}
+	in.lastSeq = d.seq
+	if res.fault != "" {
+		st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: d.seq, Workflow: in.wf, Key: in.key, Reason: res.fault}))
+		in.failed, in.reason, in.mailbox = true, res.fault, nil
+		st.w.cfg.Logger.Warn("instance failed", "workflow", in.wf, "input", d.seq, "reason", res.fault)
+		return
+	}
+	rec := StepRec{Input: d.seq, Workflow: in.wf, WorkflowHash: res.rt.def.Hash, Key: in.key}
+	if res.state != nil {
+		h := schemas.HashBytes(res.state)
+		rec.StateHash = &h
+	}
+	for i := range res.events {
+		rec.Emitted = append(rec.Emitted, res.stepSeq+1+uint64(i))
+	}
+	for i := range res.intents {
+		rec.Intents = append(rec.Intents, res.intents[i].Hash)
+	}
+	st.emit(journal.KindStep, schemas.MustMarshal(&rec))
+	if res.state != nil {
+		if err := res.rt.head.Put(in.key, res.state, d.stamp.LogicalNs); err != nil {
+			panic(fmt.Sprintf("kernel: cell store write for %s: %v", in.wf, err))
+		}
+	} else if res.deleting {
+		if err := res.rt.head.Delete(in.key); err != nil {
+			panic(fmt.Sprintf("kernel: cell store delete for %s: %v", in.wf, err))
+		}
+	}
+	for i := range res.events {
+		e := &res.events[i]
+		st.emitEvent(&e.rec, e.targets, d.depth+1)
+	}
+	for i := range res.intents {
+		it := &res.intents[i]
+		st.emit(journal.KindIntent, schemas.MustMarshal(it))
+		if in.inflight == nil {
+			in.inflight = map[schemas.Hash]struct{}{}
+		}
+		in.inflight[it.Hash] = struct{}{}
+		st.inflight[it.Hash] = it
+	}
+}
+
+// exec runs the module and validates everything it returned. It changes no
+// state, so replay can call it and compare.
+func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult) {
+	res.stepSeq = stepSeq
+	rt := st.wfs[in.wf]
+	if rt == nil {
+		res.fault = fmt.Sprintf("workflow %s is not in the current manifest", in.wf)
+		return res
+	}
+	res.rt = rt
+	prev, exists, err := rt.head.Get(in.key)
+	if err != nil {
+		panic(fmt.Sprintf("kernel: cell store read for %s: %v", in.wf, err))
+	}
+	input := &modules.Input{Version: 1, State: prev, Event: modules.EventIn{Schema: d.schema, Value: d.value, Key: in.key}}
+	if rt.ctx {
+		input.Ctx = st.context(rt, in, d, stepSeq)
+	}
+	out, fault := callStep(rt.fn, input)
+	if fault != "" {
+		res.fault = fault
+		return res
+	}
+	if err := st.validateOutput(rt, in, d, out, &res); err != nil {
+		res.fault = err.Error()
+		return res
+	}
+	res.deleting = out.State == nil && exists
+	return res
+}
+
+func callStep(fn modules.StepFunc, in *modules.Input) (out *modules.Output, fault string) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, fault = nil, fmt.Sprintf("step panicked: %v", r)
+			_ = debug.Stack // the stack is not journaled: it is not deterministic across builds
+		}
+	}()
+	o, err := fn(in)
+	if err != nil {
+		return nil, "step returned an error: " + err.Error()
+	}
+	if o == nil {
+		return nil, "step returned no output"
+	}
+	return o, ""
+}
+
+func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint64) []byte {
+	ent := childStamp(d.stamp, stepSeq).Entropy
+	return schemas.MustMarshal(&workflowContext{
+		NowNs: d.stamp.NowNs, LogicalNowNs: d.stamp.LogicalNs, Entropy: ent,
+		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: st.man.Hash.String(),
+		Workflow: in.wf, WorkflowHash: rt.def.Hash.String(), Key: in.key, CellMode: rt.keyed,
+	})
+}
+
+func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *modules.Output, res *stepResult) error {
+	lim := st.w.cfg.Limits
+	reg := st.man.Registry
+	size := len(out.State)
+	if len(out.DomainEvents) > lim.MaxDomainEvents {
+		return fmt.Errorf("step emitted %d domain events, limit %d", len(out.DomainEvents), lim.MaxDomainEvents)
+	}
+	if len(out.Effects) > lim.MaxEffects {
+		return fmt.Errorf("step emitted %d effects, limit %d", len(out.Effects), lim.MaxEffects)
+	}
+	if out.State != nil {
+		if err := reg.Validate(rt.def.State, out.State); err != nil {
+			return fmt.Errorf("state does not validate against %s: %v", rt.def.State, err)
+		}
+		res.state = out.State
+	}
+	if len(out.DomainEvents) > 0 && d.depth+1 > uint64(lim.MaxCascadeDepth) {
+		return fmt.Errorf("emitted events would exceed the cascade depth limit %d", lim.MaxCascadeDepth)
+	}
+	next := res.stepSeq + 1
+	for i, e := range out.DomainEvents {
+		size += len(e.Value)
+		if !reg.Has(e.Schema) {
+			return fmt.Errorf("domain event %d: unknown schema %q", i, e.Schema)
+		}
+		if err := reg.Validate(e.Schema, e.Value); err != nil {
+			return fmt.Errorf("domain event %d (%s): %v", i, e.Schema, err)
+		}
+		targets, err := st.router.Route(e.Schema, e.Value)
+		if err != nil {
+			return fmt.Errorf("domain event %d: %v", i, err)
+		}
+		rec := EventRec{Schema: e.Schema, Value: e.Value, Stamp: childStamp(d.stamp, next),
+			Origin: &OriginRec{Workflow: in.wf, Key: in.key, Step: res.stepSeq, Depth: d.depth + 1}}
+		res.events = append(res.events, emitted{rec: rec, targets: targets})
+		next++
+	}
+	for i, e := range out.Effects {
+		size += len(e.Params)
+		it, err := st.admit(rt, in, i, &e, res.stepSeq)
+		if err != nil {
+			return fmt.Errorf("effect %d (%s): %v", i, e.Effect, err)
+		}
+		res.intents = append(res.intents, it)
+	}
+	if size > lim.MaxOutputBytes {
+		return fmt.Errorf("step output is %d bytes, limit %d", size, lim.MaxOutputBytes)
+	}
+	return nil
+}
+
+// admit checks an effect against the workflow's declaration and the manifest,
+// validates its params, and computes the intent identity (DESIGN.md §7).
+func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOut, stepSeq uint64) (IntentRec, error) {
+	declared := false
+	for _, n := range rt.def.EffectsEmitted {
+		if n == e.Effect {
+			declared = true
+			break
+		}
+	}
+	if !declared {
+		return IntentRec{}, fmt.Errorf("not in %s effects_emitted", rt.def.Name)
+	}
+	def := st.effectDef(e.Effect)
+	if def == nil {
+		return IntentRec{}, fmt.Errorf("not an effect of manifest %s", st.man.Name)
+	}
+	if err := st.man.Registry.Validate(def.Params, e.Params); err != nil {
+		return IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
+	}
+	id := IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
+		Effect: e.Effect, EffectHash: def.Hash, Params: e.Params, IdempotencyKey: e.IdempotencyKey,
+		IssuerRef: e.IssuerRef, EmittedAt: stepSeq, Index: uint64(idx)}
+	return IntentRec{Hash: schemas.HashBytes(schemas.MustMarshal(&id)), IntentID: id}, nil
+}
+
+// effectDef finds an effect of the current manifest (which holds the sys/ ones too).
+func (st *state) effectDef(name string) *manifest.EffectDef { return st.man.Effects[name] }

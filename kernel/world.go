@@ -1,0 +1,317 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/routing"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// Errors callers branch on.
+var (
+	ErrClosed       = errors.New("kernel: world is closed")
+	ErrNoManifest   = errors.New("kernel: world has no manifest (run apply first)")
+	ErrNotQuiescent = errors.New("kernel: world is not quiescent")
+	ErrBroken       = errors.New("kernel: world stopped after a journal write failed")
+	ErrInvalid      = errors.New("kernel: invalid input")
+)
+
+// World is one running kernel over one store.
+type World struct {
+	cfg     Config
+	db      *badger.DB
+	ownsDB  bool
+	cas     cas.Store
+	journal *journal.Journal
+
+	reqs     chan request
+	commits  chan *batch
+	loopDone chan struct{}
+	comDone  chan struct{}
+	closing  sync.Once
+	closed   atomic.Bool
+	broken   atomic.Pointer[error]
+
+	// current is the manifest callers validate against outside the loop.
+	current atomic.Pointer[manifest.Manifest]
+
+	st *state // owned by the loop goroutine
+}
+
+// state is everything the loop owns.
+type state struct {
+	w         *World
+	man       *manifest.Manifest
+	router    *routing.Router
+	wfs       map[string]*wfRuntime
+	heads     map[string]*cells.Head // by workflow name; outlive manifest changes
+	instances map[string]*instance   // non-default instances only (see instance)
+	ready     []*instance            // round-robin queue of instances with mailbox work
+	seq       uint64                 // last assigned journal seq
+	logical   uint64                 // last logical time stamped
+	out       []journal.Record       // records produced this loop turn, not yet committed
+	inflight  map[schemas.Hash]*IntentRec
+	replaying bool
+}
+
+type wfRuntime struct {
+	def   *manifest.WorkflowDef
+	fn    modules.StepFunc
+	head  *cells.Head
+	ctx   bool
+	keyed bool
+}
+
+// Open opens (creating if needed) a world stored in dir: one Badger directory
+// holding the CAS and the journal. It replays the journal to rebuild state.
+func Open(dir string, cfg Config) (*World, error) {
+	db, err := cas.OpenBadger(dir)
+	if err != nil {
+		return nil, err
+	}
+	w, err := OpenDB(db, cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	w.ownsDB = true
+	return w, nil
+}
+
+// OpenDB opens a world over an already open Badger database, which the caller
+// keeps owning.
+func OpenDB(db *badger.DB, cfg Config) (*World, error) {
+	cfg = cfg.withDefaults()
+	jn, err := journal.Open(db)
+	if err != nil {
+		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	w := &World{
+		cfg:      cfg,
+		db:       db,
+		cas:      cas.NewBadger(db),
+		journal:  jn,
+		reqs:     make(chan request, 1024),
+		commits:  make(chan *batch, 64),
+		loopDone: make(chan struct{}),
+		comDone:  make(chan struct{}),
+	}
+	w.st = &state{
+		w:         w,
+		wfs:       map[string]*wfRuntime{},
+		heads:     map[string]*cells.Head{},
+		instances: map[string]*instance{},
+		inflight:  map[schemas.Hash]*IntentRec{},
+	}
+	if err := w.st.recover(); err != nil {
+		return nil, err
+	}
+	go w.loop()
+	go w.committer()
+	return w, nil
+}
+
+// Close stops the loop after the requests already queued, waits for their
+// records to be durable, and closes the store if the world opened it.
+func (w *World) Close() error {
+	var err error
+	w.closing.Do(func() {
+		w.closed.Store(true)
+		close(w.reqs)
+		<-w.loopDone
+		<-w.comDone
+		if w.ownsDB {
+			err = w.db.Close()
+		}
+	})
+	return err
+}
+
+// Journal gives read access to the journal (durable records only).
+func (w *World) Journal() *journal.Journal { return w.journal }
+
+// CAS gives read access to the content-addressed store.
+func (w *World) CAS() cas.Store { return w.cas }
+
+// Manifest is the current manifest, or nil before the first apply.
+func (w *World) Manifest() *manifest.Manifest { return w.current.Load() }
+
+// request is one unit of work for the loop.
+type request struct {
+	events []ingressEvent // submit
+	apply  *manifest.Manifest
+	dryRun bool
+	query  func(*state)
+	done   chan result
+}
+
+type result struct {
+	seqs    []uint64
+	applied *ApplyResult
+	err     error
+}
+
+type batch struct {
+	recs []journal.Record
+	reqs []pending
+}
+
+type pending struct {
+	done chan result
+	res  result
+}
+
+func (w *World) send(ctx context.Context, r request) (result, error) {
+	if err := w.usable(); err != nil {
+		return result{}, err
+	}
+	r.done = make(chan result, 1)
+	if err := w.enqueue(ctx, r); err != nil {
+		return result{}, err
+	}
+	select {
+	case res := <-r.done:
+		return res, res.err
+	case <-ctx.Done():
+		// The request may still complete; its result is dropped, never lost
+		// from the journal.
+		return result{}, ctx.Err()
+	}
+}
+
+func (w *World) enqueue(ctx context.Context, r request) (err error) {
+	defer func() {
+		if recover() != nil { // send on closed channel: Close raced us
+			err = ErrClosed
+		}
+	}()
+	select {
+	case w.reqs <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *World) usable() error {
+	if p := w.broken.Load(); p != nil {
+		return fmt.Errorf("%w: %v", ErrBroken, *p)
+	}
+	if w.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// loop is the only goroutine that touches w.st after Open.
+func (w *World) loop() {
+	defer close(w.loopDone)
+	defer close(w.commits)
+	st := w.st
+	for r := range w.reqs {
+		b := &batch{}
+		st.handle(r, b)
+	drain:
+		for len(b.reqs) < w.cfg.MaxBatch {
+			select {
+			case r2, ok := <-w.reqs:
+				if !ok {
+					break drain
+				}
+				st.handle(r2, b)
+			default:
+				break drain
+			}
+		}
+		b.recs = st.out
+		st.out = nil
+		w.commits <- b
+	}
+}
+
+func (st *state) handle(r request, b *batch) {
+	var res result
+	switch {
+	case r.query != nil:
+		r.query(st)
+	case r.apply != nil:
+		res.applied, res.err = st.apply(r.apply, r.dryRun)
+	default:
+		res.seqs = make([]uint64, len(r.events))
+		for i := range r.events {
+			seq, err := st.ingestExternal(&r.events[i])
+			if err != nil {
+				res.err = err
+				res.seqs = res.seqs[:i]
+				break
+			}
+			res.seqs[i] = seq
+		}
+	}
+	if r.done != nil {
+		b.reqs = append(b.reqs, pending{done: r.done, res: res})
+	}
+}
+
+// committer group-commits whatever batches are queued in one journal append,
+// then answers their callers.
+func (w *World) committer() {
+	defer close(w.comDone)
+	for b := range w.commits {
+		recs, reqs := b.recs, b.reqs
+	more:
+		for {
+			select {
+			case b2, ok := <-w.commits:
+				if !ok {
+					break more
+				}
+				recs = append(recs, b2.recs...)
+				reqs = append(reqs, b2.reqs...)
+			default:
+				break more
+			}
+		}
+		var err error
+		if w.broken.Load() != nil {
+			err = ErrBroken
+		} else if len(recs) > 0 {
+			err = w.journal.Append(recs)
+			if err != nil {
+				e := err
+				w.broken.Store(&e)
+				w.cfg.Logger.Error("journal append failed; world stops accepting work", "err", err)
+			}
+		}
+		for _, p := range reqs {
+			if err != nil && p.res.err == nil {
+				p.res = result{err: fmt.Errorf("%w: %v", ErrBroken, err)}
+			}
+			p.done <- p.res
+		}
+	}
+}
+
+// Sync waits until everything submitted before it is durable.
+func (w *World) Sync(ctx context.Context) error {
+	_, err := w.send(ctx, request{query: func(*state) {}})
+	return err
+}
+
+// do runs fn on the loop goroutine, ordered after earlier requests, and
+// returns once the records queued before it are durable.
+func (w *World) do(ctx context.Context, fn func(*state)) error {
+	_, err := w.send(ctx, request{query: fn})
+	return err
+}
