@@ -24,13 +24,13 @@ type Blocker struct {
 
 // ApplyResult says what an apply did or would do.
 type ApplyResult struct {
-	Applied      bool          `json:"applied"`
-	Unchanged    bool          `json:"unchanged,omitempty"`
-	ManifestHash schemas.Hash  `json:"manifest_hash"`
-	Previous     *schemas.Hash `json:"previous_hash,omitempty"`
+	Applied      bool             `json:"applied"`
+	Unchanged    bool             `json:"unchanged,omitempty"`
+	ManifestHash schemas.Hash     `json:"manifest_hash"`
+	Previous     *schemas.Hash    `json:"previous_hash,omitempty"`
 	Diff         manifest.Changes `json:"diff"`
-	BlockedBy    []Blocker     `json:"blocked_by"`
-	Seq          uint64        `json:"seq,omitempty"`
+	BlockedBy    []Blocker        `json:"blocked_by"`
+	Seq          uint64           `json:"seq,omitempty"`
 }
 
 // Apply makes m the world's manifest if the world is quiescent. When it is

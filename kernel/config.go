@@ -57,12 +57,13 @@ func (l Limits) withDefaults() Limits {
 
 // Config configures a World. Zero values take the documented defaults.
 type Config struct {
-	Clock    Clock     // default SystemClock
-	Entropy  Entropy   // default CryptoEntropy
+	Clock    Clock   // default SystemClock
+	Entropy  Entropy // default CryptoEntropy
 	Builtins *modules.Builtins
 	Limits   Limits
 	Cells    cells.Config
 	Logger   *slog.Logger
+	Observer Observer // metrics hooks (default: none)
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
@@ -81,6 +82,9 @@ func (c Config) withDefaults() Config {
 	c.Limits = c.Limits.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096

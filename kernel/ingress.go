@@ -105,6 +105,7 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	seq := st.emitEvent(&EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp()}, targets, 0)
+	st.w.cfg.Observer.Ingested(1)
 	st.runToIdle()
 	return seq, nil
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
@@ -113,7 +114,9 @@ type emitted struct {
 
 // step runs one delivery on one instance and applies the result.
 func (st *state) step(in *instance, d *delivery) {
+	t0 := time.Now()
 	res := st.exec(in, d, st.seq+1)
+	st.w.cfg.Observer.Stepped(in.wf, time.Since(t0), res.fault != "")
 	in.mailbox = in.mailbox[1:]
 	if len(in.mailbox) == 0 {
 		in.mailbox = nil

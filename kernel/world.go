@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -42,6 +43,10 @@ type World struct {
 	closing  sync.Once
 	closed   atomic.Bool
 	broken   atomic.Pointer[error]
+
+	quietMu  sync.Mutex
+	quietCh  chan struct{} // closed while the world is quiescent
+	quietNow bool
 
 	// current is the manifest callers validate against outside the loop.
 	current atomic.Pointer[manifest.Manifest]
@@ -106,6 +111,7 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 		commits:  make(chan *batch, 64),
 		loopDone: make(chan struct{}),
 		comDone:  make(chan struct{}),
+		quietCh:  make(chan struct{}),
 	}
 	w.st = &state{
 		w:         w,
@@ -117,6 +123,7 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 	if err := w.st.recover(); err != nil {
 		return nil, err
 	}
+	w.setQuiet(w.st.quiescent())
 	go w.loop()
 	go w.committer()
 	return w, nil
@@ -236,6 +243,7 @@ func (w *World) loop() {
 		}
 		b.recs = st.out
 		st.out = nil
+		w.setQuiet(st.quiescent())
 		w.commits <- b
 	}
 }
@@ -287,7 +295,9 @@ func (w *World) committer() {
 		if w.broken.Load() != nil {
 			err = ErrBroken
 		} else if len(recs) > 0 {
+			t0 := time.Now()
 			err = w.journal.Append(recs)
+			w.cfg.Observer.Flushed(len(recs), time.Since(t0), err)
 			if err != nil {
 				e := err
 				w.broken.Store(&e)
