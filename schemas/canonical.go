@@ -23,7 +23,20 @@ func init() {
 	if encMode, err = eo.EncMode(); err != nil {
 		panic(err)
 	}
+	// Only false, true and null are values here; every other simple value
+	// (including undefined) is refused rather than passed through.
+	var rejectSimple []func(*cbor.SimpleValueRegistry) error
+	for sv := 0; sv < 256; sv++ {
+		if sv < 20 || sv == 23 || sv >= 32 {
+			rejectSimple = append(rejectSimple, cbor.WithRejectedSimpleValue(cbor.SimpleValue(sv)))
+		}
+	}
+	simple, err := cbor.NewSimpleValueRegistryFromDefaults(rejectSimple...)
+	if err != nil {
+		panic(err)
+	}
 	do := cbor.DecOptions{
+		SimpleValues:     simple,
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		IndefLength:      cbor.IndefLengthForbidden,
 		TagsMd:           cbor.TagsForbidden,

@@ -1,0 +1,80 @@
+package schemas_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"testing"
+
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// FuzzDecode: the strict decoder never panics, and whatever it accepts is
+// exactly the canonical encoding of what it returns.
+func FuzzDecode(f *testing.F) {
+	for _, h := range []string{
+		"a2616102616201", "f93e00", "3bffffffffffffffff", "1bffffffffffffffff", "43000102",
+		"a16161a26162f6616382 01f94100", "9f01ff", "a2616202616101", "1801", "fa3fc00000",
+		"c11a00000000", "f7", "f0", "a10102", "80", "a0", "60", "40", "f97e00", "fb3fb999999999999a",
+	} {
+		b, _ := hex.DecodeString(stripSpaces(h))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := schemas.Decode(data)
+		if err != nil {
+			return
+		}
+		re, err := schemas.Marshal(v)
+		if err != nil {
+			t.Fatalf("Decode(%x) accepted but Marshal failed: %v", data, err)
+		}
+		if !bytes.Equal(re, data) {
+			t.Fatalf("Decode(%x) accepted, Marshal gives %x", data, re)
+		}
+		_, _ = schemas.ToJSON(data)
+	})
+}
+
+var fuzzSchemas = []string{"t/Any@1", "t/Rec@1", "t/Ev@1", "t/Choice@1", "t/Bytes@1", "sys/WorkflowContext@1", "sys/HttpRequestParams@1"}
+
+// FuzzFromJSON: JSON -> CBOR never panics; accepted output is canonical,
+// valid, and ToJSON -> FromJSON reproduces it byte for byte.
+func FuzzFromJSON(f *testing.F) {
+	r := testRegistry(f)
+	seeds := []string{
+		`{"b":1,"a":2}`, `1.0`, `-0`, `1e300`, `18446744073709551616`, `-18446744073709551616`, `0.1`,
+		`9007199254740993.5`, `{"a":{"c":[1,2.5],"b":null}}`, `"AAEC"`, `{"a":1,"a":2}`, `[[[[]]]]`,
+		`{"blob":"AAEC","id":"x","list":["AA=="],"pair":["a","AA=="],"tags":{"t":"AQ=="},"pat":{"b_1":"AA==","z":"AA=="},"all":""}`,
+		`{"$tag":"Raw","$value":"AAEC"}`, `{"$tag":"Rec","$value":{"blob":""}}`, `{"k":"b","v":"AA=="}`, `{"k":"s","v":"AA=="}`,
+		`{"method":"GET","url":"u","body":"aGk=","headers":{"a":"b"}}`, `1e-320`, `123456789012345678901234567890`, `"\u00e9\ud83d\ude00"`,
+	}
+	for i, s := range seeds {
+		f.Add(uint8(i), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, js []byte) {
+		name := fuzzSchemas[int(which)%len(fuzzSchemas)]
+		b, err := r.FromJSON(name, js)
+		if err != nil {
+			return
+		}
+		if err := schemas.CheckCanonical(b); err != nil {
+			t.Fatalf("FromJSON(%s, %q) = %x: not canonical: %v", name, js, b, err)
+		}
+		if err := r.Validate(name, b); err != nil {
+			t.Fatalf("FromJSON(%s, %q) = %x: Validate: %v", name, js, b, err)
+		}
+		back, err := schemas.ToJSON(b)
+		if err != nil {
+			t.Fatalf("ToJSON(%x): %v", b, err)
+		}
+		again, err := r.FromJSON(name, back)
+		if err != nil {
+			t.Fatalf("FromJSON(%s, ToJSON) of %q -> %s: %v", name, js, back, err)
+		}
+		if !bytes.Equal(again, b) {
+			t.Fatalf("%q -> %x -> %s -> %x", js, b, back, again)
+		}
+	})
+}
+
+func stripSpaces(s string) string { return string(bytes.ReplaceAll([]byte(s), []byte(" "), nil)) }
