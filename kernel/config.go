@@ -7,6 +7,7 @@ import (
 
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/receipts"
 )
 
 // Clock is the time port: ingress stamps come from it and nowhere else.
@@ -64,6 +65,14 @@ type Config struct {
 	Cells    cells.Config
 	Logger   *slog.Logger
 	Observer Observer // metrics hooks (default: none)
+	// Publisher receives intents once they are durable (default: none; the
+	// daemon wires the executors here).
+	Publisher Publisher
+	// BeforeFlush, when set, runs in the committer just before each journal
+	// append. Crash tests use it to kill the process between step and flush.
+	BeforeFlush func()
+	// Keyring holds the executor keys whose receipts the world trusts.
+	Keyring *receipts.Keyring
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
@@ -82,6 +91,9 @@ func (c Config) withDefaults() Config {
 	c.Limits = c.Limits.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Publisher == nil {
+		c.Publisher = nopPublisher{}
 	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}

@@ -138,6 +138,26 @@ func (st *state) drive(r journal.Record) error {
 		if len(in.mailbox) == 0 {
 			st.settle(in)
 		}
+	case journal.KindReceipt:
+		var rr ReceiptRec
+		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		st.ingestReceipt(&rr.Receipt, &rr.Stamp)
+	case journal.KindDrop:
+		var dr DropRec
+		if err := schemas.UnmarshalTrusted(r.Body, &dr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		st.ingestReceipt(&dr.Receipt, nil)
+	case journal.KindFrame:
+		var fr FrameRec
+		if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		if _, err := st.ingestFrame(&Frame{Intent: fr.Intent, Seq: fr.Seq, Executor: fr.Executor, Payload: fr.Payload}, &fr.Stamp); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
 	default:
 		return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "record kind cannot start a replay step"}
 	}

@@ -123,9 +123,7 @@ func (st *state) step(in *instance, d *delivery) {
 	}
 	in.lastSeq = d.seq
 	if res.fault != "" {
-		st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: d.seq, Workflow: in.wf, Key: in.key, Reason: res.fault}))
-		in.failed, in.reason, in.mailbox = true, res.fault, nil
-		st.w.cfg.Logger.Warn("instance failed", "workflow", in.wf, "input", d.seq, "reason", res.fault)
+		st.failInstance(in, d.seq, res.fault)
 		return
 	}
 	rec := StepRec{Input: d.seq, Workflow: in.wf, WorkflowHash: res.rt.def.Hash, Key: in.key}
@@ -161,6 +159,9 @@ func (st *state) step(in *instance, d *delivery) {
 		}
 		in.inflight[it.Hash] = struct{}{}
 		st.inflight[it.Hash] = it
+		if !st.replaying {
+			st.opened = append(st.opened, st.openIntent(it))
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -67,7 +68,10 @@ type state struct {
 	logical   uint64                 // last logical time stamped
 	out       []journal.Record       // records produced this loop turn, not yet committed
 	inflight  map[schemas.Hash]*IntentRec
+	frameSeq  map[schemas.Hash]uint64 // last stream frame seq per pending intent
 	replaying bool
+	opened    []OpenIntent   // intents opened this loop turn, released after flush
+	settled   []schemas.Hash // intents settled this loop turn
 }
 
 type wfRuntime struct {
@@ -119,11 +123,15 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 		heads:     map[string]*cells.Head{},
 		instances: map[string]*instance{},
 		inflight:  map[schemas.Hash]*IntentRec{},
+		frameSeq:  map[schemas.Hash]uint64{},
 	}
 	if err := w.st.recover(); err != nil {
 		return nil, err
 	}
 	w.setQuiet(w.st.quiescent())
+	if p := w.st.pendingIntents(); len(p) > 0 {
+		cfg.Publisher.Publish(p, nil) // durable already: they were read from the journal
+	}
 	go w.loop()
 	go w.committer()
 	return w, nil
@@ -156,22 +164,27 @@ func (w *World) Manifest() *manifest.Manifest { return w.current.Load() }
 
 // request is one unit of work for the loop.
 type request struct {
-	events []ingressEvent // submit
-	apply  *manifest.Manifest
-	dryRun bool
-	query  func(*state)
-	done   chan result
+	events  []ingressEvent // submit
+	apply   *manifest.Manifest
+	dryRun  bool
+	receipt *receipts.SignedReceipt
+	frame   *Frame
+	query   func(*state)
+	done    chan result
 }
 
 type result struct {
+	receipt ReceiptResult
 	seqs    []uint64
 	applied *ApplyResult
 	err     error
 }
 
 type batch struct {
-	recs []journal.Record
-	reqs []pending
+	recs    []journal.Record
+	reqs    []pending
+	opened  []OpenIntent
+	settled []schemas.Hash
 }
 
 type pending struct {
@@ -241,8 +254,8 @@ func (w *World) loop() {
 				break drain
 			}
 		}
-		b.recs = st.out
-		st.out = nil
+		b.recs, b.opened, b.settled = st.out, st.opened, st.settled
+		st.out, st.opened, st.settled = nil, nil, nil
 		w.setQuiet(st.quiescent())
 		w.commits <- b
 	}
@@ -255,6 +268,18 @@ func (st *state) handle(r request, b *batch) {
 		r.query(st)
 	case r.apply != nil:
 		res.applied, res.err = st.apply(r.apply, r.dryRun)
+	case r.receipt != nil:
+		if st.man == nil {
+			res.err = ErrNoManifest
+			break
+		}
+		res.receipt = st.ingestReceipt(r.receipt, nil)
+	case r.frame != nil:
+		if st.man == nil {
+			res.err = ErrNoManifest
+			break
+		}
+		res.receipt.Seq, res.err = st.ingestFrame(r.frame, nil)
 	default:
 		res.seqs = make([]uint64, len(r.events))
 		for i := range r.events {
@@ -277,7 +302,7 @@ func (st *state) handle(r request, b *batch) {
 func (w *World) committer() {
 	defer close(w.comDone)
 	for b := range w.commits {
-		recs, reqs := b.recs, b.reqs
+		recs, reqs, opened, settled := b.recs, b.reqs, b.opened, b.settled
 	more:
 		for {
 			select {
@@ -287,6 +312,8 @@ func (w *World) committer() {
 				}
 				recs = append(recs, b2.recs...)
 				reqs = append(reqs, b2.reqs...)
+				opened = append(opened, b2.opened...)
+				settled = append(settled, b2.settled...)
 			default:
 				break more
 			}
@@ -295,6 +322,9 @@ func (w *World) committer() {
 		if w.broken.Load() != nil {
 			err = ErrBroken
 		} else if len(recs) > 0 {
+			if w.cfg.BeforeFlush != nil {
+				w.cfg.BeforeFlush()
+			}
 			t0 := time.Now()
 			err = w.journal.Append(recs)
 			w.cfg.Observer.Flushed(len(recs), time.Since(t0), err)
@@ -303,6 +333,9 @@ func (w *World) committer() {
 				w.broken.Store(&e)
 				w.cfg.Logger.Error("journal append failed; world stops accepting work", "err", err)
 			}
+		}
+		if err == nil && (len(opened) > 0 || len(settled) > 0) {
+			w.cfg.Publisher.Publish(opened, settled)
 		}
 		for _, p := range reqs {
 			if err != nil && p.res.err == nil {

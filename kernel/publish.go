@@ -1,0 +1,57 @@
+package kernel
+
+import (
+	"sort"
+
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// OpenIntent is an effect intent released to executors. It is only ever
+// released after the journal frame that records it is durable.
+type OpenIntent struct {
+	Hash           schemas.Hash          `json:"hash"`
+	Effect         string                `json:"effect"`
+	Params         []byte                `json:"-"` // canonical CBOR
+	OriginWorkflow string                `json:"origin_workflow"`
+	OriginKey      []byte                `json:"origin_key,omitempty"`
+	IssuerRef      string                `json:"issuer_ref,omitempty"`
+	EmittedAt      uint64                `json:"emitted_at"`
+	Retry          *manifest.RetryPolicy `json:"retry,omitempty"`
+}
+
+// Publisher receives durable work for executors: intents opened and intents
+// settled, in journal order. Calls come from the committer goroutine after
+// the records are durable, and from Open for intents still in flight; they
+// must not block.
+type Publisher interface {
+	Publish(opened []OpenIntent, settled []schemas.Hash)
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Publish([]OpenIntent, []schemas.Hash) {}
+
+func (st *state) openIntent(it *IntentRec) OpenIntent {
+	oi := OpenIntent{Hash: it.Hash, Effect: it.Effect, Params: it.Params, OriginWorkflow: it.OriginWorkflow,
+		OriginKey: it.OriginKey, IssuerRef: it.IssuerRef, EmittedAt: it.EmittedAt}
+	if def := st.effectDef(it.Effect); def != nil {
+		oi.Retry = def.Retry
+	}
+	return oi
+}
+
+// pendingIntents lists every intent in flight, oldest first.
+func (st *state) pendingIntents() []OpenIntent {
+	out := make([]OpenIntent, 0, len(st.inflight))
+	for _, it := range st.inflight {
+		out = append(out, st.openIntent(it))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].EmittedAt != out[j].EmittedAt {
+			return out[i].EmittedAt < out[j].EmittedAt
+		}
+		return string(out[i].Hash[:]) < string(out[j].Hash[:])
+	})
+	return out
+}
