@@ -1,0 +1,59 @@
+package receipts_test
+
+import (
+	"testing"
+
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+func BenchmarkSign(b *testing.B) {
+	a := testKey("a")
+	r := sampleReceipt()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = receipts.Sign(a, r)
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	a := testKey("a")
+	k := ring(b, "timer", a)
+	sr := receipts.Sign(a, sampleReceipt())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := k.Verify(sr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFromJSON(b *testing.B) {
+	js, _ := receipts.ToJSON(receipts.Sign(testKey("a"), sampleReceipt()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := receipts.FromJSON(js); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFenceOpenSettle(b *testing.B) {
+	f := receipts.NewFence()
+	hs := make([]schemas.Hash, 4096)
+	for i := range hs {
+		hs[i] = schemas.HashBytes([]byte{byte(i), byte(i >> 8)})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		h := hs[i%len(hs)]
+		_ = f.Open(h)
+		_ = f.Check(h)
+		f.Settle(h, uint64(i))
+		if i%len(hs) == len(hs)-1 {
+			f.Forget(uint64(i + 1))
+		}
+		i++
+	}
+}

@@ -1,0 +1,219 @@
+package receipts
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// anySchema is a private schema that accepts every JSON value, so payload
+// values go through the schemas package's one JSON -> canonical CBOR
+// conversion (number rules included) without a schema of their own.
+const anySchema = "aos.receipts/any@1"
+
+var anyRegistry = sync.OnceValue(func() *schemas.Registry {
+	r := schemas.NewRegistry()
+	if err := r.Define([]schemas.SchemaDef{{Name: anySchema, Schema: json.RawMessage(`{}`)}}); err != nil {
+		panic("receipts: " + err.Error())
+	}
+	return r
+})
+
+// PayloadFromJSON converts one JSON value to canonical CBOR with no schema:
+// integral numbers become integers (1.0 and 1e0 are 1), other numbers the
+// shortest exact float, strings text strings. There are no byte strings in
+// this form: a payload that needs them is sent as payload_cbor.
+func PayloadFromJSON(js []byte) ([]byte, error) {
+	return anyRegistry().FromJSON(anySchema, js)
+}
+
+func payloadFromValue(v any) ([]byte, error) {
+	return anyRegistry().FromValue(anySchema, v)
+}
+
+// receiptJSON is the wire form; fields are declared in key order so the
+// output has sorted keys.
+type receiptJSON struct {
+	Attempt     uint64          `json:"attempt"`
+	Effect      string          `json:"effect"`
+	Executor    string          `json:"executor"`
+	IntentHash  schemas.Hash    `json:"intent_hash"`
+	IssuerRef   string          `json:"issuer_ref,omitempty"`
+	KeyID       string          `json:"key_id"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	PayloadCBOR []byte          `json:"payload_cbor,omitempty"`
+	Signature   []byte          `json:"signature"`
+	Status      Status          `json:"status"`
+}
+
+// ToJSON renders sr in the HTTP API's receipt form: compact, keys sorted,
+//
+//	{"attempt": 1, "effect": "...", "executor": "...", "intent_hash": "sha256:<hex>",
+//	 "issuer_ref": "...", "key_id": "ed25519:<hex>", "payload": <JSON value>,
+//	 "signature": "<base64>", "status": "ok"}
+//
+// The payload appears as a JSON value ("payload") when that value converts
+// back to exactly the same CBOR bytes, and otherwise (byte strings, maps
+// with non-text keys, floats JSON cannot carry) as "payload_cbor", the
+// standard base64 of the bytes. So FromJSON(ToJSON(sr)) == sr.
+func ToJSON(sr SignedReceipt) ([]byte, error) {
+	w := receiptJSON{
+		Attempt:    sr.Attempt,
+		Effect:     sr.Effect,
+		Executor:   sr.Executor,
+		IntentHash: sr.Intent,
+		IssuerRef:  sr.IssuerRef,
+		KeyID:      sr.KeyID,
+		Signature:  sr.Signature,
+		Status:     sr.Status,
+	}
+	if js, ok := payloadAsJSON(sr.Payload); ok {
+		w.Payload = js
+	} else {
+		w.PayloadCBOR = sr.Payload
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&w); err != nil {
+		return nil, fmt.Errorf("receipt %s to json: %w", sr.Intent, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func payloadAsJSON(p []byte) (json.RawMessage, bool) {
+	js, err := schemas.ToJSON(p)
+	if err != nil {
+		return nil, false
+	}
+	back, err := PayloadFromJSON(js)
+	if err != nil || !bytes.Equal(back, p) {
+		return nil, false
+	}
+	return js, true
+}
+
+// FromJSON parses the HTTP API's receipt form strictly: one JSON object,
+// no duplicate or unknown keys, required keys intent_hash, effect,
+// executor, status, key_id, signature and exactly one of payload (a JSON
+// value, converted as PayloadFromJSON does) or payload_cbor (standard
+// base64 of canonical CBOR); attempt (a non-negative integer literal) and
+// issuer_ref are optional. The result passes Check and has a signature of
+// the right length; the signature itself is verified by Keyring.Verify.
+// Every error wraps ErrMalformed and names the JSON pointer.
+func FromJSON(data []byte) (SignedReceipt, error) {
+	var sr SignedReceipt
+	v, err := schemas.DecodeJSON(data)
+	if err != nil {
+		return sr, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return sr, fmt.Errorf("%w: receipt is not a JSON object", ErrMalformed)
+	}
+	bad := func(key, format string, a ...any) error {
+		return fmt.Errorf("%w: /%s: %s", ErrMalformed, key, fmt.Sprintf(format, a...))
+	}
+	str := func(key string, required bool) (string, error) {
+		x, ok := m[key]
+		if !ok {
+			if required {
+				return "", bad(key, "missing")
+			}
+			return "", nil
+		}
+		s, ok := x.(string)
+		if !ok {
+			return "", bad(key, "want a string")
+		}
+		return s, nil
+	}
+	b64 := func(key string) ([]byte, error) {
+		s, err := str(key, true)
+		if err != nil {
+			return nil, err
+		}
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil {
+			return nil, bad(key, "not standard padded base64: %v", err)
+		}
+		return b, nil
+	}
+	for k := range m {
+		switch k {
+		case "attempt", "effect", "executor", "intent_hash", "issuer_ref", "key_id", "payload", "payload_cbor", "signature", "status":
+		default:
+			return sr, bad(k, "unknown field (want attempt, effect, executor, intent_hash, issuer_ref, key_id, payload or payload_cbor, signature, status)")
+		}
+	}
+	ih, err := str("intent_hash", true)
+	if err != nil {
+		return sr, err
+	}
+	if sr.Intent, err = schemas.ParseHash(ih); err != nil {
+		return sr, bad("intent_hash", "%v", err)
+	}
+	if sr.Effect, err = str("effect", true); err != nil {
+		return sr, err
+	}
+	if sr.Executor, err = str("executor", true); err != nil {
+		return sr, err
+	}
+	st, err := str("status", true)
+	if err != nil {
+		return sr, err
+	}
+	sr.Status = Status(st)
+	if sr.IssuerRef, err = str("issuer_ref", false); err != nil {
+		return sr, err
+	}
+	if sr.KeyID, err = str("key_id", true); err != nil {
+		return sr, err
+	}
+	if sr.Signature, err = b64("signature"); err != nil {
+		return sr, err
+	}
+	if a, ok := m["attempt"]; ok {
+		n, isNum := a.(json.Number)
+		if !isNum {
+			return sr, bad("attempt", "want a non-negative integer")
+		}
+		if sr.Attempt, err = strconv.ParseUint(string(n), 10, 64); err != nil {
+			return sr, bad("attempt", "want a non-negative integer literal below 2^64, got %s", n)
+		}
+	}
+	pv, hasValue := m["payload"]
+	_, hasCBOR := m["payload_cbor"]
+	switch {
+	case hasValue && hasCBOR:
+		return sr, bad("payload", "give payload or payload_cbor, not both")
+	case hasValue:
+		if sr.Payload, err = payloadFromValue(pv); err != nil {
+			var ve *schemas.ValueError
+			if errors.As(err, &ve) {
+				return sr, fmt.Errorf("%w: /payload%s: %s", ErrMalformed, strings.TrimSuffix(ve.Pointer, "/"), ve.Msg)
+			}
+			return sr, bad("payload", "%v", err)
+		}
+	case hasCBOR:
+		if sr.Payload, err = b64("payload_cbor"); err != nil {
+			return sr, err
+		}
+	default:
+		return sr, bad("payload", "missing (give payload or payload_cbor)")
+	}
+	if err := sr.Check(); err != nil {
+		return SignedReceipt{}, err
+	}
+	if err := sr.checkEnvelope(); err != nil {
+		return SignedReceipt{}, err
+	}
+	return sr, nil
+}
