@@ -1,8 +1,6 @@
 package manifest
 
 import (
-	"encoding/json"
-
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -13,13 +11,25 @@ type Manifest struct {
 	Schemas   map[string]*SchemaDef
 	Modules   map[string]*ModuleDef
 	Workflows map[string]*WorkflowDef
-	Effects   map[string]*EffectDef
+	Effects   map[string]*EffectDef // user effects and every built-in sys/ effect
 	Routing   Routing
 	// Registry has every schema def (user and sys/) compiled.
 	Registry *schemas.Registry
-	// Source is the canonical CBOR form the hash is taken over; the kernel
-	// journals it on apply so a world can be reloaded without the files.
+	// Defs lists every def the hash covers, sorted by name: all user defs,
+	// the built-in sys/ effects some workflow emits, and the built-in sys/
+	// schemas the manifest refers to (directly or through other sys/ schemas).
+	Defs []DefRef
+	// Source is the canonical CBOR of every user def as declared (see
+	// FromSource); the kernel journals it on apply so a world can be reloaded
+	// without the files.
 	Source []byte
+}
+
+// DefRef names one def the manifest hash covers.
+type DefRef struct {
+	Name string
+	Kind string // "defschema", "defmodule", "defworkflow", "defeffect"
+	Hash schemas.Hash
 }
 
 // SchemaDef is a "$kind":"defschema".
@@ -106,5 +116,3 @@ type Problem struct {
 
 // Problems lists every problem a load found. It is the error Load returns.
 type Problems []Problem
-
-var _ = json.RawMessage(nil)

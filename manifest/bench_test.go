@@ -1,0 +1,15 @@
+package manifest_test
+
+import (
+	"testing"
+
+	"github.com/aos-kernel/aos/manifest"
+)
+
+func BenchmarkLoadExample(b *testing.B) {
+	for b.Loop() {
+		if _, err := manifest.Load(examplesDir + "/orders"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

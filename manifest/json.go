@@ -1,0 +1,313 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxDepth bounds how deeply a manifest file may nest. Source wraps every def
+// two levels deep and the strict CBOR decoder refuses more than 64 levels, so
+// anything Load accepts must stay well under that for FromSource to read it back.
+const maxDepth = 60
+
+// dupKey is a JSON object key that appeared more than once.
+type dupKey struct {
+	ptr string // pointer to the object holding the key
+	key string
+}
+
+// parseJSON decodes one JSON document strictly into a generic value:
+// map[string]any, []any, string, bool, nil and json.Number (normalized, see
+// normNumber). Duplicate keys do not stop the parse; they are all reported so
+// one load shows every mistake. Syntax errors, invalid UTF-8, numbers out of
+// range, excessive nesting and trailing data are errors.
+func parseJSON(data []byte) (any, []dupKey, error) {
+	if !utf8.Valid(data) {
+		return nil, nil, errors.New("file is not valid UTF-8")
+	}
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return nil, nil, errors.New("file starts with a byte order mark; save it as plain UTF-8")
+	}
+	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
+	p.dec.UseNumber()
+	v, err := p.value("", 0)
+	if err != nil {
+		return nil, nil, p.located(err)
+	}
+	if _, err := p.dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("unexpected data after the top-level value")
+		}
+		return nil, nil, p.located(err)
+	}
+	return v, p.dups, nil
+}
+
+type jsonParser struct {
+	dec  *json.Decoder
+	data []byte
+	dups []dupKey
+}
+
+// located prefixes err with the line and column where the decoder stopped.
+func (p *jsonParser) located(err error) error {
+	off := p.dec.InputOffset()
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = se.Offset
+	}
+	if off > int64(len(p.data)) {
+		off = int64(len(p.data))
+	}
+	line, col := 1, 1
+	for _, c := range p.data[:off] {
+		if c == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errors.New("unexpected end of file")
+	}
+	return fmt.Errorf("invalid JSON at line %d, column %d: %v", line, col, err)
+}
+
+func (p *jsonParser) value(ptr string, depth int) (any, error) {
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= maxDepth {
+			return nil, fmt.Errorf("nested more than %d levels deep", maxDepth)
+		}
+		if t == '{' {
+			return p.object(ptr, depth+1)
+		}
+		if t == '[' {
+			return p.array(ptr, depth+1)
+		}
+		return nil, fmt.Errorf("unexpected %q", rune(t))
+	case json.Number:
+		n, err := normNumber(t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", displayPtr(ptr), err)
+		}
+		return n, nil
+	default: // string, bool, nil
+		return t, nil
+	}
+}
+
+func (p *jsonParser) object(ptr string, depth int) (any, error) {
+	m := map[string]any{}
+	for p.dec.More() {
+		tok, err := p.dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("object key must be a string, found %v", tok)
+		}
+		v, err := p.value(ptrJoin(ptr, k), depth)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[k]; dup {
+			p.dups = append(p.dups, dupKey{ptr: ptr, key: k})
+			continue // keep the first; the load fails anyway
+		}
+		m[k] = v
+	}
+	if _, err := p.dec.Token(); err != nil { // '}'
+		return nil, err
+	}
+	return m, nil
+}
+
+func (p *jsonParser) array(ptr string, depth int) (any, error) {
+	a := []any{}
+	for p.dec.More() {
+		v, err := p.value(ptrJoin(ptr, strconv.Itoa(len(a))), depth)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+	}
+	if _, err := p.dec.Token(); err != nil { // ']'
+		return nil, err
+	}
+	return a, nil
+}
+
+// normNumber gives every number one spelling, so that a value read from JSON
+// and the same value read back from CBOR are identical: integral numbers as
+// plain integers ("1.0", "1e2" become "1", "100"), others in Go's shortest
+// round-trip float form.
+func normNumber(n json.Number) (json.Number, error) {
+	s := string(n)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return json.Number(strconv.FormatInt(i, 10)), nil
+	}
+	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return json.Number(strconv.FormatUint(u, 10)), nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", fmt.Errorf("number %s is out of range", s)
+	}
+	return floatNumber(f), nil
+}
+
+func floatNumber(f float64) json.Number {
+	if f == math.Trunc(f) {
+		if f >= -(1<<63) && f < 1<<63 {
+			return json.Number(strconv.FormatInt(int64(f), 10))
+		}
+		if f >= 0 && f < 1<<64 {
+			return json.Number(strconv.FormatUint(uint64(f), 10))
+		}
+	}
+	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// toCBORValue turns a parsed JSON value into the generic value whose canonical
+// CBOR is the def's identity: json.Number becomes int64, uint64 or float64.
+func toCBORValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = toCBORValue(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(t))
+		for i, e := range t {
+			a[i] = toCBORValue(e)
+		}
+		return a
+	case json.Number:
+		s := string(t)
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return u
+		}
+		f, _ := strconv.ParseFloat(s, 64)
+		return f
+	default:
+		return v
+	}
+}
+
+// fromCBORValue is the inverse of toCBORValue for values schemas.Decode
+// returns. It refuses what JSON cannot express (byte strings, non-text keys).
+func fromCBORValue(v any, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("nested more than %d levels deep", maxDepth)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			x, err := fromCBORValue(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = x
+		}
+		return m, nil
+	case []any:
+		a := make([]any, len(t))
+		for i, e := range t {
+			x, err := fromCBORValue(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a[i] = x
+		}
+		return a, nil
+	case uint64:
+		return json.Number(strconv.FormatUint(t, 10)), nil
+	case int64:
+		return json.Number(strconv.FormatInt(t, 10)), nil
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return nil, fmt.Errorf("number %v cannot be expressed in JSON", t)
+		}
+		return floatNumber(t), nil
+	case string, bool, nil:
+		return t, nil
+	default:
+		return nil, fmt.Errorf("value of type %T cannot be expressed in JSON", v)
+	}
+}
+
+// canonicalJSON renders a parsed value as compact JSON with sorted keys.
+func canonicalJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("manifest: re-encode parsed JSON: %v", err)) // parsed values always encode
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// ptrJoin appends one reference token to a JSON pointer (RFC 6901 escaping).
+func ptrJoin(ptr, tok string) string {
+	tok = strings.ReplaceAll(tok, "~", "~0")
+	tok = strings.ReplaceAll(tok, "/", "~1")
+	return ptr + "/" + tok
+}
+
+func displayPtr(ptr string) string {
+	if ptr == "" {
+		return "/"
+	}
+	return ptr
+}
+
+// comparePtr orders JSON pointers token by token, numeric tokens numerically,
+// so problems print in file order ("/2" before "/10").
+func comparePtr(a, b string) int {
+	at, bt := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		if at[i] == bt[i] {
+			continue
+		}
+		ai, aerr := strconv.Atoi(at[i])
+		bi, berr := strconv.Atoi(bt[i])
+		if aerr == nil && berr == nil {
+			if ai < bi {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(at[i], bt[i])
+	}
+	return len(at) - len(bt)
+}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
