@@ -142,6 +142,7 @@ type harness struct {
 	entropy  *seededEntropy
 	builtins *modules.Builtins
 	lastSeen uint64
+	extra    func(*kernel.Config)
 }
 
 func newHarness(t testing.TB, seed uint64, onDisk bool) *harness {
@@ -167,7 +168,11 @@ func newHarness(t testing.TB, seed uint64, onDisk bool) *harness {
 }
 
 func (h *harness) config() kernel.Config {
-	return kernel.Config{Clock: h.clock, Entropy: h.entropy, Builtins: h.builtins}
+	c := kernel.Config{Clock: h.clock, Entropy: h.entropy, Builtins: h.builtins}
+	if h.extra != nil {
+		h.extra(&c)
+	}
+	return c
 }
 
 func (h *harness) open() {
