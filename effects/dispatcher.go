@@ -39,6 +39,8 @@ type Config struct {
 	Logger    *slog.Logger
 	// DefaultRetry applies to effects that declare no retry policy.
 	DefaultRetry RetryPolicy
+	// Now is the clock for leases (default time.Now).
+	Now func() time.Time
 }
 
 // RetryPolicy bounds attempts and backoff.
@@ -86,6 +88,9 @@ func New(cfg Config) *Dispatcher {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.DefaultRetry.MaxAttempts == 0 {
 		cfg.DefaultRetry = RetryPolicy{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
@@ -245,10 +250,10 @@ func (d *Dispatcher) Claim(ctx context.Context, executor string, effects []strin
 	for _, e := range effects {
 		want[e] = true
 	}
-	deadline := time.Now().Add(wait)
+	deadline := d.cfg.Now().Add(wait)
 	for {
 		d.mu.Lock()
-		now := time.Now()
+		now := d.cfg.Now()
 		var out []Claimed
 		for _, e := range d.external {
 			if len(out) >= max {
@@ -262,10 +267,10 @@ func (d *Dispatcher) Claim(ctx context.Context, executor string, effects []strin
 		}
 		ch := d.changed
 		d.mu.Unlock()
-		if len(out) > 0 || wait <= 0 || !time.Now().Before(deadline) {
+		if len(out) > 0 || wait <= 0 || !d.cfg.Now().Before(deadline) {
 			return out, nil
 		}
-		t := time.NewTimer(time.Until(deadline))
+		t := time.NewTimer(deadline.Sub(d.cfg.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()

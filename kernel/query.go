@@ -195,61 +195,130 @@ type TraceEntry struct {
 	Emitted   []uint64        `json:"emitted,omitempty"`
 	Intents   []schemas.Hash  `json:"intents,omitempty"`
 	Effect    string          `json:"effect,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Executor  string          `json:"executor,omitempty"`
+	Attempt   uint64          `json:"attempt,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	Value     json.RawMessage `json:"value,omitempty"`
 }
 
 // Trace returns the durable timeline of one instance: events delivered to it,
-// its steps with resulting state hashes, intents opened and faults. It scans
-// the journal.
+// its steps with resulting state hashes, intents opened, stream frames,
+// receipts delivered or dropped, and faults. It scans the journal.
 func (w *World) Trace(ctx context.Context, workflow string, key []byte) ([]TraceEntry, error) {
-	var out []TraceEntry
+	mine := map[schemas.Hash]bool{}
+	return w.trace(ctx, func(kind journal.Kind, wf string, k []byte, intent schemas.Hash) bool {
+		switch kind {
+		case journal.KindIntent:
+			if wf == workflow && bytes.Equal(k, key) {
+				mine[intent] = true
+				return true
+			}
+			return false
+		case journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+			return mine[intent]
+		}
+		return wf == workflow && bytes.Equal(k, key)
+	})
+}
+
+// TraceIntent returns one intent's life: opened, stream frames, receipts
+// delivered or dropped.
+func (w *World) TraceIntent(ctx context.Context, h schemas.Hash) ([]TraceEntry, error) {
+	return w.trace(ctx, func(kind journal.Kind, _ string, _ []byte, intent schemas.Hash) bool {
+		switch kind {
+		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+			return intent == h
+		}
+		return false
+	})
+}
+
+// trace scans the journal and keeps the entries match accepts. For events
+// match is asked once per target.
+func (w *World) trace(ctx context.Context, match func(kind journal.Kind, wf string, key []byte, intent schemas.Hash) bool) ([]TraceEntry, error) {
+	out := []TraceEntry{}
 	err := w.journal.Read(1, func(r journal.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		switch r.Kind {
-		case journal.KindEvent:
-			var ev EventRec
-			if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
-				return false, err
-			}
-			for _, t := range ev.Targets {
-				if t.Workflow == workflow && bytes.Equal(t.Key, key) {
-					js, _ := schemas.ToJSON(ev.Value)
-					out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Schema: ev.Schema, Value: js})
-					break
-				}
-			}
-		case journal.KindStep:
-			var s StepRec
-			if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
-				return false, err
-			}
-			if s.Workflow == workflow && bytes.Equal(s.Key, key) {
-				out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Input: s.Input, StateHash: s.StateHash,
-					Deleted: s.StateHash == nil, Emitted: s.Emitted, Intents: s.Intents})
-			}
-		case journal.KindFault:
-			var f FaultRec
-			if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
-				return false, err
-			}
-			if f.Workflow == workflow && bytes.Equal(f.Key, key) {
-				out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Input: f.Input, Reason: f.Reason})
-			}
-		case journal.KindIntent:
-			var it IntentRec
-			if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
-				return false, err
-			}
-			if it.OriginWorkflow == workflow && bytes.Equal(it.OriginKey, key) {
-				out = append(out, TraceEntry{Seq: r.Seq, Kind: r.Kind, Effect: it.Effect, Intents: []schemas.Hash{it.Hash}, Input: it.EmittedAt})
-			}
+		e, ok, err := traceEntry(r, match)
+		if err != nil {
+			return false, fmt.Errorf("journal seq %d: %w", r.Seq, err)
+		}
+		if ok {
+			out = append(out, e)
 		}
 		return true, nil
 	})
 	return out, err
+}
+
+func traceEntry(r journal.Record, match func(journal.Kind, string, []byte, schemas.Hash) bool) (TraceEntry, bool, error) {
+	e := TraceEntry{Seq: r.Seq, Kind: r.Kind}
+	var none schemas.Hash
+	switch r.Kind {
+	case journal.KindEvent:
+		var ev EventRec
+		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
+			return e, false, err
+		}
+		for _, t := range ev.Targets {
+			if match(r.Kind, t.Workflow, t.Key, none) {
+				e.Schema = ev.Schema
+				e.Value, _ = schemas.ToJSON(ev.Value)
+				return e, true, nil
+			}
+		}
+		return e, false, nil
+	case journal.KindStep:
+		var s StepRec
+		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
+			return e, false, err
+		}
+		e.Input, e.StateHash, e.Deleted, e.Emitted, e.Intents = s.Input, s.StateHash, s.StateHash == nil, s.Emitted, s.Intents
+		return e, match(r.Kind, s.Workflow, s.Key, none), nil
+	case journal.KindFault:
+		var f FaultRec
+		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
+			return e, false, err
+		}
+		e.Input, e.Reason = f.Input, f.Reason
+		return e, match(r.Kind, f.Workflow, f.Key, none), nil
+	case journal.KindIntent:
+		var it IntentRec
+		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
+			return e, false, err
+		}
+		e.Effect, e.Intents, e.Input = it.Effect, []schemas.Hash{it.Hash}, it.EmittedAt
+		e.Value, _ = schemas.ToJSON(it.Params)
+		return e, match(r.Kind, it.OriginWorkflow, it.OriginKey, it.Hash), nil
+	case journal.KindReceipt:
+		var rr ReceiptRec
+		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
+			return e, false, err
+		}
+		e.Effect, e.Intents, e.Status, e.Executor, e.Reason = rr.Receipt.Effect, []schemas.Hash{rr.Receipt.Intent}, string(rr.Receipt.Status), rr.Receipt.Executor, rr.Rejected
+		e.Attempt = rr.Receipt.Attempt
+		e.Value, _ = schemas.ToJSON(rr.Receipt.Payload)
+		return e, match(r.Kind, "", nil, rr.Receipt.Intent), nil
+	case journal.KindDrop:
+		var dr DropRec
+		if err := schemas.UnmarshalTrusted(r.Body, &dr); err != nil {
+			return e, false, err
+		}
+		e.Effect, e.Intents, e.Status, e.Executor, e.Reason = dr.Receipt.Effect, []schemas.Hash{dr.Receipt.Intent}, string(dr.Receipt.Status), dr.Receipt.Executor, dr.Reason
+		return e, match(r.Kind, "", nil, dr.Receipt.Intent), nil
+	case journal.KindFrame:
+		var fr FrameRec
+		if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
+			return e, false, err
+		}
+		e.Intents, e.Executor, e.Attempt = []schemas.Hash{fr.Intent}, fr.Executor, fr.Seq
+		e.Value, _ = schemas.ToJSON(fr.Payload)
+		return e, match(r.Kind, "", nil, fr.Intent), nil
+	}
+	return e, false, nil
 }
 
 // Describe renders a journal record for people and `--json` output: the
@@ -302,6 +371,28 @@ func Describe(r journal.Record) (map[string]any, error) {
 			return nil, err
 		}
 		body = map[string]any{"hash": mr.Hash, "name": mr.Name, "source_bytes": len(mr.Source)}
+	case journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+		e, _, err := traceEntry(r, func(journal.Kind, string, []byte, schemas.Hash) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]any{"intent": e.Intents[0], "executor": e.Executor}
+		if e.Effect != "" {
+			m["effect"] = e.Effect
+		}
+		if e.Status != "" {
+			m["status"] = e.Status
+		}
+		if e.Reason != "" {
+			m["reason"] = e.Reason
+		}
+		if e.Attempt != 0 {
+			m["attempt"] = e.Attempt
+		}
+		if e.Value != nil {
+			m["payload"] = e.Value
+		}
+		body = m
 	default:
 		js, err := schemas.ToJSON(r.Body)
 		if err != nil {

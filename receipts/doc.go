@@ -52,8 +52,9 @@
 //
 //  1. FromJSON (HTTP) or Unmarshal (journal): structure.
 //  2. Keyring.Verify: trusted key, good signature, executor bound to key.
-//     Refusals change nothing (DESIGN.md §10.7); this step is the costly
-//     one (~50µs) and may run off-loop, before the loop step.
+//     Refusals change nothing (DESIGN.md §10.7). This is the costly step
+//     (about 40µs, see docs/receipts.md); it may run off-loop, before the
+//     loop step.
 //  3. Fence.Check: pending? ErrSettled -> journal "dropped duplicate";
 //     ErrUnknownIntent -> refuse.
 //  4. Validate the payload against the effect's receipt schema; a failure
