@@ -19,6 +19,12 @@ var ErrLocked = errors.New("cas: world directory is locked")
 // cannot see EWOULDBLOCK; the message is the only stable signal.
 const badgerLockMsg = "Cannot acquire directory lock"
 
+// valueThreshold: values larger than this live in Badger's value log and the
+// LSM keeps a pointer. CAS nodes (a few KB) and journal frames (up to MBs) are
+// then appended once instead of being copied through the memtable skiplist and
+// every compaction; measured on materializing 100,000 cells (docs/PERFORMANCE.md).
+const valueThreshold = 1 << 10
+
 // OpenBadger opens (creating if needed) the one Badger directory of a world.
 // The CAS (keys "c/...") and the journal (keys "j/...") share it.
 //
@@ -28,6 +34,7 @@ const badgerLockMsg = "Cannot acquire directory lock"
 func OpenBadger(dir string) (*badger.DB, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
+		WithValueThreshold(valueThreshold).
 		WithLogger(slogLogger{slog.Default()})
 	db, err := badger.Open(opts)
 	if err != nil {
