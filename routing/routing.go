@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fxamacker/cbor/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
@@ -41,12 +42,25 @@ type sub struct {
 type Router struct {
 	reg    *schemas.Registry
 	byName map[string][]*sub // event schema -> subscriptions in manifest order
+	// validKeys remembers keys that passed key_schema validation. Validation
+	// is a pure function of (schema, bytes), so the cache cannot change any
+	// outcome, only skip repeating it: keys (order ids, ticket ids) recur on
+	// every event of an instance's life.
+	validKeys *lru.Cache[string, struct{}]
 }
+
+// keyCacheSize bounds the validated-key cache (entries are key bytes plus
+// the key schema name).
+const keyCacheSize = 1 << 15
 
 // New builds a router for m. The manifest loader has already checked the
 // subscriptions; New only precomputes.
 func New(m *manifest.Manifest) (*Router, error) {
-	r := &Router{reg: m.Registry, byName: map[string][]*sub{}}
+	cache, err := lru.New[string, struct{}](keyCacheSize)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{reg: m.Registry, byName: map[string][]*sub{}, validKeys: cache}
 	for i, s := range m.Routing.Subscriptions {
 		wf, ok := m.Workflows[s.Workflow]
 		if !ok {
@@ -113,9 +127,13 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: event %s: key_field %q: %v", ErrKey, schema, s.keyField, err)
 			}
-			if err := r.reg.Validate(s.keySchema, kb); err != nil {
-				return nil, fmt.Errorf("%w: event %s, workflow %s: key at %q does not validate against %s: %v",
-					ErrKey, schema, s.workflow, s.keyField, s.keySchema, err)
+			ck := s.keySchema + "\x00" + string(kb)
+			if _, ok := r.validKeys.Get(ck); !ok {
+				if err := r.reg.Validate(s.keySchema, kb); err != nil {
+					return nil, fmt.Errorf("%w: event %s, workflow %s: key at %q does not validate against %s: %v",
+						ErrKey, schema, s.workflow, s.keyField, s.keySchema, err)
+				}
+				r.validKeys.Add(ck, struct{}{})
 			}
 			t.Key = kb
 		}
