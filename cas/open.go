@@ -25,6 +25,17 @@ const badgerLockMsg = "Cannot acquire directory lock"
 // every compaction; measured on materializing 100,000 cells (docs/PERFORMANCE.md).
 const valueThreshold = 1 << 10
 
+// blockCacheSize bounds Badger's block cache (its default is 256 MiB). Cell
+// states are cached by the cells LRU above it and the OS page cache below it,
+// so 64 MiB keeps a world's heap bounded at no measured cost.
+const blockCacheSize = 64 << 20
+
+// numMemtables bounds the memtables (64 MiB each) Badger keeps while earlier
+// ones flush; its default of 5 let a million-cell world's heap reach 429 MiB.
+// Values over valueThreshold go to the value log, so memtables fill slowly and
+// three are enough to absorb flushes.
+const numMemtables = 3
+
 // OpenBadger opens (creating if needed) the one Badger directory of a world.
 // The CAS (keys "c/...") and the journal (keys "j/...") share it.
 //
@@ -35,6 +46,8 @@ func OpenBadger(dir string) (*badger.DB, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
 		WithValueThreshold(valueThreshold).
+		WithBlockCacheSize(blockCacheSize).
+		WithNumMemtables(numMemtables).
 		WithLogger(slogLogger{slog.Default()})
 	db, err := badger.Open(opts)
 	if err != nil {

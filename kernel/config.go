@@ -73,6 +73,11 @@ type Config struct {
 	BeforeFlush func()
 	// Keyring holds the executor keys whose receipts the world trusts.
 	Keyring *receipts.Keyring
+	// MaterializeAt: when a workflow's cell delta holds more dirty cells than
+	// this, the kernel materializes it into the CellIndex between inputs, so
+	// memory stays bounded without snapshots (default 65536). The index root
+	// is a pure function of the cells, so this changes nothing journaled.
+	MaterializeAt int
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
@@ -97,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
+	}
+	if c.MaterializeAt == 0 {
+		c.MaterializeAt = 1 << 16
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -84,4 +85,27 @@ func (st *state) quiescent() bool {
 		}
 	}
 	return true
+}
+
+// maybeMaterialize flushes cell deltas that outgrew Config.MaterializeAt.
+// Checked every 256 inputs: Stats takes the head's lock.
+func (st *state) maybeMaterialize() {
+	st.inputs++
+	if st.inputs%256 != 0 {
+		return
+	}
+	names := make([]string, 0, len(st.heads))
+	for n := range st.heads {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h := st.heads[n]
+		if h.Stats().Dirty <= st.w.cfg.MaterializeAt {
+			continue
+		}
+		if _, err := h.Materialize(); err != nil {
+			panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+		}
+	}
 }

@@ -52,6 +52,7 @@ func (st *state) recover() error {
 		if err := st.drive(r); err != nil {
 			return false, err
 		}
+		st.maybeMaterialize()
 		return true, st.match(r)
 	})
 	if err != nil {

@@ -69,6 +69,7 @@ type state struct {
 	out       []journal.Record       // records produced this loop turn, not yet committed
 	inflight  map[schemas.Hash]*IntentRec
 	frameSeq  map[schemas.Hash]uint64 // last stream frame seq per pending intent
+	inputs    uint64                  // external inputs handled, for periodic upkeep
 	replaying bool
 	opened    []OpenIntent   // intents opened this loop turn, released after flush
 	settled   []schemas.Hash // intents settled this loop turn
@@ -274,6 +275,7 @@ func (st *state) handle(r request, b *batch) {
 			break
 		}
 		res.receipt = st.ingestReceipt(r.receipt, nil)
+		st.maybeMaterialize()
 	case r.frame != nil:
 		if st.man == nil {
 			res.err = ErrNoManifest
@@ -284,6 +286,7 @@ func (st *state) handle(r request, b *batch) {
 		res.seqs = make([]uint64, len(r.events))
 		for i := range r.events {
 			seq, err := st.ingestExternal(&r.events[i])
+			st.maybeMaterialize()
 			if err != nil {
 				res.err = err
 				res.seqs = res.seqs[:i]
