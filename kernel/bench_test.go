@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // BenchmarkKeyedCounter measures events/s end to end: JSON ingress,
@@ -20,13 +23,24 @@ func BenchmarkKeyedCounter(b *testing.B) {
 	for _, c := range []struct {
 		name             string
 		clients, perCall int
+		unique           bool
 	}{
-		{"clients=64/events_per_call=1", 64, 1},
-		{"clients=8/events_per_call=100", 8, 100},
+		{"clients=64/events_per_call=1", 64, 1, false},
+		{"clients=8/events_per_call=100", 8, 100, false},
+		{"clients=8/events_per_call=100/unique_states", 8, 100, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := newHarness(b, 1, true)
-			mustApply(b, h, counterManifest)
+			if c.unique {
+				// Every state also names its key, so no two states are
+				// equal and no validation result is ever reused.
+				h.builtins.MustRegister("test/keyedcounter", "step", keyedCounter)
+				mustApply(b, h, strings.NewReplacer(`"builtin":"test/counter"`, `"builtin":"test/keyedcounter"`,
+					`"properties":{"count":{"type":"integer"}},"required":["count"],"additionalProperties":false`,
+					`"properties":{"count":{"type":"integer"},"key":{"type":"string"}},"required":["count","key"],"additionalProperties":false`).Replace(counterManifest))
+			} else {
+				mustApply(b, h, counterManifest)
+			}
 			const keys = 10000
 			evs := make([]json.RawMessage, keys)
 			for i := range evs {
@@ -66,4 +80,13 @@ func BenchmarkKeyedCounter(b *testing.B) {
 			b.ReportMetric(float64(b.N)/el.Seconds(), "events/s")
 		})
 	}
+}
+
+func keyedCounter(in *modules.Input) (*modules.Output, error) {
+	ev := decodeMap(nil, in.Event.Value)
+	var count int64
+	if in.State != nil {
+		count = toInt(decodeMap(nil, in.State)["count"])
+	}
+	return &modules.Output{State: schemas.MustMarshal(map[string]any{"count": count + toInt(ev["by"]), "key": ev["key"]})}, nil
 }

@@ -233,7 +233,7 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		return fmt.Errorf("step emitted %d effects, limit %d", len(out.Effects), lim.MaxEffects)
 	}
 	if out.State != nil {
-		if err := reg.Validate(rt.def.State, out.State); err != nil {
+		if err := st.valid.validate(rt.def.State, out.State); err != nil {
 			return fmt.Errorf("state does not validate against %s: %v", rt.def.State, err)
 		}
 		res.state = out.State
@@ -247,7 +247,7 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		if !reg.Has(e.Schema) {
 			return fmt.Errorf("domain event %d: unknown schema %q", i, e.Schema)
 		}
-		if err := reg.Validate(e.Schema, e.Value); err != nil {
+		if err := st.valid.validate(e.Schema, e.Value); err != nil {
 			return fmt.Errorf("domain event %d (%s): %v", i, e.Schema, err)
 		}
 		targets, err := st.router.Route(e.Schema, e.Value)
@@ -290,7 +290,7 @@ func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOu
 	if def == nil {
 		return IntentRec{}, fmt.Errorf("not an effect of manifest %s", st.man.Name)
 	}
-	if err := st.man.Registry.Validate(def.Params, e.Params); err != nil {
+	if err := st.valid.validate(def.Params, e.Params); err != nil {
 		return IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
 	}
 	id := IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,

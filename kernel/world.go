@@ -60,6 +60,7 @@ type state struct {
 	w         *World
 	man       *manifest.Manifest
 	router    *routing.Router
+	valid     *validator // step-output validation for the current manifest
 	wfs       map[string]*wfRuntime
 	heads     map[string]*cells.Head // by workflow name; outlive manifest changes
 	instances map[string]*instance   // non-default instances only (see instance)
