@@ -1,0 +1,607 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
+)
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		pub, err := daemon.Init(daemon.Dir(a.world), a.kernelConfig())
+		if err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(a.world)
+		if a.json {
+			return a.printJSON(map[string]string{"world": abs, "executor_public_key": pub})
+		}
+		fmt.Fprintf(a.stdout, "created world %s\n  store         %s\n  api token     %s (0600)\n  executor key  %s (ed25519, PKCS#8 PEM, 0600)\n  executor pub  %s\n",
+			abs, filepath.Join(abs, daemon.StoreDir), filepath.Join(abs, daemon.TokenFile), filepath.Join(abs, daemon.ExecutorKey), pub)
+		return nil
+	}
+}
+
+func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
+	wait := fs.Duration("wait", 0, "wait up to this long for quiescence before applying (e.g. 30s)")
+	dry := fs.Bool("dry-run", false, "validate and report what would change; change nothing")
+	return func(pos []string) error {
+		if err := wantArgs(pos, 1, 1, "PATH (a manifest file or directory)"); err != nil {
+			return err
+		}
+		path := pos[0]
+		// Validate locally first: problems name the user's own files.
+		if _, err := manifest.Load(path); err != nil {
+			return daemon.AsError(err, path)
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			req := daemon.ApplyRequest{DryRun: *dry}
+			if *wait > 0 {
+				req.Wait = wait.String()
+			}
+			if c.Remote {
+				files, err := daemon.ReadManifestFiles(path)
+				if err != nil {
+					return err
+				}
+				req.Files = files
+			} else {
+				req.Path = path
+			}
+			out, err := c.Apply(a.ctx, req)
+			if out != nil {
+				if a.json {
+					if perr := a.printJSON(out); perr != nil {
+						return perr
+					}
+				} else {
+					printApply(a.stdout, out)
+				}
+			}
+			return err
+		})
+	}
+}
+
+func printApply(w io.Writer, o *daemon.ApplyOutput) {
+	fmt.Fprintf(w, "manifest %s %s\n", o.ManifestName, o.ManifestHash)
+	if o.PreviousHash != nil {
+		fmt.Fprintf(w, "previous %s\n", *o.PreviousHash)
+	}
+	ch := o.Changes
+	for _, n := range ch.Added {
+		fmt.Fprintf(w, "  + def %s\n", n)
+	}
+	for _, n := range ch.Removed {
+		fmt.Fprintf(w, "  - def %s\n", n)
+	}
+	for _, n := range ch.Changed {
+		fmt.Fprintf(w, "  ~ def %s\n", n)
+	}
+	sub := func(s manifest.Subscription) string {
+		if s.KeyField != "" {
+			return fmt.Sprintf("%s -> %s (key %s)", s.Event, s.Workflow, s.KeyField)
+		}
+		return fmt.Sprintf("%s -> %s", s.Event, s.Workflow)
+	}
+	for _, s := range ch.SubscriptionsAdded {
+		fmt.Fprintf(w, "  + subscription %s\n", sub(s))
+	}
+	for _, s := range ch.SubscriptionsRemoved {
+		fmt.Fprintf(w, "  - subscription %s\n", sub(s))
+	}
+	if len(o.BlockedBy) > 0 {
+		fmt.Fprintf(w, "blocked by %d:\n", len(o.BlockedBy))
+		for _, b := range o.BlockedBy {
+			switch b.Kind {
+			case "intent":
+				fmt.Fprintf(w, "  intent %s %s from %s key %s\n", b.Intent, b.Effect, b.Workflow, b.Key)
+			default:
+				fmt.Fprintf(w, "  %s %s %s key %s\n", b.Kind, b.Status, b.Workflow, b.Key)
+			}
+		}
+	}
+	switch {
+	case o.Applied:
+		fmt.Fprintf(w, "applied at journal seq %d\n", o.Seq)
+	case o.Unchanged:
+		fmt.Fprintln(w, "unchanged: this manifest is already the world's manifest")
+	case len(o.BlockedBy) > 0:
+		fmt.Fprintln(w, "not applied: the world is not quiescent")
+	case o.DryRun:
+		fmt.Fprintln(w, "dry run: would apply; nothing changed")
+	}
+}
+
+// readValue reads VALUE: JSON text, @file, or - for stdin.
+func (a *app) readValue(arg string) (json.RawMessage, error) {
+	var b []byte
+	var err error
+	src := "VALUE"
+	switch {
+	case arg == "-":
+		src = "stdin"
+		b, err = io.ReadAll(a.stdin)
+	case strings.HasPrefix(arg, "@"):
+		src = arg[1:]
+		b, err = os.ReadFile(arg[1:])
+	default:
+		b = []byte(arg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", src, err)
+	}
+	if !json.Valid(b) {
+		var v any
+		jerr := json.Unmarshal(b, &v)
+		return nil, fmt.Errorf("%s is not valid JSON: %v", src, jerr)
+	}
+	return json.RawMessage(strings.TrimSpace(string(b))), nil
+}
+
+func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
+	wait := fs.Duration("wait", 0, "after the event is durable, wait up to this long for the world to be quiescent again")
+	return func(pos []string) error {
+		if err := wantArgs(pos, 2, 2, "SCHEMA VALUE"); err != nil {
+			return err
+		}
+		val, err := a.readValue(pos[1])
+		if err != nil {
+			return err
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			seqs, err := c.Send(a.ctx, []daemon.EventIn{{Schema: pos[0], Value: val}})
+			if err != nil {
+				return err
+			}
+			quiet := (*bool)(nil)
+			if *wait > 0 {
+				q, err := c.WaitQuiescent(a.ctx, *wait)
+				if err != nil {
+					return err
+				}
+				quiet = &q
+			}
+			if a.json {
+				out := map[string]any{"seq": seqs[0]}
+				if quiet != nil {
+					out["quiescent"] = *quiet
+				}
+				return a.printJSON(out)
+			}
+			fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], seqs[0])
+			if quiet != nil && !*quiet {
+				fmt.Fprintf(a.stdout, "world not quiescent after %s (instances running or waiting on effects)\n", *wait)
+			}
+			return nil
+		})
+	}
+}
+
+func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			st, err := c.Status(a.ctx)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(st)
+			}
+			w := newTable(a.stdout)
+			mh := "(none: run aosd apply)"
+			if st.ManifestHash != nil {
+				mh = st.ManifestHash.String()
+			}
+			via := "direct (no daemon)"
+			if c.Remote {
+				via = "daemon at http://" + c.Addr
+			}
+			w.row("world", a.world)
+			w.row("via", via)
+			if st.ManifestName != "" {
+				w.row("manifest", st.ManifestName)
+			}
+			w.row("manifest hash", mh)
+			w.row("journal height", st.JournalHeight)
+			w.row("quiescent", st.Quiescent)
+			w.row("instances", fmt.Sprintf("running %d, waiting %d, completed %d, failed %d",
+				st.Instances.Running, st.Instances.Waiting, st.Instances.Completed, st.Instances.Failed))
+			w.row("in-flight intents", st.Inflight)
+			w.row("queued effects", st.QueuedEffects)
+			for _, name := range sortedKeys(st.Cells) {
+				w.row("cells "+name, st.Cells[name])
+			}
+			return w.flush()
+		})
+	}
+}
+
+func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
+	limit := fs.Int("limit", 0, "ls: at most this many cells (0: all)")
+	return func(pos []string) error {
+		if len(pos) == 0 {
+			return usagef("want ls WORKFLOW or show WORKFLOW [KEY]")
+		}
+		switch pos[0] {
+		case "ls":
+			if err := wantArgs(pos, 2, 2, "ls WORKFLOW"); err != nil {
+				return err
+			}
+			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+				cs, err := c.Cells(a.ctx, pos[1], *limit)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(cs)
+				}
+				w := newTable(a.stdout)
+				w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
+				for _, ci := range cs {
+					last := "-"
+					if ci.LastActive > 0 {
+						last = time.Unix(0, int64(ci.LastActive)).UTC().Format(time.RFC3339)
+					}
+					st := ci.Status
+					if ci.Reason != "" {
+						st += " (" + ci.Reason + ")"
+					}
+					w.row(string(ci.Key), ci.StateHash.String(), ci.Size, st, last)
+				}
+				if err := w.flush(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%d cell(s)\n", len(cs))
+				return nil
+			})
+		case "show":
+			if err := wantArgs(pos, 2, 3, "show WORKFLOW [KEY]"); err != nil {
+				return err
+			}
+			key := ""
+			if len(pos) == 3 {
+				key = pos[2]
+			}
+			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+				v, err := c.Cell(a.ctx, pos[1], key)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(v)
+				}
+				w := newTable(a.stdout)
+				w.row("workflow", v.Workflow)
+				w.row("key", string(v.Key))
+				st := v.Status
+				if v.Reason != "" {
+					st += " (" + v.Reason + ")"
+				}
+				w.row("status", st)
+				if v.StateHash != nil {
+					w.row("state hash", v.StateHash.String())
+					w.row("size", v.Size)
+				}
+				w.row("in-flight", len(v.Inflight))
+				for _, h := range v.Inflight {
+					w.row("  intent", h)
+				}
+				if err := w.flush(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "state:\n%s\n", indentJSON(v.State))
+				return nil
+			})
+		default:
+			return usagef("unknown cells subcommand %q (want ls or show)", pos[0])
+		}
+	}
+}
+
+func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error {
+		if err := wantArgs(pos, 1, 2, "WORKFLOW [KEY]"); err != nil {
+			return err
+		}
+		key := ""
+		if len(pos) == 2 {
+			key = pos[1]
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			tr, err := c.Trace(a.ctx, pos[0], key)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(tr)
+			}
+			w := newTable(a.stdout)
+			w.row("SEQ", "KIND", "DETAIL")
+			for _, e := range tr {
+				w.row(e.Seq, string(e.Kind), traceDetail(e))
+			}
+			return w.flush()
+		})
+	}
+}
+
+func traceDetail(e kernel.TraceEntry) string {
+	switch e.Kind {
+	case "event":
+		return fmt.Sprintf("%s %s", e.Schema, compact(e.Value, 100))
+	case "step":
+		s := fmt.Sprintf("input %d -> ", e.Input)
+		if e.Deleted || e.StateHash == nil {
+			s += "deleted"
+		} else {
+			s += "state " + e.StateHash.String()
+		}
+		if len(e.Emitted) > 0 {
+			s += fmt.Sprintf(", emitted %v", e.Emitted)
+		}
+		if len(e.Intents) > 0 {
+			s += fmt.Sprintf(", %d intent(s)", len(e.Intents))
+		}
+		return s
+	case "intent":
+		h := ""
+		if len(e.Intents) > 0 {
+			h = e.Intents[0].String()
+		}
+		return fmt.Sprintf("%s %s (emitted at %d)", e.Effect, h, e.Input)
+	case "fault":
+		return fmt.Sprintf("input %d: %s", e.Input, e.Reason)
+	}
+	b, _ := json.Marshal(e)
+	return string(b)
+}
+
+func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
+	from := fs.Uint64("from", 1, "first sequence number")
+	limit := fs.Int("limit", 0, "at most this many records (0: all)")
+	kind := fs.String("kind", "", "only records of these kinds, comma-separated (event, step, intent, receipt, drop, frame, manifest, snapshot, fault)")
+	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		q, err := daemon.ParseJournalQuery(func(k string) []string {
+			switch k {
+			case "from":
+				return []string{strconv.FormatUint(*from, 10)}
+			case "limit":
+				return []string{strconv.Itoa(*limit)}
+			case "kind":
+				return []string{*kind}
+			case "follow":
+				return []string{strconv.FormatBool(*follow)}
+			}
+			return nil
+		})
+		if err != nil {
+			return usagef("%v", err)
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			var tw *table
+			if !a.json {
+				tw = newTable(a.stdout)
+				tw.row("SEQ", "KIND", "DETAIL")
+				if q.Follow {
+					tw.flush()
+				}
+			}
+			err := c.Journal(a.ctx, q, func(line json.RawMessage) error {
+				if a.json {
+					_, err := fmt.Fprintf(a.stdout, "%s\n", line)
+					return err
+				}
+				var r struct {
+					Seq  uint64          `json:"seq"`
+					Kind string          `json:"kind"`
+					Body json.RawMessage `json:"body"`
+				}
+				if err := json.Unmarshal(line, &r); err != nil {
+					return err
+				}
+				tw.row(r.Seq, r.Kind, journalDetail(r.Kind, r.Body))
+				if q.Follow {
+					return tw.flush()
+				}
+				return nil
+			})
+			if tw != nil {
+				if ferr := tw.flush(); err == nil {
+					err = ferr
+				}
+			}
+			if a.ctx.Err() != nil {
+				return nil // interrupted --follow
+			}
+			return err
+		})
+	}
+}
+
+func journalDetail(kind string, body json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return compact(body, 120)
+	}
+	str := func(k string) string {
+		var s string
+		if json.Unmarshal(m[k], &s) == nil {
+			return s
+		}
+		return string(m[k])
+	}
+	switch kind {
+	case "event":
+		return fmt.Sprintf("%s %s -> %s", str("schema"), compact(m["value"], 80), compact(m["targets"], 80))
+	case "step":
+		return fmt.Sprintf("%s key %s input %s -> %s", str("workflow"), m["key"], m["input"], str("state_hash"))
+	case "intent":
+		return fmt.Sprintf("%s from %s key %s %s", str("effect"), str("origin_workflow"), m["origin_key"], str("hash"))
+	case "manifest":
+		return fmt.Sprintf("%s %s", str("name"), str("hash"))
+	case "fault":
+		return fmt.Sprintf("%s key %s: %s", str("workflow"), m["key"], str("reason"))
+	}
+	return compact(body, 120)
+}
+
+func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		return serve(a, *listen)
+	}
+}
+
+func serve(a *app, listen string) error {
+	dir := daemon.Dir(a.world)
+	if err := dir.Check(); err != nil {
+		return err
+	}
+	log := logger(a.stderr, slog.LevelInfo)
+	tok, err := dir.Token()
+	if err != nil {
+		return err
+	}
+	if info, err := dir.ReadDaemonInfo(); err == nil && info.PID != os.Getpid() {
+		log.Info("ignoring daemon.json of an earlier daemon", "pid", info.PID, "addr", info.Addr)
+	}
+	metrics := daemon.NewMetrics()
+	cfg := a.kernelConfig()
+	cfg.Logger, cfg.Observer = log, metrics
+	w, err := kernel.Open(dir.Store(), cfg)
+	if err != nil {
+		return fmt.Errorf("open world %s: %w", dir, err)
+	}
+	metrics.Watch(w)
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("listen %s: %w", listen, err)
+	}
+	addr := ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		log.Warn("listening on a non-loopback address; anyone who can reach it and has the token can drive the world", "addr", addr)
+	}
+	srv := &http.Server{
+		Handler:           (&daemon.Server{Backend: &daemon.Local{W: w}, Token: tok, Logger: log, Metrics: metrics.Registry}).Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return a.ctx },
+	}
+	if err := dir.WriteDaemonInfo(daemon.DaemonInfo{Addr: addr, PID: os.Getpid()}); err != nil {
+		ln.Close()
+		w.Close()
+		return fmt.Errorf("write %s: %w", dir.Path(daemon.DaemonInfoFile), err)
+	}
+	fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
+	if f, ok := a.stdout.(*os.File); ok {
+		f.Sync()
+	}
+	log.Info("serving", "world", string(dir), "addr", addr, "pid", os.Getpid())
+	serr := daemon.Serve(a.ctx, srv, func() error { return srv.Serve(ln) })
+	log.Info("shutting down")
+	cerr := w.Close()
+	dir.RemoveDaemonInfo()
+	if serr != nil {
+		return serr
+	}
+	if cerr != nil {
+		return fmt.Errorf("close world: %w", cerr)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func cmdDemo(fs *flag.FlagSet, a *app) func([]string) error {
+	manifests := fs.String("manifests", filepath.Join("examples", "manifests"), "directory holding the example manifests")
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		worldSet := false
+		fs.Visit(func(f *flag.Flag) { worldSet = worldSet || f.Name == "world" })
+		if !worldSet {
+			d, err := os.MkdirTemp("", "aos-demo-")
+			if err != nil {
+				return err
+			}
+			a.world = filepath.Join(d, "world")
+		}
+		counter := filepath.Join(*manifests, "counter")
+		if _, err := os.Stat(counter); err != nil {
+			return fmt.Errorf("counter example not found at %s: run from the repository root or pass --manifests", counter)
+		}
+		step := func(args ...string) error {
+			fmt.Fprintf(a.stdout, "\n$ aosd %s --world %s\n", strings.Join(quoteArgs(args), " "), a.world)
+			code := run(a.ctx, append(args, "--world", a.world), a.stdin, a.stdout, a.stderr)
+			if code != exitOK {
+				return &exitCodeError{code}
+			}
+			return nil
+		}
+		wf := "com.example/counter.step@1"
+		for _, s := range [][]string{
+			{"init"},
+			{"apply", counter},
+			{"send", "com.example/CountEvent@1", `{"key":"a","by":1}`},
+			{"send", "com.example/CountEvent@1", `{"key":"a","by":41}`},
+			{"send", "com.example/CountEvent@1", `{"key":"b","by":7}`},
+			{"status"},
+			{"cells", "ls", wf},
+			{"cells", "show", wf, "a"},
+			{"trace", wf, "a"},
+			{"journal", "--limit", "6"},
+		} {
+			if err := step(s...); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(a.stdout, "\nThe world is in %s; try: aosd serve --world %s\n", a.world, a.world)
+		return nil
+	}
+}
+
+func quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, s := range args {
+		if strings.ContainsAny(s, ` "{}'`) {
+			s = "'" + s + "'"
+		}
+		out[i] = s
+	}
+	return out
+}

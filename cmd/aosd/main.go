@@ -1,0 +1,251 @@
+// Command aosd is the aos daemon and CLI. See docs/CLI.md.
+//
+// Every command works the same with or without a running daemon: when the
+// world directory's daemon.json names a live `aosd serve` that answers, the
+// command goes through its HTTP API; otherwise it opens the world itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/examples/workflows"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/modules"
+)
+
+// Exit codes (docs/CLI.md).
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitNotQuiet  = 3
+	defaultWorld  = ".aos"
+	envWorld      = "AOS_WORLD"
+	envLogLevel   = "AOS_LOG_LEVEL"
+	programHeader = "aosd — the aos daemon and CLI"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// app is one invocation: its streams and common flags.
+type app struct {
+	ctx            context.Context
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	world          string
+	json           bool
+	direct         bool
+}
+
+// usageError is a command-line mistake (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// exitError carries an exit code for an error already reported.
+type exitCodeError struct{ code int }
+
+func (e *exitCodeError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+type command struct {
+	name    string
+	args    string // positional synopsis
+	summary string
+	example string
+	flags   func(fs *flag.FlagSet, a *app) func([]string) error
+}
+
+func commands() []*command {
+	return []*command{
+		{"init", "", "create an empty world (store, API token, executor key)",
+			"aosd init --world /tmp/w", cmdInit},
+		{"apply", "PATH", "load a manifest file or directory, show what changes, and make it the world's manifest (refused, exit 3, unless quiescent)",
+			"aosd apply examples/manifests/counter --world /tmp/w", cmdApply},
+		{"send", "SCHEMA VALUE", "inject a domain event; VALUE is JSON, @file, or - for stdin",
+			`aosd send com.example/CountEvent@1 '{"key":"a","by":1}' --world /tmp/w`, cmdSend},
+		{"serve", "", "run the daemon: kernel and HTTP API (loopback, bearer token from DIR/token)",
+			"aosd serve --world /tmp/w --listen 127.0.0.1:7878", cmdServe},
+		{"status", "", "manifest hash, journal height, quiescence, instances by status, in-flight intents",
+			"aosd status --world /tmp/w --json", cmdStatus},
+		{"cells", "ls WORKFLOW | show WORKFLOW [KEY]", "list a workflow's cells, or show one cell (KEY is JSON if it parses, else a string)",
+			"aosd cells show com.example/counter.step@1 a --world /tmp/w", cmdCells},
+		{"journal", "", "print journal records, decoded (--json: one object per line)",
+			"aosd journal --from 1 --limit 20 --kind event,step --world /tmp/w", cmdJournal},
+		{"trace", "WORKFLOW [KEY]", "a cell's timeline: events in, steps, intents, faults",
+			"aosd trace com.example/counter.step@1 a --world /tmp/w", cmdTrace},
+		{"demo", "", "init a world (a temp dir unless --world), apply the counter example, send events, print cells and a trace",
+			"go run ./cmd/aosd demo", cmdDemo},
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			args = []string{args[1], "--help"}
+		} else {
+			printUsage(stdout)
+			if len(args) == 0 {
+				return exitUsage
+			}
+			return exitOK
+		}
+	}
+	var cmd *command
+	for _, c := range commands() {
+		if c.name == args[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "aosd: unknown command %q\n\n", args[0])
+		printUsage(stderr)
+		return exitUsage
+	}
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("aosd "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	def := os.Getenv(envWorld)
+	if def == "" {
+		def = defaultWorld
+	}
+	fs.StringVar(&a.world, "world", def, "world directory (default $"+envWorld+", else ./"+defaultWorld+")")
+	fs.BoolVar(&a.json, "json", false, "stable machine-readable JSON output")
+	fs.BoolVar(&a.direct, "direct", false, "open the world directly even if a daemon serves it (fails while the daemon holds the store)")
+	body := cmd.flags(fs, a)
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: aosd %s %s [flags]\n\n%s\n\nexample:\n  %s\n\nflags:\n", cmd.name, cmd.args, cmd.summary, cmd.example)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	pos, err := parseInterspersed(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		usage(stdout)
+		return exitOK
+	}
+	if err == nil {
+		err = body(pos)
+	}
+	var ue *usageError
+	var ce *exitCodeError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue) || isFlagError(err):
+		fmt.Fprintf(stderr, "aosd %s: %v\n\n", cmd.name, err)
+		usage(stderr)
+		return exitUsage
+	case errors.As(err, &ce):
+		return ce.code
+	default:
+		fmt.Fprintf(stderr, "aosd %s: %v\n", cmd.name, err)
+		var de *daemon.Error
+		if errors.As(err, &de) && de.Code == daemon.CodeNotQuiescent {
+			return exitNotQuiet
+		}
+		return exitError
+	}
+}
+
+// flagError marks errors from flag parsing (always usage errors).
+type flagError struct{ error }
+
+func isFlagError(err error) bool {
+	var fe flagError
+	return errors.As(err, &fe)
+}
+
+// parseInterspersed parses flags anywhere among the positional arguments:
+// `aosd cells ls WF --json` works like `aosd cells ls --json WF`. After "--"
+// everything is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, flagError{err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "%s\n\nusage: aosd COMMAND [ARGS] [--world DIR] [--json]\n\ncommands:\n", programHeader)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'aosd COMMAND --help' for a command's flags and an example.\n"+
+		"Exit codes: 0 ok, 1 error, 2 usage, 3 refused because the world is not quiescent.\n")
+}
+
+func wantArgs(pos []string, min, max int, synopsis string) error {
+	if len(pos) < min || len(pos) > max {
+		return usagef("want %s, got %d argument(s): %s", synopsis, len(pos), strings.Join(pos, " "))
+	}
+	return nil
+}
+
+// builtins is every Go step function this binary links in.
+func builtins() *modules.Builtins {
+	b := modules.NewBuiltins()
+	workflows.Register(b)
+	return b
+}
+
+func logger(w io.Writer, def slog.Level) *slog.Logger {
+	lvl := def
+	if v := os.Getenv(envLogLevel); v != "" {
+		_ = lvl.UnmarshalText([]byte(v))
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
+}
+
+func (a *app) kernelConfig() kernel.Config {
+	return kernel.Config{Builtins: builtins(), Logger: logger(a.stderr, slog.LevelWarn)}
+}
+
+// connect reaches the world through its daemon or directly.
+func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
+	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: a.kernelConfig()})
+}
+
+// withConn runs fn against the world and closes it after.
+func (a *app) withConn(ctx context.Context, fn func(*daemon.Conn) error) (err error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close world: %w", cerr)
+		}
+	}()
+	return fn(c)
+}

@@ -1,0 +1,503 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
+)
+
+// Backend is what a CLI command or an HTTP handler needs from a world.
+// Local and Client implement it with the same results.
+type Backend interface {
+	Status(ctx context.Context) (*kernel.Status, error)
+	Cells(ctx context.Context, workflow string, limit int) ([]kernel.CellInfo, error)
+	// Cell and Trace take the key as the user typed it (see ParseKey).
+	Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error)
+	Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error)
+	// Journal calls fn with each matching record as one JSON object.
+	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
+	Send(ctx context.Context, evs []EventIn) ([]uint64, error)
+	// Apply loads src and applies it. When the world is not quiescent the
+	// result lists the blockers and the error has code not_quiescent.
+	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
+	// WaitQuiescent waits up to d for quiescence and reports whether it came.
+	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
+}
+
+var (
+	_ Backend = (*Local)(nil)
+	_ Backend = (*Client)(nil)
+)
+
+// EventIn is one event offered at ingress: POST /v1/events items.
+type EventIn struct {
+	Schema string          `json:"schema"`
+	Value  json.RawMessage `json:"value"`
+}
+
+// JournalQuery selects journal records.
+type JournalQuery struct {
+	From   uint64   // first seq (0 or 1: from the start)
+	Limit  int      // at most this many records (0: no limit)
+	Kinds  []string // only these kinds (empty: all)
+	Follow bool     // keep streaming new records until ctx is done
+}
+
+// File is one manifest file sent over the API.
+type File struct {
+	Name    string          `json:"name"`
+	Content json.RawMessage `json:"content"`
+}
+
+// ApplyRequest is the body of POST /v1/apply: exactly one of Path (a
+// manifest file or directory on the daemon's machine) and Files (the
+// manifest's JSON files, merged in the order given as Load merges a
+// directory's files).
+type ApplyRequest struct {
+	Path   string `json:"path,omitempty"`
+	Files  []File `json:"files,omitempty"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	// Wait, a Go duration such as "30s", waits up to that long for
+	// quiescence before applying.
+	Wait string `json:"wait,omitempty"`
+}
+
+// ApplyOutput is `aosd apply --json` and the answer of POST /v1/apply.
+type ApplyOutput struct {
+	Applied      bool          `json:"applied"`
+	Unchanged    bool          `json:"unchanged"`
+	DryRun       bool          `json:"dry_run"`
+	ManifestName string        `json:"manifest_name"`
+	ManifestHash string        `json:"manifest_hash"`
+	PreviousHash *string       `json:"previous_hash"`
+	Seq          uint64        `json:"seq,omitempty"`
+	Changes      Changes       `json:"changes"`
+	BlockedBy    []BlockerView `json:"blocked_by"`
+}
+
+// Changes is what an apply changes.
+type Changes struct {
+	Added                []string                `json:"added"`
+	Removed              []string                `json:"removed"`
+	Changed              []string                `json:"changed"`
+	SubscriptionsAdded   []manifest.Subscription `json:"subscriptions_added"`
+	SubscriptionsRemoved []manifest.Subscription `json:"subscriptions_removed"`
+}
+
+// BlockerView is a kernel.Blocker with its key shown as JSON.
+type BlockerView struct {
+	Kind     string          `json:"kind"`
+	Workflow string          `json:"workflow"`
+	Key      json.RawMessage `json:"key"`
+	Status   string          `json:"status,omitempty"`
+	Intent   string          `json:"intent,omitempty"`
+	Effect   string          `json:"effect,omitempty"`
+}
+
+// Local is a Backend over a world this process has open.
+type Local struct {
+	W *kernel.World
+}
+
+// Status implements Backend.
+func (l *Local) Status(ctx context.Context) (*kernel.Status, error) { return l.W.Status(ctx) }
+
+// Cells implements Backend.
+func (l *Local) Cells(ctx context.Context, workflow string, limit int) ([]kernel.CellInfo, error) {
+	where := "workflow " + workflow
+	if _, err := l.workflow(workflow); err != nil {
+		return nil, AsError(err, where)
+	}
+	cs, err := l.W.Cells(ctx, workflow, limit)
+	if err != nil {
+		return nil, AsError(err, where)
+	}
+	if cs == nil {
+		cs = []kernel.CellInfo{}
+	}
+	return cs, nil
+}
+
+// Cell implements Backend.
+func (l *Local) Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error) {
+	k, err := l.key(workflow, key)
+	if err != nil {
+		return nil, err
+	}
+	v, err := l.W.Cell(ctx, workflow, k)
+	if err != nil {
+		return nil, AsError(err, fmt.Sprintf("workflow %s key %s", workflow, kernel.KeyJSON(k)))
+	}
+	return v, nil
+}
+
+// Trace implements Backend.
+func (l *Local) Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error) {
+	k, err := l.key(workflow, key)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := l.W.Trace(ctx, workflow, k)
+	if err != nil {
+		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, kernel.KeyJSON(k)))
+	}
+	if tr == nil {
+		tr = []kernel.TraceEntry{}
+	}
+	return tr, nil
+}
+
+func (l *Local) workflow(name string) (*manifest.WorkflowDef, error) {
+	m := l.W.Manifest()
+	if m == nil {
+		return nil, kernel.ErrNoManifest
+	}
+	def := m.Workflows[name]
+	if def == nil {
+		return nil, newError(http.StatusNotFound, CodeNotFound, "workflow "+name,
+			"unknown workflow %q in manifest %s (workflows: %s)", name, m.Name, strings.Join(workflowNames(m), ", "))
+	}
+	return def, nil
+}
+
+func (l *Local) key(workflow, key string) ([]byte, error) {
+	where := fmt.Sprintf("workflow %s key %s", workflow, key)
+	def, err := l.workflow(workflow)
+	if err != nil {
+		return nil, AsError(err, where)
+	}
+	k, err := ParseKey(l.W.Manifest(), def, key)
+	if err != nil {
+		return nil, AsError(err, where)
+	}
+	return k, nil
+}
+
+// ParseKey turns a key as a user typed it into canonical CBOR validated
+// against the workflow's key schema. The text is JSON if it parses as JSON,
+// else a string; JSON that parses to a non-string and fails the key schema is
+// tried once more as a string, so `aosd cells show WF 42` finds the cell "42"
+// of a string-keyed workflow. An unkeyed workflow takes an empty key.
+func ParseKey(m *manifest.Manifest, def *manifest.WorkflowDef, text string) ([]byte, error) {
+	if !def.Keyed() {
+		if text != "" && text != "null" {
+			return nil, fmt.Errorf("%w: workflow %s is not keyed; give no key", kernel.ErrInvalid, def.Name)
+		}
+		return nil, nil
+	}
+	if text == "" {
+		return nil, fmt.Errorf("%w: workflow %s is keyed by %s; give a key", kernel.ErrInvalid, def.Name, def.KeySchema)
+	}
+	asString, _ := json.Marshal(text)
+	var v any
+	if json.Unmarshal([]byte(text), &v) != nil {
+		k, err := m.Registry.FromJSON(def.KeySchema, asString)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %s does not match %s: %v", kernel.ErrInvalid, asString, def.KeySchema, err)
+		}
+		return k, nil
+	}
+	k, err := m.Registry.FromJSON(def.KeySchema, []byte(text))
+	if err == nil {
+		return k, nil
+	}
+	if _, isString := v.(string); !isString {
+		if k2, err2 := m.Registry.FromJSON(def.KeySchema, asString); err2 == nil {
+			return k2, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: key %s does not match %s: %v", kernel.ErrInvalid, text, def.KeySchema, err)
+}
+
+func workflowNames(m *manifest.Manifest) []string {
+	var out []string
+	for n := range m.Workflows {
+		out = append(out, n)
+	}
+	sortStrings(out)
+	return out
+}
+
+// Journal implements Backend.
+func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error {
+	for _, k := range q.Kinds {
+		if !knownKind(k) {
+			return newError(http.StatusBadRequest, CodeInvalidInput, "kind", "unknown record kind %q (kinds: %s)", k, strings.Join(kindNames, ", "))
+		}
+	}
+	next := max(q.From, 1)
+	n := 0
+	for {
+		err := l.W.Journal().Read(next, func(r journal.Record) (bool, error) {
+			next = r.Seq + 1
+			if len(q.Kinds) > 0 && !containsString(q.Kinds, string(r.Kind)) {
+				return true, nil
+			}
+			d, err := kernel.Describe(r)
+			if err != nil {
+				return false, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			b, err := json.Marshal(d)
+			if err != nil {
+				return false, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			if err := fn(b); err != nil {
+				return false, err
+			}
+			n++
+			return q.Limit <= 0 || n < q.Limit, nil
+		})
+		if err != nil {
+			return AsError(err, fmt.Sprintf("journal seq %d", next))
+		}
+		if !q.Follow || (q.Limit > 0 && n >= q.Limit) {
+			return nil
+		}
+		if _, err := l.W.Journal().Wait(ctx, next-1); err != nil {
+			if ctx.Err() != nil {
+				return nil // the follower went away or the daemon stops: a clean end
+			}
+			return err
+		}
+	}
+}
+
+var kindNames = []string{
+	string(journal.KindEvent), string(journal.KindStep), string(journal.KindIntent), string(journal.KindReceipt),
+	string(journal.KindDrop), string(journal.KindFrame), string(journal.KindManifest), string(journal.KindSnapshot),
+	string(journal.KindFault),
+}
+
+func knownKind(k string) bool { return containsString(kindNames, k) }
+
+func containsString(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Send implements Backend.
+func (l *Local) Send(ctx context.Context, evs []EventIn) ([]uint64, error) {
+	if len(evs) == 0 {
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "events", "no events given")
+	}
+	kevs := make([]kernel.Event, len(evs))
+	for i, e := range evs {
+		if e.Schema == "" {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event has no schema")
+		}
+		if len(e.Value) == 0 {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event %s has no value", e.Schema)
+		}
+		if !json.Valid(e.Value) {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event %s: value is not valid JSON", e.Schema)
+		}
+		kevs[i] = kernel.Event{Schema: e.Schema, JSON: e.Value}
+	}
+	seqs, err := l.W.Submit(ctx, kevs...)
+	if err != nil {
+		where := "events"
+		if len(evs) == 1 {
+			where = "event " + evs[0].Schema
+		}
+		return seqs, AsError(err, where)
+	}
+	return seqs, nil
+}
+
+func eventWhere(evs []EventIn, i int) string {
+	if len(evs) == 1 {
+		return "event " + evs[0].Schema
+	}
+	return fmt.Sprintf("events[%d] %s", i, evs[i].Schema)
+}
+
+// WaitQuiescent implements Backend.
+func (l *Local) WaitQuiescent(ctx context.Context, d time.Duration) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := l.W.WaitQuiescent(wctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return false, nil
+	default:
+		return false, AsError(err, "wait")
+	}
+}
+
+// Apply implements Backend.
+func (l *Local) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error) {
+	m, err := LoadManifest(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.Wait != "" {
+		d, err := time.ParseDuration(req.Wait)
+		if err != nil || d < 0 {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, "wait", "wait %q is not a duration like 30s", req.Wait)
+		}
+		if _, err := l.WaitQuiescent(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	res, err := l.W.Apply(ctx, m, req.DryRun)
+	var out *ApplyOutput
+	if res != nil {
+		out = applyOutput(m, res, req.DryRun)
+	}
+	if err != nil {
+		where := "manifest " + m.Name
+		if res != nil && !errors.Is(err, kernel.ErrNotQuiescent) && !errors.Is(err, kernel.ErrClosed) && !errors.Is(err, kernel.ErrBroken) {
+			// The kernel refused to bind the manifest (e.g. a builtin this
+			// binary lacks): the manifest is at fault, not the world.
+			return out, &Error{Status: http.StatusBadRequest, Code: CodeInvalidManifest, Message: err.Error(), Where: where, err: err}
+		}
+		if errors.Is(err, kernel.ErrNotQuiescent) && out != nil {
+			return out, &Error{Status: http.StatusConflict, Code: CodeNotQuiescent, Where: where, err: err,
+				Message: fmt.Sprintf("world is not quiescent; apply refused (%d blockers; see blocked_by, or retry with --wait)", len(out.BlockedBy))}
+		}
+		return out, AsError(err, where)
+	}
+	return out, nil
+}
+
+func applyOutput(m *manifest.Manifest, res *kernel.ApplyResult, dry bool) *ApplyOutput {
+	out := &ApplyOutput{
+		Applied: res.Applied, Unchanged: res.Unchanged, DryRun: dry, ManifestName: m.Name,
+		ManifestHash: res.ManifestHash.String(), Seq: res.Seq,
+		Changes: Changes{
+			Added: nonNil(res.Diff.Added), Removed: nonNil(res.Diff.Removed), Changed: nonNil(res.Diff.Changed),
+			SubscriptionsAdded:   nonNilSubs(res.Diff.SubscriptionsAdded),
+			SubscriptionsRemoved: nonNilSubs(res.Diff.SubscriptionsRemoved),
+		},
+		BlockedBy: []BlockerView{},
+	}
+	if res.Previous != nil {
+		s := res.Previous.String()
+		out.PreviousHash = &s
+	}
+	for _, b := range res.BlockedBy {
+		out.BlockedBy = append(out.BlockedBy, BlockerView{Kind: b.Kind, Workflow: b.Workflow, Key: kernel.KeyJSON(b.Key),
+			Status: b.Status, Intent: b.Intent, Effect: b.Effect})
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilSubs(s []manifest.Subscription) []manifest.Subscription {
+	if s == nil {
+		return []manifest.Subscription{}
+	}
+	return s
+}
+
+// LoadManifest loads the manifest an ApplyRequest names. Files are written
+// to a private temporary directory and loaded as a manifest directory would
+// be, so they merge and validate exactly as `aosd apply DIR` does; problems
+// name the files as the request named them.
+func LoadManifest(req ApplyRequest) (*manifest.Manifest, error) {
+	switch {
+	case req.Path != "" && len(req.Files) > 0:
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "apply", "give path or files, not both")
+	case req.Path != "":
+		m, err := manifest.Load(req.Path)
+		if err != nil {
+			return nil, AsError(err, req.Path)
+		}
+		return m, nil
+	case len(req.Files) == 0:
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "apply", "give the manifest as path or files")
+	}
+	dir, err := os.MkdirTemp("", "aos-apply-")
+	if err != nil {
+		return nil, AsError(err, "apply")
+	}
+	defer os.RemoveAll(dir)
+	names := map[string]string{}
+	for i, f := range req.Files {
+		base := filepath.Base(f.Name)
+		if !strings.HasSuffix(base, ".json") {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("files[%d]", i), "file name %q must end in .json", f.Name)
+		}
+		// Prefix with the index so the given order is the load order and
+		// equal base names from different directories do not collide.
+		local := fmt.Sprintf("%04d-%s", i, base)
+		names[filepath.Join(dir, local)] = f.Name
+		if err := os.WriteFile(filepath.Join(dir, local), f.Content, 0o600); err != nil {
+			return nil, AsError(err, "apply")
+		}
+	}
+	m, err := manifest.Load(dir)
+	if err != nil {
+		var ps manifest.Problems
+		if errors.As(err, &ps) {
+			for i := range ps {
+				if n, ok := names[ps[i].File]; ok {
+					ps[i].File = n
+				} else if ps[i].File == dir {
+					ps[i].File = "<request>"
+				}
+			}
+			return nil, AsError(ps, "apply")
+		}
+		return nil, AsError(err, "apply")
+	}
+	return m, nil
+}
+
+// ReadManifestFiles reads path (a manifest file or directory) as the files
+// an ApplyRequest carries, in the order manifest.Load reads them.
+func ReadManifestFiles(path string) ([]File, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{path}
+	if info.IsDir() {
+		paths = nil
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") {
+				paths = append(paths, filepath.Join(path, e.Name()))
+			}
+		}
+	}
+	var out []File
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if !json.Valid(b) {
+			// Send it anyway as a JSON string would change its meaning;
+			// the caller validated locally first, so this is rare.
+			return nil, fmt.Errorf("%s: not valid JSON", p)
+		}
+		out = append(out, File{Name: filepath.Base(p), Content: b})
+	}
+	return out, nil
+}

@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aos-kernel/aos/kernel"
+)
+
+// Client is a Backend over the HTTP API of a running daemon.
+type Client struct {
+	Base  string // e.g. http://127.0.0.1:7878
+	Token string
+	HTTP  *http.Client // default: no overall timeout (journal --follow streams)
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("daemon at %s: %w", c.Base, err)
+	}
+	return resp, nil
+}
+
+// call does one request and decodes a 2xx answer into out, or an error body
+// into an *Error (and, for a refused apply, into out as well).
+func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("daemon at %s: read answer: %w", c.Base, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp.StatusCode, b, out)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("daemon at %s: %s %s: bad answer: %w", c.Base, method, path, err)
+	}
+	return nil
+}
+
+func decodeError(status int, b []byte, out any) error {
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
+		return &Error{Status: status, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, strings.TrimSpace(string(b)))}
+	}
+	eb.Error.Status = status
+	if out != nil {
+		_ = json.Unmarshal(b, out)
+	}
+	return eb.Error
+}
+
+// Status implements Backend.
+func (c *Client) Status(ctx context.Context) (*kernel.Status, error) {
+	var s kernel.Status
+	if err := c.call(ctx, "GET", "/v1/status", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Cells implements Backend.
+func (c *Client) Cells(ctx context.Context, workflow string, limit int) ([]kernel.CellInfo, error) {
+	var out []kernel.CellInfo
+	p := "/v1/cells/" + url.PathEscape(workflow)
+	if limit > 0 {
+		p += "?limit=" + strconv.Itoa(limit)
+	}
+	if err := c.call(ctx, "GET", p, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Cell implements Backend.
+func (c *Client) Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error) {
+	var out kernel.CellView
+	if err := c.call(ctx, "GET", "/v1/cells/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// escapeKey escapes a key for the last path segment; an empty key (unkeyed
+// workflow) travels as "null".
+func escapeKey(key string) string {
+	if key == "" {
+		key = "null"
+	}
+	return url.PathEscape(key)
+}
+
+// Trace implements Backend.
+func (c *Client) Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error) {
+	var out []kernel.TraceEntry
+	if err := c.call(ctx, "GET", "/v1/trace/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Journal implements Backend.
+func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error {
+	v := url.Values{}
+	if q.From > 0 {
+		v.Set("from", strconv.FormatUint(q.From, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if len(q.Kinds) > 0 {
+		v.Set("kind", strings.Join(q.Kinds, ","))
+	}
+	if q.Follow {
+		v.Set("follow", "true")
+	}
+	resp, err := c.do(ctx, "GET", "/v1/journal?"+v.Encode(), nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return decodeError(resp.StatusCode, b, nil)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.HasPrefix(line, []byte(`{"error":`)) {
+			return decodeError(http.StatusInternalServerError, line, nil)
+		}
+		if err := fn(json.RawMessage(append([]byte(nil), line...))); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("daemon at %s: journal stream: %w", c.Base, err)
+	}
+	return nil
+}
+
+// Send implements Backend.
+func (c *Client) Send(ctx context.Context, evs []EventIn) ([]uint64, error) {
+	var out struct {
+		Seqs []uint64 `json:"seqs"`
+	}
+	if err := c.call(ctx, "POST", "/v1/events", evs, &out); err != nil {
+		return nil, err
+	}
+	return out.Seqs, nil
+}
+
+// Apply implements Backend.
+func (c *Client) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error) {
+	var out ApplyOutput
+	err := c.call(ctx, "POST", "/v1/apply", req, &out)
+	if err != nil {
+		if out.ManifestHash != "" {
+			return &out, err
+		}
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitQuiescent implements Backend.
+func (c *Client) WaitQuiescent(ctx context.Context, d time.Duration) (bool, error) {
+	var out struct {
+		Quiescent bool `json:"quiescent"`
+	}
+	if err := c.call(ctx, "GET", "/v1/quiescent?wait="+url.QueryEscape(d.String()), nil, &out); err != nil {
+		return false, err
+	}
+	return out.Quiescent, nil
+}

@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
+)
+
+// Error codes, stable across versions (clients branch on them).
+const (
+	CodeInvalidInput    = "invalid_input"
+	CodeInvalidManifest = "invalid_manifest"
+	CodeNotFound        = "not_found"
+	CodeNoManifest      = "no_manifest"
+	CodeNotQuiescent    = "not_quiescent"
+	CodeUnauthorized    = "unauthorized"
+	CodeTooLarge        = "too_large"
+	CodeUnavailable     = "unavailable"
+	CodeTimeout         = "timeout"
+	CodeInternal        = "internal"
+	CodeLocked          = "locked"
+)
+
+// Error is a refusal as the API reports it:
+// {"error": {"code", "message", "where"}} with HTTP status Status.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Where   string `json:"where,omitempty"`
+	err     error
+}
+
+func (e *Error) Error() string {
+	if e.Where != "" {
+		return e.Where + ": " + e.Message
+	}
+	return e.Message
+}
+
+// Unwrap gives the kernel error, when there is one.
+func (e *Error) Unwrap() error { return e.err }
+
+// errorBody is the JSON envelope of an error.
+type errorBody struct {
+	Error *Error `json:"error"`
+}
+
+func newError(status int, code, where, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...), Where: where}
+}
+
+// AsError classifies err into an *Error, naming where when err does not.
+func AsError(err error, where string) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Where == "" {
+			e.Where = where
+		}
+		return e
+	}
+	var ps manifest.Problems
+	switch {
+	case errors.As(err, &ps):
+		w := where
+		if len(ps) > 0 {
+			w = problemWhere(ps[0])
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidManifest, Message: ps.Error(), Where: w, err: err}
+	case errors.Is(err, kernel.ErrInvalid):
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrNoCell):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrNoManifest):
+		return &Error{Status: http.StatusConflict, Code: CodeNoManifest, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrNotQuiescent):
+		return &Error{Status: http.StatusConflict, Code: CodeNotQuiescent, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrClosed), errors.Is(err, kernel.ErrBroken):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: err.Error(), Where: where, err: err}
+	default:
+		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error(), Where: where, err: err}
+	}
+}
+
+func problemWhere(p manifest.Problem) string {
+	w := p.File
+	for _, s := range []string{p.Def, p.Pointer} {
+		if s != "" {
+			if w != "" {
+				w += ": "
+			}
+			w += s
+		}
+	}
+	return w
+}

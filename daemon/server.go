@@ -1,0 +1,400 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultMaxBodyBytes bounds a request body (413 beyond it).
+const DefaultMaxBodyBytes = 8 << 20
+
+// Server serves the HTTP API over a Backend (normally a Local).
+type Server struct {
+	Backend      Backend
+	Token        string // bearer token every route requires
+	Logger       *slog.Logger
+	Metrics      *prometheus.Registry // served at GET /metrics; nil: none
+	MaxBodyBytes int64                // default DefaultMaxBodyBytes
+}
+
+// Handler returns the API's routes, all behind bearer-token auth.
+func (s *Server) Handler() http.Handler {
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/events", s.events)
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/quiescent", s.quiescent)
+	mux.HandleFunc("GET /v1/cells/{workflow}", s.cells)
+	mux.HandleFunc("GET /v1/cells/{workflow}/{key}", s.cell)
+	mux.HandleFunc("GET /v1/trace/{workflow}/{key}", s.trace)
+	mux.HandleFunc("GET /v1/journal", s.journal)
+	mux.HandleFunc("POST /v1/apply", s.apply)
+	if s.Metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, newError(http.StatusNotFound, CodeNotFound, r.Method+" "+r.URL.Path, "no such route"))
+	})
+	return s.auth(s.logRequests(mux))
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aos"`)
+			msg := "missing bearer token (send Authorization: Bearer <token from the world's token file>)"
+			if len(got) > 0 {
+				msg = "wrong bearer token"
+			}
+			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "Authorization header", "%s", msg))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		lvl := slog.LevelDebug
+		if rec.code >= 500 {
+			lvl = slog.LevelError
+		} else if rec.code >= 400 {
+			lvl = slog.LevelInfo
+		}
+		s.Logger.Log(r.Context(), lvl, "http", "method", r.Method, "path", r.URL.Path, "status", rec.code, "dur", time.Since(t0))
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.Status, errorBody{Error: e})
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error, where string) {
+	e := AsError(err, where)
+	if e.Status >= 500 {
+		s.Logger.Error("request failed", "code", e.Code, "where", e.Where, "err", e.Message)
+	}
+	writeError(w, e)
+}
+
+// readBody reads at most MaxBodyBytes, answering 413 beyond.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body",
+				"body exceeds the %d-byte limit", s.MaxBodyBytes))
+			return nil, false
+		}
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err))
+		return nil, false
+	}
+	return b, true
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// events: body {"schema","value"} -> {"seq"}; or [{...}, ...] -> {"seqs"}.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	var evs []EventIn
+	var err error
+	if batch {
+		err = strictDecode(body, &evs)
+	} else {
+		var ev EventIn
+		err = strictDecode(body, &ev)
+		evs = []EventIn{ev}
+	}
+	if err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
+			`body is not {"schema": NAME, "value": JSON} or an array of them: %v`, err))
+		return
+	}
+	seqs, err := s.Backend.Send(r.Context(), evs)
+	if err != nil {
+		s.fail(w, err, "events")
+		return
+	}
+	if batch {
+		writeJSON(w, http.StatusOK, map[string]any{"seqs": seqs})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"seq": seqs[0]})
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Backend.Status(r.Context())
+	if err != nil {
+		s.fail(w, err, "status")
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// quiescent: ?wait=DUR waits up to DUR; answers {"quiescent": bool}.
+func (s *Server) quiescent(w http.ResponseWriter, r *http.Request) {
+	d := time.Duration(0)
+	if v := r.URL.Query().Get("wait"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < 0 {
+			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "wait", "wait %q is not a duration like 30s", v))
+			return
+		}
+	}
+	q, err := s.Backend.WaitQuiescent(r.Context(), d)
+	if err != nil {
+		s.fail(w, err, "quiescent")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"quiescent": q})
+}
+
+func (s *Server) cells(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "limit", "limit %q is not a non-negative integer", v))
+			return
+		}
+		limit = n
+	}
+	cs, err := s.Backend.Cells(r.Context(), r.PathValue("workflow"), limit)
+	if err != nil {
+		s.fail(w, err, "cells")
+		return
+	}
+	writeJSON(w, http.StatusOK, cs)
+}
+
+func (s *Server) cell(w http.ResponseWriter, r *http.Request) {
+	v, err := s.Backend.Cell(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
+	if err != nil {
+		s.fail(w, err, "cell")
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
+	tr, err := s.Backend.Trace(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
+	if err != nil {
+		s.fail(w, err, "trace")
+		return
+	}
+	writeJSON(w, http.StatusOK, tr)
+}
+
+// ParseJournalQuery reads from, limit, kind (repeated or comma-separated)
+// and follow from URL query values.
+func ParseJournalQuery(get func(string) []string) (JournalQuery, error) {
+	var q JournalQuery
+	one := func(k string) string {
+		if v := get(k); len(v) > 0 {
+			return v[len(v)-1]
+		}
+		return ""
+	}
+	if v := one("from"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return q, newError(http.StatusBadRequest, CodeInvalidInput, "from", "from %q is not a sequence number", v)
+		}
+		q.From = n
+	}
+	if v := one("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return q, newError(http.StatusBadRequest, CodeInvalidInput, "limit", "limit %q is not a non-negative integer", v)
+		}
+		q.Limit = n
+	}
+	for _, v := range get("kind") {
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				q.Kinds = append(q.Kinds, k)
+			}
+		}
+	}
+	if v := one("follow"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return q, newError(http.StatusBadRequest, CodeInvalidInput, "follow", "follow %q is not true or false", v)
+		}
+		q.Follow = b
+	}
+	return q, nil
+}
+
+// journal streams JSON lines; with follow=true it flushes after every record
+// and keeps going until the client goes away or the daemon stops.
+func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseJournalQuery(func(k string) []string { return r.URL.Query()[k] })
+	if err != nil {
+		s.fail(w, err, "journal")
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	bw := bufio.NewWriter(w)
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			if q.Follow && flusher != nil {
+				flusher.Flush() // let the client see the stream has begun
+			}
+		}
+	}
+	if q.Follow {
+		start()
+	}
+	err = s.Backend.Journal(r.Context(), q, func(line json.RawMessage) error {
+		start()
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+		if err := bw.WriteByte('\n'); err != nil {
+			return err
+		}
+		if q.Follow {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		return nil
+	})
+	if err != nil && !started {
+		s.fail(w, err, "journal")
+		return
+	}
+	if err != nil {
+		// Mid-stream: the status is sent. End with an error line the client
+		// recognises rather than truncating silently.
+		e := AsError(err, "journal")
+		b, _ := json.Marshal(errorBody{Error: e})
+		bw.Write(b)
+		bw.WriteByte('\n')
+	}
+	start()
+	bw.Flush()
+}
+
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req ApplyRequest
+	if err := strictDecode(body, &req); err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
+			`body is not {"files": [{"name", "content"}], "dry_run", "wait"} or {"path", ...}: %v`, err))
+		return
+	}
+	out, err := s.Backend.Apply(r.Context(), req)
+	if err != nil {
+		e := AsError(err, "apply")
+		if out != nil {
+			// 409 (or 400) carries both the error and the apply result.
+			writeJSON(w, e.Status, applyError{ApplyOutput: out, Error: e})
+			return
+		}
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// applyError is the body of a refused apply: the result (with blocked_by)
+// and the error.
+type applyError struct {
+	*ApplyOutput
+	Error *Error `json:"error"`
+}
+
+// Serve runs the handler on a listener until ctx is done, then shuts down
+// gracefully: streaming requests see their context end, others finish.
+func Serve(ctx context.Context, srv *http.Server, serve func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- serve() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown http: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

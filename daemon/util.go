@@ -1,0 +1,5 @@
+package daemon
+
+import "sort"
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,262 @@
+package daemon
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/kernel"
+)
+
+// Files of a world directory.
+const (
+	StoreDir       = "store"         // Badger: CAS and journal
+	TokenFile      = "token"         // bearer token for the HTTP API, 0600
+	ExecutorKey    = "executor.key"  // ed25519 private key, PKCS#8 PEM, 0600
+	DaemonInfoFile = "daemon.json"   // {addr, pid} while `aosd serve` runs
+	executorPubPEM = "PUBLIC KEY"    // PEM type of the public half (printed only)
+	executorKeyPEM = "PRIVATE KEY"   // PEM type of executor.key
+	tokenBytes     = 32              // random bytes in a token (hex-encoded)
+	probeTimeout   = 3 * time.Second // how long Connect waits for a daemon's answer
+)
+
+// Dir is a world directory.
+type Dir string
+
+// Store is the Badger directory.
+func (d Dir) Store() string { return filepath.Join(string(d), StoreDir) }
+
+// Path joins a file name to the directory.
+func (d Dir) Path(name string) string { return filepath.Join(string(d), name) }
+
+// Init creates a new world directory: the store, a bearer token and an
+// executor signing key. It refuses a directory that already holds a world.
+// It returns the executor's public key, hex-encoded.
+func Init(d Dir, cfg kernel.Config) (string, error) {
+	for _, n := range []string{StoreDir, TokenFile, ExecutorKey} {
+		if _, err := os.Stat(d.Path(n)); err == nil {
+			return "", fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
+		}
+	}
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return "", fmt.Errorf("create world directory: %w", err)
+	}
+	tok := make([]byte, tokenBytes)
+	if _, err := rand.Read(tok); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("executor key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", fmt.Errorf("executor key: %w", err)
+	}
+	if err := writeNew(d.Path(TokenFile), []byte(hex.EncodeToString(tok)+"\n")); err != nil {
+		return "", err
+	}
+	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
+		return "", err
+	}
+	w, err := kernel.Open(d.Store(), cfg)
+	if err != nil {
+		return "", fmt.Errorf("create store %s: %w", d.Store(), err)
+	}
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("close store %s: %w", d.Store(), err)
+	}
+	return hex.EncodeToString(pub), nil
+}
+
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// LoadExecutorKey reads the world's executor signing key.
+func (d Dir) LoadExecutorKey() (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(d.Path(ExecutorKey))
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != executorKeyPEM {
+		return nil, fmt.Errorf("%s: not a PEM %q block", d.Path(ExecutorKey), executorKeyPEM)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Path(ExecutorKey), err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an ed25519 key", d.Path(ExecutorKey))
+	}
+	return ek, nil
+}
+
+// Token reads the bearer token.
+func (d Dir) Token() (string, error) {
+	b, err := os.ReadFile(d.Path(TokenFile))
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Check reports whether d looks like an initialised world.
+func (d Dir) Check() error {
+	if _, err := os.Stat(d.Store()); err != nil {
+		return fmt.Errorf("%s is not a world (no %s/; run `aosd init --world %s` first)", d, StoreDir, d)
+	}
+	return nil
+}
+
+// DaemonInfo is daemon.json.
+type DaemonInfo struct {
+	Addr string `json:"addr"` // host:port
+	PID  int    `json:"pid"`
+}
+
+// WriteDaemonInfo writes daemon.json atomically.
+func (d Dir) WriteDaemonInfo(info DaemonInfo) error {
+	b, _ := json.Marshal(info)
+	tmp := d.Path(DaemonInfoFile + ".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, d.Path(DaemonInfoFile))
+}
+
+// RemoveDaemonInfo removes daemon.json if it still names this process.
+func (d Dir) RemoveDaemonInfo() {
+	if info, err := d.ReadDaemonInfo(); err == nil && info.PID == os.Getpid() {
+		os.Remove(d.Path(DaemonInfoFile))
+	}
+}
+
+// ReadDaemonInfo reads daemon.json.
+func (d Dir) ReadDaemonInfo() (*DaemonInfo, error) {
+	b, err := os.ReadFile(d.Path(DaemonInfoFile))
+	if err != nil {
+		return nil, err
+	}
+	var info DaemonInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Path(DaemonInfoFile), err)
+	}
+	return &info, nil
+}
+
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Conn is a Backend and what it needs closing.
+type Conn struct {
+	Backend
+	Remote bool   // through a daemon
+	Addr   string // the daemon's address when Remote
+	world  *kernel.World
+}
+
+// World is the open world when the connection is local.
+func (c *Conn) World() *kernel.World { return c.world }
+
+// Close closes a local world.
+func (c *Conn) Close() error {
+	if c.world != nil {
+		return c.world.Close()
+	}
+	return nil
+}
+
+// ConnectOptions tunes Connect.
+type ConnectOptions struct {
+	Direct bool          // never use a daemon; open the store (fails while one holds it)
+	Config kernel.Config // for a direct open
+}
+
+// Connect reaches the world in d: through its daemon when daemon.json names
+// a live process that answers GET /v1/status with the token, else by opening
+// the store directly. A daemon that is alive but does not answer keeps the
+// store locked; the error then says so.
+func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
+	if err := d.Check(); err != nil {
+		return nil, err
+	}
+	var info *DaemonInfo
+	var probeErr error
+	if !opt.Direct {
+		if i, err := d.ReadDaemonInfo(); err == nil && processAlive(i.PID) {
+			info = i
+			tok, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			cl := &Client{Base: "http://" + i.Addr, Token: tok}
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			probeErr = probe(pctx, cl)
+			cancel()
+			if probeErr == nil {
+				return &Conn{Backend: cl, Remote: true, Addr: i.Addr}, nil
+			}
+		}
+	}
+	w, err := kernel.Open(d.Store(), opt.Config)
+	if err != nil {
+		if errors.Is(err, cas.ErrLocked) {
+			switch {
+			case info != nil:
+				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: fmt.Sprintf(
+					"world is held by aosd serve (pid %d, %s) which does not answer (%v); stop it or wait, the store stays locked meanwhile", info.PID, info.Addr, probeErr)}
+			case opt.Direct:
+				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process (a running `aosd serve`?); drop --direct to go through the daemon"}
+			default:
+				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process and no daemon answers for it (daemon.json missing or stale)"}
+			}
+		}
+		return nil, fmt.Errorf("open world %s: %w", d, err)
+	}
+	return &Conn{Backend: &Local{W: w}, world: w}, nil
+}
+
+func probe(ctx context.Context, cl *Client) error {
+	resp, err := cl.do(ctx, "GET", "/v1/status", nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v1/status: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
