@@ -14,6 +14,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/receipts"
 )
 
 // Backend is what a CLI command or an HTTP handler needs from a world.
@@ -32,6 +33,10 @@ type Backend interface {
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
 	// WaitQuiescent waits up to d for quiescence and reports whether it came.
 	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
+	TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error)
+	Keys(ctx context.Context) ([]KeyView, error)
+	AddKey(ctx context.Context, name, pubPEM string) (KeyView, error)
+	RemoveKey(ctx context.Context, id string) error
 }
 
 var (
@@ -106,7 +111,15 @@ type BlockerView struct {
 
 // Local is a Backend over a world this process has open.
 type Local struct {
-	W *kernel.World
+	W    *kernel.World
+	Dir  Dir // for the trusted-keys file
+	keys *keyStore
+}
+
+// NewLocal serves w from directory d, sharing kr (the keyring the kernel
+// verifies receipts with) so keys added through it take effect at once.
+func NewLocal(w *kernel.World, d Dir, kr *receipts.Keyring) *Local {
+	return &Local{W: w, Dir: d, keys: &keyStore{dir: d, kr: kr}}
 }
 
 // Status implements Backend.

@@ -29,6 +29,9 @@ type Server struct {
 	Logger       *slog.Logger
 	Metrics      *prometheus.Registry // served at GET /metrics; nil: none
 	MaxBodyBytes int64                // default DefaultMaxBodyBytes
+	// Executors, when set, serves the external executor protocol
+	// (claim, receipts, frames); without it those routes answer 503.
+	Executors *Executors
 }
 
 // Handler returns the API's routes, all behind bearer-token auth.
@@ -48,6 +51,22 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/trace/{workflow}/{key}", s.trace)
 	mux.HandleFunc("GET /v1/journal", s.journal)
 	mux.HandleFunc("POST /v1/apply", s.apply)
+	mux.HandleFunc("GET /v1/intents/{hash}", s.intentRoute)
+	mux.HandleFunc("GET /v1/keys", s.keysRoute)
+	mux.HandleFunc("POST /v1/keys", s.addKeyRoute)
+	mux.HandleFunc("DELETE /v1/keys/{id}", s.removeKeyRoute)
+	exec := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if s.Executors == nil {
+				writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, r.URL.Path, "this server runs no executors"))
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("POST /v1/effects/claim", exec(s.claimRoute))
+	mux.HandleFunc("POST /v1/receipts", exec(s.receiptRoute))
+	mux.HandleFunc("POST /v1/frames", exec(s.frameRoute))
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
 	}

@@ -246,7 +246,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("open world %s: %w", d, err)
 	}
-	return &Conn{Backend: &Local{W: w}, world: w}, nil
+	return &Conn{Backend: &Local{W: w, Dir: d}, world: w}, nil
 }
 
 func probe(ctx context.Context, cl *Client) error {

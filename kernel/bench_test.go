@@ -28,6 +28,7 @@ func BenchmarkKeyedCounter(b *testing.B) {
 		{"clients=64/events_per_call=1", 64, 1, false},
 		{"clients=8/events_per_call=100", 8, 100, false},
 		{"clients=8/events_per_call=100/unique_states", 8, 100, true},
+		{"clients=32/events_per_call=100/unique_states", 32, 100, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := newHarness(b, 1, true)

@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 )
@@ -327,8 +329,13 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
+	intent := fs.String("intent", "", "trace one intent by hash (sha256:...) instead of a cell")
 	return func(pos []string) error {
-		if err := wantArgs(pos, 1, 2, "WORKFLOW [KEY]"); err != nil {
+		if *intent != "" {
+			if err := wantArgs(pos, 0, 0, "no arguments with --intent"); err != nil {
+				return err
+			}
+		} else if err := wantArgs(pos, 1, 2, "WORKFLOW [KEY]"); err != nil {
 			return err
 		}
 		key := ""
@@ -336,7 +343,13 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 			key = pos[1]
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			tr, err := c.Trace(a.ctx, pos[0], key)
+			var tr []kernel.TraceEntry
+			var err error
+			if *intent != "" {
+				tr, err = c.TraceIntent(a.ctx, *intent)
+			} else {
+				tr, err = c.Trace(a.ctx, pos[0], key)
+			}
 			if err != nil {
 				return err
 			}
@@ -379,9 +392,82 @@ func traceDetail(e kernel.TraceEntry) string {
 		return fmt.Sprintf("%s %s (emitted at %d)", e.Effect, h, e.Input)
 	case "fault":
 		return fmt.Sprintf("input %d: %s", e.Input, e.Reason)
+	case "receipt", "drop":
+		s := fmt.Sprintf("%s %s from %s", e.Effect, e.Status, e.Executor)
+		if e.Attempt > 0 {
+			s += fmt.Sprintf(" (attempt %d)", e.Attempt)
+		}
+		if len(e.Intents) > 0 {
+			s += " for " + e.Intents[0].String()
+		}
+		if e.Reason != "" {
+			s += ": " + e.Reason
+		}
+		return s
+	case "frame":
+		return fmt.Sprintf("frame %d from %s: %s", e.Attempt, e.Executor, compact(e.Value, 100))
 	}
 	b, _ := json.Marshal(e)
 	return string(b)
+}
+
+func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error {
+		if len(pos) == 0 {
+			return usagef("keys: want ls | add NAME PUBLIC_KEY_FILE | rm KEY_ID")
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			switch pos[0] {
+			case "ls":
+				if err := wantArgs(pos[1:], 0, 0, "no arguments"); err != nil {
+					return err
+				}
+				ks, err := c.Keys(a.ctx)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(ks)
+				}
+				w := newTable(a.stdout)
+				w.row("NAME", "KEY ID")
+				for _, k := range ks {
+					w.row(k.Name, k.ID)
+				}
+				return w.flush()
+			case "add":
+				if err := wantArgs(pos[1:], 2, 2, "NAME PUBLIC_KEY_FILE"); err != nil {
+					return err
+				}
+				pem, err := os.ReadFile(pos[2])
+				if err != nil {
+					return fmt.Errorf("read public key: %w", err)
+				}
+				kv, err := c.AddKey(a.ctx, pos[1], string(pem))
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(kv)
+				}
+				fmt.Fprintf(a.stdout, "trusted %s as executor %q\n", kv.ID, kv.Name)
+				return nil
+			case "rm":
+				if err := wantArgs(pos[1:], 1, 1, "KEY_ID"); err != nil {
+					return err
+				}
+				if err := c.RemoveKey(a.ctx, pos[1]); err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]bool{"removed": true})
+				}
+				fmt.Fprintf(a.stdout, "removed %s\n", pos[1])
+				return nil
+			}
+			return usagef("keys: unknown subcommand %q (want ls, add or rm)", pos[0])
+		})
+	}
 }
 
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
@@ -503,10 +589,25 @@ func serve(a *app, listen string) error {
 	metrics := daemon.NewMetrics()
 	cfg := a.kernelConfig()
 	cfg.Logger, cfg.Observer = log, metrics
-	w, err := kernel.Open(dir.Store(), cfg)
+	// The store is opened first so the built-in blob executors share its CAS;
+	// the dispatcher must exist before the world opens, because opening
+	// republishes every intent still in flight.
+	db, err := cas.OpenBadger(dir.Store())
 	if err != nil {
 		return fmt.Errorf("open world %s: %w", dir, err)
 	}
+	defer db.Close()
+	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(cas.NewBadger(db), nil), log)
+	if err != nil {
+		return err
+	}
+	cfg.Keyring, cfg.Publisher = kr, disp
+	w, err := kernel.OpenDB(db, cfg)
+	if err != nil {
+		return fmt.Errorf("open world %s: %w", dir, err)
+	}
+	disp.Start(w)
+	defer disp.Stop()
 	metrics.Watch(w)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -518,7 +619,8 @@ func serve(a *app, listen string) error {
 		log.Warn("listening on a non-loopback address; anyone who can reach it and has the token can drive the world", "addr", addr)
 	}
 	srv := &http.Server{
-		Handler:           (&daemon.Server{Backend: &daemon.Local{W: w}, Token: tok, Logger: log, Metrics: metrics.Registry}).Handler(),
+		Handler: (&daemon.Server{Backend: daemon.NewLocal(w, dir, kr), Token: tok, Logger: log, Metrics: metrics.Registry,
+			Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return a.ctx },
 	}

@@ -1,8 +1,3 @@
-// Command aosd is the aos daemon and CLI. See docs/CLI.md.
-//
-// Every command works the same with or without a running daemon: when the
-// world directory's daemon.json names a live `aosd serve` that answers, the
-// command goes through its HTTP API; otherwise it opens the world itself.
 package main
 
 import (
@@ -88,8 +83,10 @@ func commands() []*command {
 			"aosd cells show com.example/counter.step@1 a --world /tmp/w", cmdCells},
 		{"journal", "", "print journal records, decoded (--json: one object per line)",
 			"aosd journal --from 1 --limit 20 --kind event,step --world /tmp/w", cmdJournal},
-		{"trace", "WORKFLOW [KEY]", "a cell's timeline: events in, steps, intents, faults",
-			"aosd trace com.example/counter.step@1 a --world /tmp/w", cmdTrace},
+		{"trace", "WORKFLOW [KEY] | --intent HASH", "a cell's timeline (events in, steps, intents, frames, receipts, faults), or one intent's life",
+			"aosd trace com.example/order.step@1 o-1 --world /tmp/w", cmdTrace},
+		{"keys", "ls | add NAME PUBLIC_KEY_FILE | rm KEY_ID", "the executor keys whose signed receipts the world trusts (PEM public keys)",
+			"aosd keys add payments payments.pub.pem --world /tmp/w", cmdKeys},
 		{"demo", "", "init a world (a temp dir unless --world), apply the counter example, send events, print cells and a trace",
 			"go run ./cmd/aosd demo", cmdDemo},
 	}

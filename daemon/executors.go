@@ -1,0 +1,410 @@
+package daemon
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aos-kernel/aos/effects"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// ExecutorsFile holds the world's trusted executor keys (receipts keyring JSON).
+const ExecutorsFile = "executors.json"
+
+// BuiltinExecutor is the name the built-in executors sign receipts as.
+const BuiltinExecutor = "aos/builtin"
+
+// Keyring reads the trusted executor keys. The built-in executors' key
+// (executor.key) is always trusted under BuiltinExecutor.
+func (d Dir) Keyring() (*receipts.Keyring, error) {
+	kr := receipts.NewKeyring()
+	if _, err := os.Stat(d.Path(ExecutorsFile)); err == nil {
+		if kr, err = receipts.ReadKeyringFile(d.Path(ExecutorsFile)); err != nil {
+			return nil, err
+		}
+	}
+	priv, err := d.LoadExecutorKey()
+	if err != nil {
+		return nil, fmt.Errorf("executor key: %w", err)
+	}
+	pub := priv.Public().(ed25519.PublicKey)
+	id := receipts.KeyID(pub)
+	for _, k := range kr.List() {
+		if k.ID == id {
+			return kr, nil
+		}
+	}
+	if err := kr.Add(BuiltinExecutor, pub); err != nil {
+		return nil, err
+	}
+	return kr, nil
+}
+
+// KeyView is a trusted executor key as the API and CLI show it.
+type KeyView struct {
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	PublicKey string `json:"public_key"` // PEM
+}
+
+func keyViews(kr *receipts.Keyring) []KeyView {
+	out := []KeyView{}
+	for _, k := range kr.List() {
+		pem, _ := receipts.EncodePublicKey(k.Public)
+		out = append(out, KeyView{Name: k.Name, ID: k.ID, PublicKey: string(pem)})
+	}
+	return out
+}
+
+// keyStore is the keyring shared with the kernel plus its file.
+type keyStore struct {
+	mu  sync.Mutex
+	dir Dir
+	kr  *receipts.Keyring
+}
+
+func (k *keyStore) list() []KeyView { return keyViews(k.kr) }
+
+func (k *keyStore) add(name, pubPEM string) (KeyView, error) {
+	pub, err := receipts.DecodePublicKey([]byte(pubPEM))
+	if err != nil {
+		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "public_key", Message: err.Error(), err: err}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.kr.Add(name, pub); err != nil {
+		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "name", Message: err.Error(), err: err}
+	}
+	if err := receipts.WriteKeyringFile(k.dir.Path(ExecutorsFile), k.kr); err != nil {
+		_ = k.kr.Remove(receipts.KeyID(pub))
+		return KeyView{}, err
+	}
+	return KeyView{Name: name, ID: receipts.KeyID(pub)}, nil
+}
+
+func (k *keyStore) remove(id string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, kv := range k.kr.List() {
+		if kv.ID == id && kv.Name == BuiltinExecutor {
+			return newError(http.StatusBadRequest, CodeInvalidInput, id, "the built-in executors' key cannot be removed")
+		}
+	}
+	if err := k.kr.Remove(id); err != nil {
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Where: id, Message: err.Error(), err: err}
+	}
+	return receipts.WriteKeyringFile(k.dir.Path(ExecutorsFile), k.kr)
+}
+
+// Executors is the executor side of a serving world: the dispatcher running
+// built-in executors and leasing the rest to external ones.
+type Executors struct {
+	W          *kernel.World
+	Dispatcher *effects.Dispatcher
+}
+
+// ClaimRequest is POST /v1/effects/claim.
+type ClaimRequest struct {
+	Executor string   `json:"executor"`
+	Effects  []string `json:"effects"`
+	Max      int      `json:"max,omitempty"`      // default 1, at most 1000
+	LeaseMs  int64    `json:"lease_ms,omitempty"` // default 30000
+	WaitMs   int64    `json:"wait_ms,omitempty"`  // long-poll up to this long for work (at most 60000)
+}
+
+// ClaimedIntent is one intent leased to an external executor.
+type ClaimedIntent struct {
+	Hash           string          `json:"hash"`
+	Effect         string          `json:"effect"`
+	Params         json.RawMessage `json:"params"`
+	ParamsCBOR     string          `json:"params_cbor"` // base64 of the canonical CBOR
+	OriginWorkflow string          `json:"origin_workflow"`
+	OriginKey      json.RawMessage `json:"origin_key"`
+	IssuerRef      string          `json:"issuer_ref,omitempty"`
+	EmittedAt      uint64          `json:"emitted_at"`
+	LeaseUntil     time.Time       `json:"lease_until"`
+}
+
+func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedIntent, error) {
+	if req.Executor == "" || len(req.Effects) == 0 {
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "request body", `"executor" and "effects" are required`)
+	}
+	if req.Max <= 0 {
+		req.Max = 1
+	}
+	req.Max = min(req.Max, 1000)
+	lease := 30 * time.Second
+	if req.LeaseMs > 0 {
+		lease = time.Duration(req.LeaseMs) * time.Millisecond
+	}
+	wait := min(time.Duration(req.WaitMs)*time.Millisecond, time.Minute)
+	got, err := x.Dispatcher.Claim(ctx, req.Executor, req.Effects, req.Max, lease, wait)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClaimedIntent, 0, len(got))
+	for _, c := range got {
+		params, err := schemas.ToJSON(c.Params)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ClaimedIntent{Hash: c.Hash.String(), Effect: c.Effect, Params: params,
+			ParamsCBOR: base64.StdEncoding.EncodeToString(c.Params), OriginWorkflow: c.OriginWorkflow,
+			OriginKey: kernel.KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil})
+	}
+	return out, nil
+}
+
+// receiptError maps the kernel's receipt outcomes to API errors.
+func receiptError(err error, where string) *Error {
+	switch {
+	case errors.Is(err, kernel.ErrUntrusted):
+		return &Error{Status: http.StatusForbidden, Code: "untrusted", Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, kernel.ErrReceiptDropped):
+		return &Error{Status: http.StatusConflict, Code: "dropped", Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, kernel.ErrFrameRefused):
+		return &Error{Status: http.StatusConflict, Code: "frame_refused", Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, receipts.ErrMalformed):
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: where, Message: err.Error(), err: err}
+	}
+	return AsError(err, where)
+}
+
+// FrameIn is POST /v1/frames.
+type FrameIn struct {
+	Intent   string          `json:"intent"`
+	Seq      uint64          `json:"seq"`
+	Executor string          `json:"executor"`
+	Payload  json.RawMessage `json:"payload"`
+}
+
+func (s *Server) claimRoute(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req ClaimRequest
+	if err := strictDecode(body, &req); err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
+		return
+	}
+	got, err := s.Executors.claim(r.Context(), req)
+	if err != nil {
+		s.fail(w, err, "claim")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"intents": got})
+}
+
+func (s *Server) receiptRoute(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	sr, err := receipts.FromJSON(body)
+	if err != nil {
+		writeError(w, receiptError(err, "receipt"))
+		return
+	}
+	res, err := s.Executors.W.SubmitReceipt(r.Context(), sr)
+	if err != nil {
+		writeError(w, receiptError(err, "receipt for intent "+sr.Intent.String()))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) frameRoute(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var f FrameIn
+	if err := strictDecode(body, &f); err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
+		return
+	}
+	h, err := schemas.ParseHash(f.Intent)
+	if err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "intent", "%v", err))
+		return
+	}
+	if f.Executor == "" || f.Seq == 0 {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", `"executor" and a "seq" of 1 or more are required`))
+		return
+	}
+	payload, err := receipts.PayloadFromJSON(f.Payload)
+	if err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "payload", "%v", err))
+		return
+	}
+	seq, err := s.Executors.W.SubmitFrame(r.Context(), kernel.Frame{Intent: h, Seq: f.Seq, Executor: f.Executor, Payload: payload})
+	if err != nil {
+		writeError(w, receiptError(err, "frame for intent "+f.Intent))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]uint64{"seq": seq})
+}
+
+func (s *Server) intentRoute(w http.ResponseWriter, r *http.Request) {
+	tr, err := s.Backend.TraceIntent(r.Context(), r.PathValue("hash"))
+	if err != nil {
+		s.fail(w, err, "intent "+r.PathValue("hash"))
+		return
+	}
+	writeJSON(w, http.StatusOK, tr)
+}
+
+func (s *Server) keysRoute(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.Backend.Keys(r.Context())
+	if err != nil {
+		s.fail(w, err, "keys")
+		return
+	}
+	writeJSON(w, http.StatusOK, ks)
+}
+
+// AddKeyRequest is POST /v1/keys.
+type AddKeyRequest struct {
+	Name      string `json:"name"`
+	PublicKey string `json:"public_key"` // PEM (PKIX)
+}
+
+func (s *Server) addKeyRoute(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req AddKeyRequest
+	if err := strictDecode(body, &req); err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
+		return
+	}
+	kv, err := s.Backend.AddKey(r.Context(), req.Name, req.PublicKey)
+	if err != nil {
+		s.fail(w, err, "keys")
+		return
+	}
+	s.Logger.Info("executor key trusted", "name", kv.Name, "key_id", kv.ID)
+	writeJSON(w, http.StatusOK, kv)
+}
+
+func (s *Server) removeKeyRoute(w http.ResponseWriter, r *http.Request) {
+	if err := s.Backend.RemoveKey(r.Context(), r.PathValue("id")); err != nil {
+		s.fail(w, err, "key "+r.PathValue("id"))
+		return
+	}
+	s.Logger.Info("executor key removed", "key_id", r.PathValue("id"))
+	writeJSON(w, http.StatusOK, map[string]bool{"removed": true})
+}
+
+// TraceIntent implements Backend.
+func (l *Local) TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error) {
+	h, err := schemas.ParseHash(hash)
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, hash, "%v", err)
+	}
+	tr, err := l.W.TraceIntent(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if len(tr) == 0 {
+		return nil, newError(http.StatusNotFound, CodeNotFound, hash, "no intent with this hash in the journal")
+	}
+	return tr, nil
+}
+
+func (l *Local) keyStore() (*keyStore, error) {
+	if l.keys != nil {
+		return l.keys, nil
+	}
+	if l.Dir == "" {
+		return nil, newError(http.StatusInternalServerError, CodeInternal, "keys", "no world directory")
+	}
+	kr, err := l.Dir.Keyring()
+	if err != nil {
+		return nil, err
+	}
+	l.keys = &keyStore{dir: l.Dir, kr: kr}
+	return l.keys, nil
+}
+
+// Keys implements Backend.
+func (l *Local) Keys(context.Context) ([]KeyView, error) {
+	ks, err := l.keyStore()
+	if err != nil {
+		return nil, err
+	}
+	return ks.list(), nil
+}
+
+// AddKey implements Backend.
+func (l *Local) AddKey(_ context.Context, name, pubPEM string) (KeyView, error) {
+	ks, err := l.keyStore()
+	if err != nil {
+		return KeyView{}, err
+	}
+	return ks.add(name, pubPEM)
+}
+
+// RemoveKey implements Backend.
+func (l *Local) RemoveKey(_ context.Context, id string) error {
+	ks, err := l.keyStore()
+	if err != nil {
+		return err
+	}
+	return ks.remove(id)
+}
+
+// TraceIntent implements Backend.
+func (c *Client) TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error) {
+	var out []kernel.TraceEntry
+	err := c.call(ctx, "GET", "/v1/intents/"+hash, nil, &out)
+	return out, err
+}
+
+// Keys implements Backend.
+func (c *Client) Keys(ctx context.Context) ([]KeyView, error) {
+	var out []KeyView
+	err := c.call(ctx, "GET", "/v1/keys", nil, &out)
+	return out, err
+}
+
+// AddKey implements Backend.
+func (c *Client) AddKey(ctx context.Context, name, pubPEM string) (KeyView, error) {
+	var out KeyView
+	err := c.call(ctx, "POST", "/v1/keys", AddKeyRequest{Name: name, PublicKey: pubPEM}, &out)
+	return out, err
+}
+
+// RemoveKey implements Backend.
+func (c *Client) RemoveKey(ctx context.Context, id string) error {
+	return c.call(ctx, "DELETE", "/v1/keys/"+id, nil, nil)
+}
+
+// NewExecutors builds the executor side for `aosd serve`: the keyring the
+// kernel verifies receipts against (shared, so keys added through the API
+// take effect at once) and a dispatcher with the built-in executors signing
+// with the world's executor key. Start the dispatcher once the world is open.
+func NewExecutors(d Dir, builtins map[string]effects.Executor, log *slog.Logger) (*receipts.Keyring, *effects.Dispatcher, error) {
+	kr, err := d.Keyring()
+	if err != nil {
+		return nil, nil, err
+	}
+	priv, err := d.LoadExecutorKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	return kr, effects.New(effects.Config{Name: BuiltinExecutor, Key: priv, Executors: builtins, Logger: log}), nil
+}
