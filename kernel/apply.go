@@ -77,7 +77,7 @@ func (st *state) installManifest(m *manifest.Manifest) uint64 {
 		panic(fmt.Sprintf("kernel: router for loaded manifest: %v", err))
 	}
 	st.man, st.router, st.wfs, st.valid = m, router, wfs, newValidator(m.Registry)
-	st.w.current.Store(m)
+	st.w.current.Store(&installed{m: m, r: router})
 	return seq
 }
 

@@ -24,7 +24,8 @@ type Event struct {
 type ingressEvent struct {
 	schema   string
 	value    []byte
-	manifest *manifest.Manifest // validated against
+	manifest *manifest.Manifest // validated and routed against
+	targets  []routing.Target   // routed by the caller; valid while manifest is current
 }
 
 // Submit validates, canonicalizes, stamps and journals events in order and
@@ -32,20 +33,29 @@ type ingressEvent struct {
 // If an event is refused, the events before it stand (they were durable) and
 // nothing of it or after it is journaled; the error says which one and why.
 func (w *World) Submit(ctx context.Context, evs ...Event) ([]uint64, error) {
-	m := w.current.Load()
-	if m == nil {
+	cur := w.current.Load()
+	if cur == nil {
 		return nil, ErrNoManifest
 	}
 	in := make([]ingressEvent, len(evs))
 	for i, ev := range evs {
-		v, err := w.canonicalEvent(m, ev)
+		v, err := w.canonicalEvent(cur.m, ev)
+		if err == nil {
+			// Routing is a pure function of (manifest, schema, value), so it
+			// runs here, in parallel across callers; the loop reuses the
+			// targets unless the manifest changed meanwhile.
+			in[i].targets, err = cur.r.Route(ev.Schema, v)
+			if err != nil {
+				err = fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+		}
 		if err != nil {
 			if len(evs) > 1 {
 				return nil, fmt.Errorf("event %d: %w", i, err)
 			}
 			return nil, err
 		}
-		in[i] = ingressEvent{schema: ev.Schema, value: v, manifest: m}
+		in[i].schema, in[i].value, in[i].manifest = ev.Schema, v, cur.m
 	}
 	res, err := w.send(ctx, request{events: in})
 	return res.seqs, err
@@ -91,18 +101,20 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 	if st.man == nil {
 		return 0, ErrNoManifest
 	}
+	targets := ev.targets
 	if ev.manifest != st.man {
-		// The manifest changed since the caller validated: validate again.
+		// The manifest changed since the caller validated: validate and route
+		// again.
 		if !st.man.Registry.Has(ev.schema) {
 			return 0, fmt.Errorf("%w: unknown event schema %q", ErrInvalid, ev.schema)
 		}
 		if err := st.man.Registry.Validate(ev.schema, ev.value); err != nil {
 			return 0, fmt.Errorf("%w: event %s: %v", ErrInvalid, ev.schema, err)
 		}
-	}
-	targets, err := st.router.Route(ev.schema, ev.value)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		var err error
+		if targets, err = st.router.Route(ev.schema, ev.value); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	seq := st.emitEvent(&EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp()}, targets, 0)
 	st.w.cfg.Observer.Ingested(1)

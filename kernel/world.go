@@ -49,8 +49,9 @@ type World struct {
 	quietCh  chan struct{} // closed while the world is quiescent
 	quietNow bool
 
-	// current is the manifest callers validate against outside the loop.
-	current atomic.Pointer[manifest.Manifest]
+	// current is the manifest (and its router) callers validate and route
+	// against outside the loop.
+	current atomic.Pointer[installed]
 
 	st *state // owned by the loop goroutine
 }
@@ -162,7 +163,19 @@ func (w *World) Journal() *journal.Journal { return w.journal }
 func (w *World) CAS() cas.Store { return w.cas }
 
 // Manifest is the current manifest, or nil before the first apply.
-func (w *World) Manifest() *manifest.Manifest { return w.current.Load() }
+func (w *World) Manifest() *manifest.Manifest {
+	if in := w.current.Load(); in != nil {
+		return in.m
+	}
+	return nil
+}
+
+// installed is a manifest with the router built for it. Both are immutable
+// once installed and safe for concurrent use.
+type installed struct {
+	m *manifest.Manifest
+	r *routing.Router
+}
 
 // request is one unit of work for the loop.
 type request struct {
