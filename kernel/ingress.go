@@ -151,7 +151,7 @@ func (st *state) emitEvent(rec *EventRec, targets []routing.Target, depth uint64
 	for i, t := range targets {
 		rec.Targets[i] = TargetRec{Workflow: t.Workflow, Key: t.Key}
 	}
-	body := schemas.MustMarshal(rec)
+	body := encodeEvent(rec)
 	seq := st.emit(journal.KindEvent, body)
 	if rec.LogicalNs() > st.logical {
 		st.logical = rec.LogicalNs()

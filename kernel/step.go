@@ -137,7 +137,7 @@ func (st *state) step(in *instance, d *delivery) {
 	for i := range res.intents {
 		rec.Intents = append(rec.Intents, res.intents[i].Hash)
 	}
-	st.emit(journal.KindStep, schemas.MustMarshal(&rec))
+	st.emit(journal.KindStep, encodeStep(&rec))
 	if res.state != nil {
 		if err := res.rt.head.Put(in.key, res.state, d.stamp.LogicalNs); err != nil {
 			panic(fmt.Sprintf("kernel: cell store write for %s: %v", in.wf, err))
@@ -153,7 +153,7 @@ func (st *state) step(in *instance, d *delivery) {
 	}
 	for i := range res.intents {
 		it := &res.intents[i]
-		st.emit(journal.KindIntent, schemas.MustMarshal(it))
+		st.emit(journal.KindIntent, encodeIntentID(&it.Hash, &it.IntentID))
 		if in.inflight == nil {
 			in.inflight = map[schemas.Hash]struct{}{}
 		}
@@ -215,7 +215,7 @@ func callStep(fn modules.StepFunc, in *modules.Input) (out *modules.Output, faul
 
 func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint64) []byte {
 	ent := childStamp(d.stamp, stepSeq).Entropy
-	return schemas.MustMarshal(&workflowContext{
+	return encodeContext(&workflowContext{
 		NowNs: d.stamp.NowNs, LogicalNowNs: d.stamp.LogicalNs, Entropy: ent,
 		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: st.man.Hash.String(),
 		Workflow: in.wf, WorkflowHash: rt.def.Hash.String(), Key: in.key, CellMode: rt.keyed,
@@ -296,7 +296,7 @@ func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOu
 	id := IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
 		Effect: e.Effect, EffectHash: def.Hash, Params: e.Params, IdempotencyKey: e.IdempotencyKey,
 		IssuerRef: e.IssuerRef, EmittedAt: stepSeq, Index: uint64(idx)}
-	return IntentRec{Hash: schemas.HashBytes(schemas.MustMarshal(&id)), IntentID: id}, nil
+	return IntentRec{Hash: schemas.HashBytes(encodeIntentID(nil, &id)), IntentID: id}, nil
 }
 
 // effectDef finds an effect of the current manifest (which holds the sys/ ones too).
