@@ -282,6 +282,21 @@ func (d *Dispatcher) Claim(ctx context.Context, executor string, effects []strin
 	}
 }
 
+// Queued counts intents waiting for an executor: external intents that no
+// executor holds a live lease on. The kernel reports it as queued_effects.
+func (d *Dispatcher) Queued() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.cfg.Now()
+	n := 0
+	for _, e := range d.pending {
+		if _, builtin := d.cfg.Executors[e.it.Effect]; !builtin && (e.leasedTo == "" || now.After(e.leaseEnd)) {
+			n++
+		}
+	}
+	return n
+}
+
 // Pending lists intents in flight here, oldest first, with lease holders.
 func (d *Dispatcher) Pending() []PendingInfo {
 	d.mu.Lock()

@@ -341,10 +341,21 @@ func TestExternalClaimLease(t *testing.T) {
 	wd := open(t, t.TempDir(), clock)
 	wd.job(t, `{"id":"c1"}`)
 	ctx := context.Background()
+	queued := func(want int) {
+		t.Helper()
+		if n := wd.d.Queued(); n != want {
+			t.Fatalf("dispatcher queued %d, want %d", n, want)
+		}
+		if st, err := wd.w.Status(ctx); err != nil || st.QueuedEffects != want {
+			t.Fatalf("status queued_effects %v (%v), want %d", st, err, want)
+		}
+	}
+	queued(1)
 	got, err := wd.d.Claim(ctx, "payments", []string{"com.test/charge@1"}, 10, time.Minute, 0)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("first claim: %v %v", got, err)
 	}
+	queued(0)
 	again, _ := wd.d.Claim(ctx, "other", []string{"com.test/charge@1"}, 10, time.Minute, 0)
 	if len(again) != 0 {
 		t.Fatalf("claimed while leased: %v", again)
@@ -352,6 +363,7 @@ func TestExternalClaimLease(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Minute)
 	mu.Unlock()
+	queued(1) // the lease expired: waiting for an executor again
 	again, _ = wd.d.Claim(ctx, "payments-2", []string{"com.test/charge@1"}, 10, time.Minute, 0)
 	if len(again) != 1 || again[0].Hash != got[0].Hash {
 		t.Fatalf("after lease expiry: %v", again)
@@ -368,6 +380,7 @@ func TestExternalClaimLease(t *testing.T) {
 	if p := wd.d.Pending(); len(p) != 0 {
 		t.Fatalf("dispatcher still holds %v", p)
 	}
+	queued(0)
 	if left, _ := wd.d.Claim(ctx, "payments", []string{"com.test/charge@1"}, 10, time.Minute, 0); len(left) != 0 {
 		t.Fatalf("settled intent still claimable: %v", left)
 	}

@@ -28,6 +28,14 @@ type Publisher interface {
 	Publish(opened []OpenIntent, settled []schemas.Hash)
 }
 
+// QueueReporter is optionally implemented by a Publisher that can say how
+// many published intents wait for an executor; Status reports the count as
+// QueuedEffects. It lives outside the deterministic core and is never
+// journaled.
+type QueueReporter interface {
+	Queued() int
+}
+
 type nopPublisher struct{}
 
 func (nopPublisher) Publish([]OpenIntent, []schemas.Hash) {}

@@ -64,6 +64,10 @@ func (w *World) Status(ctx context.Context) (*Status, error) {
 		s.Quiescent = s.Instances.Running == 0 && s.Instances.Waiting == 0 && s.Inflight == 0 && s.QueuedEffects == 0
 	})
 	s.JournalHeight = w.journal.Height()
+	if q, ok := w.cfg.Publisher.(QueueReporter); ok && err == nil {
+		// Queued intents are also in flight, so quiescence is unchanged.
+		s.QueuedEffects = q.Queued()
+	}
 	return &s, err
 }
 
