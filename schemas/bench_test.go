@@ -105,15 +105,31 @@ func BenchmarkFromValue(b *testing.B) {
 	}
 }
 
+// benchValidate runs Validate as callers see it (fast: the fast path, when
+// the schema has a plan) and its general path alone (slow).
+func benchValidate(b *testing.B, r *schemas.Registry, name string, enc []byte) {
+	if !schemas.FastValid(r, name, enc) {
+		b.Fatalf("%s: the fast path does not accept the payload", name)
+	}
+	for _, mode := range []struct {
+		name     string
+		validate func(*schemas.Registry, string, []byte) error
+	}{{"fast", (*schemas.Registry).Validate}, {"slow", schemas.ValidateSlow}} {
+		b.Run(mode.name, func(b *testing.B) {
+			b.SetBytes(int64(len(enc)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := mode.validate(r, name, enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkValidate(b *testing.B) {
 	r, enc, _ := benchSetup(b)
-	b.SetBytes(int64(len(enc)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := r.Validate("bench/OrderPlaced@1", enc); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchValidate(b, r, "bench/OrderPlaced@1", enc)
 }
 
 func BenchmarkValidateWorkflowContext(b *testing.B) {
@@ -123,11 +139,16 @@ func BenchmarkValidateWorkflowContext(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(enc)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := r.Validate("sys/WorkflowContext@1", enc); err != nil {
-			b.Fatal(err)
-		}
+	benchValidate(b, r, "sys/WorkflowContext@1", enc)
+}
+
+func BenchmarkValidateReceiptEnvelope(b *testing.B) {
+	r := schemas.NewRegistry()
+	enc, err := r.FromJSON("sys/EffectReceiptEnvelope@1", []byte(`{"origin_workflow":"com.acme/order.step@1","origin_workflow_hash":`+h0+
+		`,"origin_key":"b3JkLTE=","intent_hash":`+h0+`,"effect":"sys/http.request@1","executor":"http","payload":"`+b64(64)+
+		`","status":"ok","emitted_at_seq":42,"signature":"`+b64(64)+`"}`))
+	if err != nil {
+		b.Fatal(err)
 	}
+	benchValidate(b, r, "sys/EffectReceiptEnvelope@1", enc)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,7 @@ type compiled struct {
 	doc    []byte // the JSON document added to the compiler (refs rewritten)
 	arms   []Arm
 	schema *jsonschema.Schema
+	fast   *plan // the fast path of Validate; nil when the schema uses keywords it lacks
 }
 
 // NewRegistry returns a registry holding the built-in sys/ schemas, compiled.
@@ -239,6 +241,17 @@ func (r *Registry) define(defs []SchemaDef, sys bool) error {
 			fail(p, p.def.Name, "/schema", "%s", cleanMsg(err.Error()))
 		}
 	}
+	variants := map[string][]Arm{}
+	for name, c := range cur.defs {
+		if c.arms != nil {
+			variants[name] = c.arms
+		}
+	}
+	for _, p := range order {
+		if p.def.Variant != nil {
+			variants[p.def.Name] = p.def.Variant
+		}
+	}
 	out := map[string]*compiled{}
 	for _, p := range order {
 		if p.broken {
@@ -253,7 +266,8 @@ func (r *Registry) define(defs []SchemaDef, sys bool) error {
 			fail(p, p.def.Name, ptr, "%s", compileMsg(err))
 			continue
 		}
-		out[p.def.Name] = &compiled{name: p.def.Name, src: p.src, doc: p.doc, arms: append([]Arm(nil), p.def.Variant...), schema: s}
+		out[p.def.Name] = &compiled{name: p.def.Name, src: p.src, doc: p.doc, arms: append([]Arm(nil), p.def.Variant...), schema: s,
+			fast: buildPlan(s, variants)}
 	}
 	if len(errs) > 0 {
 		idx := map[string]int{}
@@ -516,7 +530,20 @@ func compileMsg(err error) string {
 // cleanMsg turns internal URLs back into def names.
 func cleanMsg(s string) string {
 	s = strings.TrimPrefix(s, "jsonschema: ")
-	return strings.ReplaceAll(s, schemaURLPrefix, "")
+	return sortNameList(strings.ReplaceAll(s, schemaURLPrefix, ""))
+}
+
+// sortNameList puts the property names of the validator's
+// "additionalProperties 'b', 'a' not allowed" message in order: the
+// validator lists them in Go map order, and messages reach the journal.
+func sortNameList(s string) string {
+	const pre, post = "additionalProperties '", "' not allowed"
+	if !strings.HasPrefix(s, pre) || !strings.HasSuffix(s, post) {
+		return s
+	}
+	names := strings.Split(s[len(pre):len(s)-len(post)], "', '")
+	slices.Sort(names)
+	return pre + strings.Join(names, "', '") + post
 }
 
 // leaves returns the innermost validation errors, the ones that say what is wrong.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,6 +86,16 @@ func (r *Registry) Validate(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	if c.fast != nil && c.fast.accepts(data) {
+		return nil
+	}
+	return st.validate(c, data)
+}
+
+// validate is Validate's general path: it gives every verdict the fast path
+// is unsure of, and every error message.
+func (st *regState) validate(c *compiled, data []byte) error {
+	name := c.name
 	v, err := decodeJSONModel(data)
 	if err != nil {
 		return fmt.Errorf("schema %s: %w", name, err)
@@ -136,6 +147,17 @@ func validationErr(name string, err error) error {
 		return &ValueError{Schema: name, Pointer: "/", Msg: cleanMsg(err.Error())}
 	}
 	ls := leaves(ve)
+	// The validator visits object members in Go map order; sort so the
+	// message (which faults and rejected receipts journal) is deterministic.
+	slices.SortStableFunc(ls, func(a, b *jsonschema.ValidationError) int {
+		if c := strings.Compare(a.InstanceLocation, b.InstanceLocation); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.KeywordLocation, b.KeywordLocation); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Message, b.Message)
+	})
 	var parts []string
 	seen := map[string]bool{}
 	for _, l := range ls {
@@ -179,8 +201,8 @@ func checkJSONValue(v any, path []string, depth int) error {
 		}
 		return nil
 	case map[string]any:
-		for k, e := range t {
-			if err := checkJSONValue(e, append(path, k), depth+1); err != nil {
+		for _, k := range sortedKeys(t) {
+			if err := checkJSONValue(t[k], append(path, k), depth+1); err != nil {
 				return err
 			}
 		}
@@ -348,9 +370,9 @@ func (w *walker) convert(jv any, ss []*jsonschema.Schema) (any, error) {
 	switch t := jv.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		for k, e := range t {
+		for _, k := range sortedKeys(t) {
 			w.path = append(w.path, k)
-			c, err := w.convert(e, propSchemas(ss, k))
+			c, err := w.convert(t[k], propSchemas(ss, k))
 			w.path = w.path[:len(w.path)-1]
 			if err != nil {
 				return nil, err
@@ -404,8 +426,8 @@ func plain(jv any, path []string) (any, error) {
 		return plain(float64(t), path)
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		for k, e := range t {
-			c, err := plain(e, append(path, k))
+		for _, k := range sortedKeys(t) {
+			c, err := plain(t[k], append(path, k))
 			if err != nil {
 				return nil, err
 			}
@@ -436,9 +458,9 @@ func (w *walker) check(jm, orig any, ss []*jsonschema.Schema) error {
 	switch t := jm.(type) {
 	case map[string]any:
 		om := orig.(map[string]any)
-		for k, e := range t {
+		for _, k := range sortedKeys(t) {
 			w.path = append(w.path, k)
-			err := w.check(e, om[k], propSchemas(ss, k))
+			err := w.check(t[k], om[k], propSchemas(ss, k))
 			w.path = w.path[:len(w.path)-1]
 			if err != nil {
 				return err
@@ -471,8 +493,8 @@ func noBytes(orig any, path []string) error {
 	case []byte:
 		return newPosErr(path, "want a text string, got a byte string (the schema has no contentEncoding base64 here)")
 	case map[string]any:
-		for k, e := range t {
-			if err := noBytes(e, append(path, k)); err != nil {
+		for _, k := range sortedKeys(t) {
+			if err := noBytes(t[k], append(path, k)); err != nil {
 				return err
 			}
 		}
@@ -505,7 +527,8 @@ func toJSONModel(v any, pp *[]string) (any, bool, error) {
 		return t, false, nil
 	case map[string]any:
 		var out map[string]any
-		for k, e := range t {
+		for _, k := range sortedKeys(t) {
+			e := t[k]
 			*pp = append(path, k)
 			c, changed, err := toJSONModel(e, pp)
 			*pp = path
@@ -553,4 +576,16 @@ func toJSONModel(v any, pp *[]string) (any, bool, error) {
 		return v, false, nil
 	}
 	return nil, false, newPosErr(path, "%T is not a JSON value", v)
+}
+
+// sortedKeys returns m's keys in order, so every walk that can stop at the
+// first problem reports the same problem on every run (error messages reach
+// the journal through faults and rejected receipts).
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -45,6 +45,16 @@
 // Formats are asserted. Variant defs compile to a closed object
 // {"$tag": <arm tag>, "$value": <value of that arm's schema>}.
 //
+// Validate has two paths. The general one decodes, re-encodes to check
+// canonical form, builds the JSON-model view and runs the validator; it
+// gives every refusal and every error message. For a def that uses only a
+// common subset of keywords (see fastpath.go), Define also builds a plan
+// that walks the canonical CBOR bytes once, checking canonical form and the
+// schema together without allocating. A plan answers only "valid" or
+// "unsure", and unsure (every invalid value, and anything rare: floats,
+// tags, deep nesting) falls through to the general path. The invariant:
+// the plan never calls valid what the general path refuses.
+//
 // A Registry is an immutable snapshot behind an atomic pointer: Define
 // compiles a whole batch (defs may reference each other in any order), either
 // publishes all of it or, reporting every problem as DefErrors with JSON

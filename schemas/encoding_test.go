@@ -309,3 +309,53 @@ func TestToJSON(t *testing.T) {
 		t.Error("non-text key rendered")
 	}
 }
+
+// TestErrorMessagesAreDeterministic: a value with several problems gets the
+// same message on every call. Messages reach the journal (a step's fault
+// reason, a rejected receipt's reason), so map iteration order must not
+// choose which problem is reported or in what order.
+func TestErrorMessagesAreDeterministic(t *testing.T) {
+	r := schemas.NewRegistry()
+	if err := r.Define([]schemas.SchemaDef{
+		{Name: "t/Many@1", Schema: []byte(`{"type":"object","additionalProperties":false,"properties":{
+			"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"},"d":{"type":"integer"},
+			"e":{"type":"integer"},"f":{"type":"integer"},"g":{"type":"integer"},"h":{"type":"integer"},
+			"x":{"type":"string"},"y":{"type":"string"},"z":{"type":"string"},"w":{"type":"string"}}}`)},
+		{Name: "t/Bytes8@1", Schema: []byte(`{"type":"object","properties":{
+			"a":{"type":"string"},"b":{"type":"string"},"c":{"type":"string"},"d":{"type":"string"},
+			"e":{"type":"string"},"f":{"type":"string"},"g":{"type":"string"},"h":{"type":"string"}}}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	many := schemas.MustMarshal(map[string]any{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": "6", "g": "7", "h": "8",
+		"x": 1, "y": 2, "z": 3, "w": 4, "extra1": 1, "extra2": 2})
+	bytes8 := schemas.MustMarshal(map[string]any{"a": []byte{1}, "b": []byte{2}, "c": []byte{3}, "d": []byte{4},
+		"e": []byte{5}, "f": []byte{6}, "g": []byte{7}, "h": []byte{8}})
+	for _, c := range []struct {
+		schema string
+		value  []byte
+		json   string
+	}{
+		{"t/Many@1", many, ""},
+		{"t/Bytes8@1", bytes8, ""},
+		{"t/Many@1", nil, `{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8","x":1,"y":2,"z":3,"w":4}`},
+	} {
+		var first string
+		for i := 0; i < 200; i++ {
+			var err error
+			if c.json != "" {
+				_, err = r.FromJSON(c.schema, []byte(c.json))
+			} else {
+				err = r.Validate(c.schema, c.value)
+			}
+			if err == nil {
+				t.Fatalf("%s: invalid value accepted", c.schema)
+			}
+			if i == 0 {
+				first = err.Error()
+			} else if err.Error() != first {
+				t.Fatalf("%s: message changed between calls:\n%s\n%s", c.schema, first, err.Error())
+			}
+		}
+	}
+}
