@@ -32,6 +32,10 @@ func BenchmarkKeyedCounter(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := newHarness(b, 1, true)
+			var fl flushStats
+			h.w.Close()
+			h.extra = func(cfg *kernel.Config) { cfg.Observer = &fl }
+			h.open()
 			if c.unique {
 				// Every state also names its key, so no two states are
 				// equal and no validation result is ever reused.
@@ -79,8 +83,26 @@ func BenchmarkKeyedCounter(b *testing.B) {
 			el := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/el.Seconds(), "events/s")
+			if n := fl.flushes.Load(); n > 0 {
+				b.ReportMetric(float64(fl.records.Load())/float64(n), "records/flush")
+				b.ReportMetric(float64(fl.nanos.Load())/float64(n)/1e3, "µs/flush")
+			}
 		})
 	}
+}
+
+// flushStats counts group commits, to show how many records each fsync
+// carries and what it costs.
+type flushStats struct {
+	flushes, records, nanos atomic.Int64
+}
+
+func (*flushStats) Ingested(int)                        {}
+func (*flushStats) Stepped(string, time.Duration, bool) {}
+func (f *flushStats) Flushed(n int, d time.Duration, _ error) {
+	f.flushes.Add(1)
+	f.records.Add(int64(n))
+	f.nanos.Add(int64(d))
 }
 
 func keyedCounter(in *modules.Input) (*modules.Output, error) {

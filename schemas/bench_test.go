@@ -152,3 +152,31 @@ func BenchmarkValidateReceiptEnvelope(b *testing.B) {
 	}
 	benchValidate(b, r, "sys/EffectReceiptEnvelope@1", enc)
 }
+
+// BenchmarkFromJSONNoBytes: an event schema with no byte strings (the
+// common shape of a domain event), where FromJSON can take its fast path.
+func BenchmarkFromJSONNoBytes(b *testing.B) {
+	r := schemas.NewRegistry()
+	if err := r.Define([]schemas.SchemaDef{{Name: "bench/Count@1", Schema: []byte(`{"type":"object","additionalProperties":false,
+		"required":["key","by"],"properties":{"key":{"type":"string","minLength":1,"maxLength":64},"by":{"type":"integer","minimum":-1000,"maximum":1000},
+		"note":{"type":"string"},"tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":8}}}`)}}); err != nil {
+		b.Fatal(err)
+	}
+	js := []byte(`{"key":"key-00042","by":7,"note":"from the benchmark","tags":["a","c"]}`)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := r.FromJSON("bench/Count@1", js); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("slow", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := schemas.FromJSONSlow(r, "bench/Count@1", js); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

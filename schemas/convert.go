@@ -63,6 +63,35 @@ func (r *Registry) FromValue(name string, v any) ([]byte, error) {
 }
 
 func (st *regState) fromValue(c *compiled, v any) ([]byte, error) {
+	// Fast path: where no byte string can occur below the schema, the
+	// conversion is schema-free (plain), and the converted value's JSON model
+	// is v itself (numbers by value), so the CBOR fast plan's "valid" is the
+	// validator's verdict on v. Anything else takes the general path below,
+	// which gives every error message.
+	if b, ok := st.fastFromValue(c, v); ok {
+		return b, nil
+	}
+	return st.fromValueSlow(c, v)
+}
+
+func (st *regState) fastFromValue(c *compiled, v any) ([]byte, bool) {
+	if c.fast == nil || st.bytesBelow[c.schema] {
+		return nil, false
+	}
+	out, err := plain(v, nil)
+	if err != nil {
+		return nil, false
+	}
+	b, err := encMode.Marshal(out)
+	if err != nil || !c.fast.accepts(b) {
+		return nil, false
+	}
+	return b, true
+}
+
+// fromValueSlow validates v with the JSON Schema validator, then converts it
+// guided by the schema.
+func (st *regState) fromValueSlow(c *compiled, v any) ([]byte, error) {
 	if err := c.schema.Validate(v); err != nil {
 		return nil, validationErr(c.name, err)
 	}

@@ -22,3 +22,30 @@ func ValidateSlow(r *Registry, name string, data []byte) error {
 	}
 	return st.validate(c, data)
 }
+
+// FromJSONSlow is FromJSON without the fast path.
+func FromJSONSlow(r *Registry, name string, js []byte) ([]byte, error) {
+	st, c, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := DecodeJSON(js)
+	if err != nil {
+		return r.FromJSON(name, js) // the same parse error
+	}
+	return st.fromValueSlow(c, v)
+}
+
+// FastFromJSON reports whether FromJSON's fast path alone converts js.
+func FastFromJSON(r *Registry, name string, js []byte) bool {
+	st, c, err := r.lookup(name)
+	if err != nil {
+		return false
+	}
+	v, err := DecodeJSON(js)
+	if err != nil {
+		return false
+	}
+	_, ok := st.fastFromValue(c, v)
+	return ok
+}

@@ -705,3 +705,37 @@ func (it item) emit(k int, m mutation) ([]byte, bool) {
 	out := w(nil, it)
 	return out, changed
 }
+
+// TestFromJSONFastPathUsed: values of schemas without byte strings are
+// converted by FromJSON's fast path; schemas with byte strings below them
+// never take it; either way the bytes are the general path's.
+func TestFromJSONFastPathUsed(t *testing.T) {
+	r := fastRegistry(t)
+	for _, c := range validJSON {
+		slow, err := schemas.FromJSONSlow(r, c.schema, []byte(c.js))
+		if err != nil {
+			t.Fatalf("%s: %v", c.schema, err)
+		}
+		fast, err := r.FromJSON(c.schema, []byte(c.js))
+		if err != nil || !bytes.Equal(fast, slow) {
+			t.Fatalf("%s: fast %x (%v), general %x", c.schema, fast, err, slow)
+		}
+	}
+	for _, c := range []struct{ schema, js string }{
+		{"ft/Tree@1", `{"v":1,"kids":[{"v":2},{"v":-3,"kids":[]}]}`},
+		{"ft/Int@1", `9.0`},
+		{"ft/Closed@1", `{"a":[1,{"x":null}],"c":"z"}`},
+	} {
+		if !schemas.FastFromJSON(r, c.schema, []byte(c.js)) {
+			t.Fatalf("%s %s: a schema without byte strings did not take the fast path", c.schema, c.js)
+		}
+		slow, err := schemas.FromJSONSlow(r, c.schema, []byte(c.js))
+		fast, ferr := r.FromJSON(c.schema, []byte(c.js))
+		if err != nil || ferr != nil || !bytes.Equal(fast, slow) {
+			t.Fatalf("%s: fast %x (%v), general %x (%v)", c.schema, fast, ferr, slow, err)
+		}
+	}
+	if schemas.FastFromJSON(r, "ft/Arr@1", []byte(`["AAAA"]`)) {
+		t.Fatal("a schema with byte strings took the fast path")
+	}
+}

@@ -121,3 +121,34 @@ func FuzzValidateFastPath(f *testing.F) {
 }
 
 func stripSpaces(s string) string { return string(bytes.ReplaceAll([]byte(s), []byte(" "), nil)) }
+
+// FuzzFromJSONFastPath: FromJSON with its fast path gives exactly what the
+// general path gives — the same bytes, or the same error — on arbitrary
+// JSON against every schema of fastRegistry.
+func FuzzFromJSONFastPath(f *testing.F) {
+	r := fastRegistry(f)
+	names := r.Names()
+	index := map[string]int{}
+	for i, n := range names {
+		index[n] = i
+	}
+	for _, c := range validJSON {
+		f.Add(uint8(index[c.schema]), []byte(c.js))
+	}
+	for _, s := range []string{`1.0`, `-0`, `1e2`, `18446744073709551616`, `{"a":1,"a":2}`, `"\u00e9"`, `[1,2.5]`, `null`, `{}`} {
+		f.Add(uint8(0), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, js []byte) {
+		name := names[int(which)%len(names)]
+		fast, ferr := r.FromJSON(name, js)
+		slow, serr := schemas.FromJSONSlow(r, name, js)
+		switch {
+		case (ferr == nil) != (serr == nil):
+			t.Fatalf("%s %q: fast (%x, %v), general (%x, %v)", name, js, fast, ferr, slow, serr)
+		case ferr != nil && ferr.Error() != serr.Error():
+			t.Fatalf("%s %q: messages differ:\n%v\n%v", name, js, ferr, serr)
+		case !bytes.Equal(fast, slow):
+			t.Fatalf("%s %q: fast %x, general %x", name, js, fast, slow)
+		}
+	})
+}
