@@ -74,6 +74,14 @@ type compiled struct {
 	fast   *plan // the fast path of Validate; nil when the schema uses keywords it lacks
 }
 
+// HasFastPath reports whether Validate of schema name usually takes the fast
+// path (a plan that walks the CBOR once): such a validation costs about what
+// hashing the value does, so callers gain nothing by caching its results.
+func (r *Registry) HasFastPath(name string) bool {
+	c := r.state.Load().defs[name]
+	return c != nil && c.fast != nil
+}
+
 // NewRegistry returns a registry holding the built-in sys/ schemas, compiled.
 func NewRegistry() *Registry {
 	r := &Registry{}
