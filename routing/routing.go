@@ -103,7 +103,6 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 	if len(subs) == 0 {
 		return nil, nil
 	}
-	var decoded any
 	out := make([]Target, 0, len(subs))
 	for _, s := range subs {
 		t := Target{Workflow: s.workflow, Schema: s.wfEvent, Value: value}
@@ -111,35 +110,41 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 			t.Value = Wrap(s.wrapTag, value)
 		}
 		if s.keyPath != nil {
-			if decoded == nil {
-				v, err := schemas.Decode(value)
-				if err != nil {
-					return nil, fmt.Errorf("routing: event %s: %w", schema, err)
-				}
-				decoded = v
+			kb, err := lookupCBOR(value, s.keyPath)
+			if errors.Is(err, errMalformed) {
+				return nil, fmt.Errorf("routing: event %s: %w", schema, err)
 			}
-			kv, err := lookup(decoded, s.keyPath)
 			if err != nil {
 				return nil, fmt.Errorf("%w: event %s, subscription %d (workflow %s, key_field %q): %v",
 					ErrKey, schema, s.index, s.workflow, s.keyField, err)
 			}
-			kb, err := schemas.Marshal(kv)
-			if err != nil {
-				return nil, fmt.Errorf("%w: event %s: key_field %q: %v", ErrKey, schema, s.keyField, err)
-			}
-			ck := s.keySchema + "\x00" + string(kb)
-			if _, ok := r.validKeys.Get(ck); !ok {
-				if err := r.reg.Validate(s.keySchema, kb); err != nil {
-					return nil, fmt.Errorf("%w: event %s, workflow %s: key at %q does not validate against %s: %v",
-						ErrKey, schema, s.workflow, s.keyField, s.keySchema, err)
-				}
-				r.validKeys.Add(ck, struct{}{})
+			if err := r.validKey(s.keySchema, kb); err != nil {
+				return nil, fmt.Errorf("%w: event %s, workflow %s: key at %q does not validate against %s: %v",
+					ErrKey, schema, s.workflow, s.keyField, s.keySchema, err)
 			}
 			t.Key = kb
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// validKey validates a key against its schema, remembering keys that passed
+// when validation is the slow kind (with a fast plan it is cheaper than the
+// cache lookup).
+func (r *Router) validKey(keySchema string, kb []byte) error {
+	if r.reg.HasFastPath(keySchema) {
+		return r.reg.Validate(keySchema, kb)
+	}
+	ck := keySchema + "\x00" + string(kb)
+	if _, ok := r.validKeys.Get(ck); ok {
+		return nil
+	}
+	if err := r.reg.Validate(keySchema, kb); err != nil {
+		return err
+	}
+	r.validKeys.Add(ck, struct{}{})
+	return nil
 }
 
 // Wrap encodes {"$tag": tag, "$value": value} canonically; value must already
@@ -149,23 +154,4 @@ func Wrap(tag string, value []byte) []byte {
 		"$tag":   schemas.MustMarshal(tag),
 		"$value": cbor.RawMessage(value),
 	})
-}
-
-func lookup(v any, path []string) (any, error) {
-	cur := v
-	for i, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("/%s is not an object", strings.Join(path[:i], "/"))
-		}
-		next, ok := m[p]
-		if !ok {
-			return nil, fmt.Errorf("no field /%s", strings.Join(path[:i+1], "/"))
-		}
-		cur = next
-	}
-	if cur == nil {
-		return nil, fmt.Errorf("/%s is null", strings.Join(path, "/"))
-	}
-	return cur, nil
 }
