@@ -207,6 +207,48 @@ func BenchmarkMaterialize(b *testing.B) {
 	}
 }
 
+// BenchmarkMaterializeSome is the pause of one bounded slice: 65,536 dirty
+// cells (the kernel's default threshold) in the million-cell index, drained
+// chunk cells at a time. Each op is one MaterializeSome call.
+func BenchmarkMaterializeSome(b *testing.B) {
+	const dirty = 1 << 16
+	for _, be := range backends {
+		for _, chunk := range []int{1024, 4096} {
+			b.Run(fmt.Sprintf("%s/chunk=%d", be, chunk), func(b *testing.B) {
+				w := getWorld(b, be)
+				r := newRand(uint64(chunk))
+				var h *cells.Head
+				fill := func(i int) {
+					var err error
+					if h, err = cells.NewHead(w.store, w.root, cells.Config{CacheSize: cells.DefaultCacheSize}); err != nil {
+						b.Fatal(err)
+					}
+					for j := range dirty {
+						k := r.IntN(worldCells)
+						if err := h.Put(cellKey(k), cellState(k, 1+i*dirty+j), uint64(worldCells+j)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					runtime.GC()
+				}
+				b.StopTimer()
+				fill(0)
+				for i := 0; i < b.N; i++ {
+					if h.Stats().Dirty < chunk {
+						fill(i + 1)
+					}
+					b.StartTimer()
+					if _, err := h.MaterializeSome(chunk); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(chunk), "µs/dirty-cell")
+			})
+		}
+	}
+}
+
 // BenchmarkWorldBytesPerCell reports the CAS bytes of the million-cell index
 // (nodes only, then nodes plus states) per cell, and the build time.
 func BenchmarkWorldBytesPerCell(b *testing.B) {

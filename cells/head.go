@@ -570,6 +570,58 @@ func (h *Head) Materialize() (schemas.Hash, error) {
 	return ix.Root(), nil
 }
 
+// MaterializeSome writes at most limit delta entries — the first in key-hash
+// order — into the index and drops them from the delta; the rest stay dirty
+// over the new index. It bounds the pause of one call (cost O(limit x depth)
+// node writes plus their states) so a large delta can be drained a slice at
+// a time between inputs. The resulting root after the whole delta is drained
+// equals Materialize's: the index is history-independent. It returns how
+// many entries it wrote. On error the head is unchanged.
+func (h *Head) MaterializeSome(limit int) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.delta) == 0 || limit <= 0 {
+		return 0, nil
+	}
+	ds := h.sortedDelta()
+	if limit < len(ds) {
+		ds = ds[:limit]
+	}
+	var objs [][]byte
+	n := 0
+	for i, d := range ds {
+		if d.listed {
+			objs = append(objs, d.state)
+			n += len(d.state)
+		}
+		if len(objs) > 0 && (n >= flushBytes || i == len(ds)-1) {
+			if _, err := h.store.PutBatch(objs); err != nil {
+				return 0, fmt.Errorf("cells: write %d dirty states: %w", len(objs), err)
+			}
+			clear(objs)
+			objs, n = objs[:0], 0
+		}
+	}
+	chs := make([]change, 0, len(ds))
+	for _, d := range ds {
+		chs = append(chs, change{del: d.del, e: d.e})
+	}
+	ix, err := h.ix.applySorted(chs)
+	if err != nil {
+		return 0, err
+	}
+	h.ix = ix
+	for _, d := range ds {
+		h.track(d, -1)
+		if d.listed {
+			h.cache.Add(d.e.kh, &cached{e: d.e, state: d.state})
+		}
+		h.unstage(d)
+		delete(h.delta, d.e.kh)
+	}
+	return len(ds), nil
+}
+
 func (h *Head) flushResident() error {
 	var objs [][]byte
 	n := 0

@@ -110,6 +110,16 @@ func TestHeadMatchesReference(t *testing.T) {
 					delete(ref, string(key))
 				case p < 97:
 					checkKey(t, h, ref, key)
+				case p < 98:
+					before := h.Stats().Dirty
+					limit := 1 + r.IntN(before+3)
+					n, err := h.MaterializeSome(limit)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := min(limit, before); n != want || h.Stats().Dirty != before-want {
+						t.Fatalf("MaterializeSome(%d) of %d dirty wrote %d, %d left", limit, before, n, h.Stats().Dirty)
+					}
 				case p < 99:
 					root, err := h.Materialize()
 					if err != nil {

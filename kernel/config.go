@@ -78,6 +78,11 @@ type Config struct {
 	// memory stays bounded without snapshots (default 65536). The index root
 	// is a pure function of the cells, so this changes nothing journaled.
 	MaterializeAt int
+	// MaterializeChunk bounds how many dirty cells one materialization step
+	// writes (default 4096, ~75 ms on Badger over a million-cell index), so
+	// draining a delta pauses the loop in short slices rather than once for
+	// the whole delta. A delta over MaterializeAt is drained to half of it.
+	MaterializeChunk int
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
@@ -105,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaterializeAt == 0 {
 		c.MaterializeAt = 1 << 16
+	}
+	if c.MaterializeChunk == 0 {
+		c.MaterializeChunk = 4096
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096

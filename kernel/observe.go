@@ -87,8 +87,10 @@ func (st *state) quiescent() bool {
 	return true
 }
 
-// maybeMaterialize flushes cell deltas that outgrew Config.MaterializeAt.
-// Checked every 256 inputs: Stats takes the head's lock.
+// maybeMaterialize drains cell deltas that outgrew Config.MaterializeAt,
+// one MaterializeChunk slice per check, down to half the threshold; checked
+// every 256 inputs (Stats takes the head's lock). A delta growing faster than
+// slices drain it (over four times the threshold) is materialized whole.
 func (st *state) maybeMaterialize() {
 	st.inputs++
 	if st.inputs%256 != 0 {
@@ -99,13 +101,27 @@ func (st *state) maybeMaterialize() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	at, chunk := st.w.cfg.MaterializeAt, st.w.cfg.MaterializeChunk
 	for _, n := range names {
 		h := st.heads[n]
-		if h.Stats().Dirty <= st.w.cfg.MaterializeAt {
+		dirty := h.Stats().Dirty
+		if dirty > at {
+			st.draining[n] = true
+		}
+		if !st.draining[n] {
 			continue
 		}
-		if _, err := h.Materialize(); err != nil {
+		var err error
+		if dirty > 4*at {
+			_, err = h.Materialize()
+		} else {
+			_, err = h.MaterializeSome(chunk)
+		}
+		if err != nil {
 			panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+		}
+		if h.Stats().Dirty <= at/2 {
+			delete(st.draining, n)
 		}
 	}
 }

@@ -64,6 +64,7 @@ type state struct {
 	valid     *validator // step-output validation for the current manifest
 	wfs       map[string]*wfRuntime
 	heads     map[string]*cells.Head // by workflow name; outlive manifest changes
+	draining  map[string]bool        // heads whose delta is being drained (maybeMaterialize)
 	instances map[string]*instance   // non-default instances only (see instance)
 	ready     []*instance            // round-robin queue of instances with mailbox work
 	seq       uint64                 // last assigned journal seq
@@ -124,6 +125,7 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 		w:         w,
 		wfs:       map[string]*wfRuntime{},
 		heads:     map[string]*cells.Head{},
+		draining:  map[string]bool{},
 		instances: map[string]*instance{},
 		inflight:  map[schemas.Hash]*IntentRec{},
 		frameSeq:  map[schemas.Hash]uint64{},
