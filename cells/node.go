@@ -95,22 +95,7 @@ func nibble(kh *schemas.Hash, depth int) int {
 // bitmap marks nibble i. Hand-written because Materialize encodes and decodes tens
 // of megabytes per snapshot and reflection would dominate it.
 
-func appendHead(b []byte, major byte, n uint64) []byte {
-	m := major << 5
-	switch {
-	case n < 24:
-		return append(b, m|byte(n))
-	case n <= 0xff:
-		return append(b, m|24, byte(n))
-	case n <= 0xffff:
-		return append(b, m|25, byte(n>>8), byte(n))
-	case n <= 0xffffffff:
-		return append(b, m|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	default:
-		return append(b, m|27, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
-			byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-}
+func appendHead(b []byte, major byte, n uint64) []byte { return schemas.AppendHead(b, major, n) }
 
 func headLen(n uint64) int {
 	switch {

@@ -1,8 +1,6 @@
 package kernel
 
 import (
-	"encoding/binary"
-
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -19,27 +17,15 @@ import (
 // library's default NilContainers option does.
 
 const (
-	majUint  = 0 << 5
-	majBytes = 2 << 5
-	majText  = 3 << 5
-	majArray = 4 << 5
-	majMap   = 5 << 5
+	majUint  = 0
+	majBytes = 2
+	majText  = 3
+	majArray = 4
+	majMap   = 5
 	cborNull = 0xf6
 )
 
-func appendHead(b []byte, major byte, n uint64) []byte {
-	switch {
-	case n < 24:
-		return append(b, major|byte(n))
-	case n <= 0xff:
-		return append(b, major|24, byte(n))
-	case n <= 0xffff:
-		return binary.BigEndian.AppendUint16(append(b, major|25), uint16(n))
-	case n <= 0xffffffff:
-		return binary.BigEndian.AppendUint32(append(b, major|26), uint32(n))
-	}
-	return binary.BigEndian.AppendUint64(append(b, major|27), n)
-}
+var appendHead = schemas.AppendHead
 
 func appendText(b []byte, s string) []byte {
 	return append(appendHead(b, majText, uint64(len(s))), s...)
@@ -54,7 +40,7 @@ func appendBytes(b, v []byte) []byte {
 }
 
 func appendHash(b []byte, h *schemas.Hash) []byte {
-	return append(append(b, majBytes|24, 32), h[:]...)
+	return append(append(b, majBytes<<5|24, 32), h[:]...)
 }
 
 func appendBool(b []byte, v bool) []byte {
