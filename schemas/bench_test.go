@@ -180,3 +180,29 @@ func BenchmarkFromJSONNoBytes(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecodeJSON: the strict JSON parser against the encoding/json
+// token walk it replaced, on a small event and on benchEventJSON.
+func BenchmarkDecodeJSON(b *testing.B) {
+	for _, in := range []struct{ name, js string }{
+		{"small", `{"key":"key-00042","by":7,"note":"from the benchmark","tags":["a","c"]}`},
+		{"event", benchEventJSON},
+		{"schema", benchSchema},
+	} {
+		for _, impl := range []struct {
+			name   string
+			decode func([]byte) (any, error)
+		}{{"new", schemas.DecodeJSON}, {"reference", schemas.DecodeJSONReference}} {
+			b.Run(in.name+"/"+impl.name, func(b *testing.B) {
+				js := []byte(in.js)
+				b.SetBytes(int64(len(js)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := impl.decode(js); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

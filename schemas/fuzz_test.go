@@ -152,3 +152,15 @@ func FuzzFromJSONFastPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeJSONDifferential: DecodeJSON accepts exactly what the
+// encoding/json token walk it replaced accepts, with deeply equal values,
+// and refuses the rest with a *JSONError at the same pointer.
+func FuzzDecodeJSONDifferential(f *testing.F) {
+	for _, js := range decodeJSONCases {
+		f.Add([]byte(js))
+	}
+	f.Fuzz(func(t *testing.T, js []byte) {
+		checkSameAsReference(t, js)
+	})
+}

@@ -1,16 +1,13 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // Limits on JSON input. They match what the CBOR decoder accepts, so every
@@ -26,39 +23,6 @@ const (
 // ErrBadJSON reports JSON input that is malformed or outside what a value may hold.
 var ErrBadJSON = errors.New("schemas: bad json")
 
-// DecodeJSON parses one JSON value strictly: UTF-8 only, no duplicate object
-// keys, nothing after the value, nesting and sizes bounded, numbers kept as
-// json.Number and within float64 range. encoding/json alone accepts duplicate
-// keys (last one wins) and would let two spellings of one object hash apart.
-func DecodeJSON(js []byte) (any, error) {
-	if !utf8.Valid(js) {
-		return nil, &JSONError{Pointer: "/", Msg: "input is not valid UTF-8"}
-	}
-	d := json.NewDecoder(bytes.NewReader(js))
-	d.UseNumber()
-	p := jsonParser{dec: d}
-	v, err := p.value(0)
-	if err != nil {
-		return nil, err
-	}
-	if tok, err := d.Token(); err != io.EOF {
-		if err != nil {
-			return nil, &JSONError{Pointer: "/", Msg: "after the value: " + err.Error()}
-		}
-		return nil, &JSONError{Pointer: "/", Msg: fmt.Sprintf("unexpected %v after the value", tok)}
-	}
-	return v, nil
-}
-
-type jsonParser struct {
-	dec  *json.Decoder
-	path []string
-}
-
-func (p *jsonParser) fail(format string, a ...any) error {
-	return &JSONError{Pointer: pointer(p.path), Msg: fmt.Sprintf(format, a...)}
-}
-
 // JSONError is malformed or unacceptable JSON input; Pointer says where.
 // errors.Is(err, ErrBadJSON) holds for it.
 type JSONError struct {
@@ -68,84 +32,6 @@ type JSONError struct {
 
 func (e *JSONError) Error() string        { return "schemas: bad json at " + e.Pointer + ": " + e.Msg }
 func (e *JSONError) Is(target error) bool { return target == ErrBadJSON }
-
-func (p *jsonParser) value(depth int) (any, error) {
-	tok, err := p.dec.Token()
-	if err != nil {
-		if err == io.EOF {
-			return nil, p.fail("unexpected end of input")
-		}
-		return nil, p.fail("%v", err)
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		if depth >= maxDepth {
-			return nil, p.fail("nesting deeper than %d", maxDepth)
-		}
-		if t == '{' {
-			return p.object(depth + 1)
-		}
-		return p.array(depth + 1)
-	case json.Number:
-		if err := checkNumber(t); err != nil {
-			return nil, p.fail("%v", err)
-		}
-		return t, nil
-	default: // string, bool, nil
-		return t, nil
-	}
-}
-
-func (p *jsonParser) object(depth int) (any, error) {
-	m := make(map[string]any)
-	for p.dec.More() {
-		tok, err := p.dec.Token()
-		if err != nil {
-			return nil, p.fail("%v", err)
-		}
-		k, ok := tok.(string)
-		if !ok {
-			return nil, p.fail("object key is not a string")
-		}
-		if _, dup := m[k]; dup {
-			return nil, p.fail("duplicate object key %q", k)
-		}
-		if len(m) >= maxElems {
-			return nil, p.fail("object has more than %d members", maxElems)
-		}
-		p.path = append(p.path, k)
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		p.path = p.path[:len(p.path)-1]
-		m[k] = v
-	}
-	if _, err := p.dec.Token(); err != nil { // '}'
-		return nil, p.fail("%v", err)
-	}
-	return m, nil
-}
-
-func (p *jsonParser) array(depth int) (any, error) {
-	a := []any{}
-	for p.dec.More() {
-		if len(a) >= maxElems {
-			return nil, p.fail("array has more than %d elements", maxElems)
-		}
-		p.path = append(p.path, strconv.Itoa(len(a)))
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		p.path = p.path[:len(p.path)-1]
-		a = append(a, v)
-	}
-	if _, err := p.dec.Token(); err != nil { // ']'
-		return nil, p.fail("%v", err)
-	}
-	return a, nil
-}
 
 // decimal is a JSON number literal taken apart: value = (-1)^neg * digits * 10^exp,
 // digits without leading or trailing zeros ("" for zero).
