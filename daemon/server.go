@@ -34,6 +34,53 @@ type Server struct {
 	Executors *Executors
 }
 
+// route is one API endpoint. Handler builds the mux from routes() alone, and
+// docs/openapi.json documents exactly these (openapi_test.go holds the two
+// equal), so a route added here without documentation fails the tests.
+type route struct {
+	method  string
+	pattern string           // a ServeMux path pattern; {name} segments are path parameters
+	handler http.HandlerFunc // nil: not served by this Server (the catch-all answers 404)
+}
+
+// routes is the API's route table.
+func (s *Server) routes() []route {
+	var metrics http.HandlerFunc
+	if s.Metrics != nil {
+		metrics = promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}).ServeHTTP
+	}
+	return []route{
+		{"POST", "/v1/events", s.events},
+		{"GET", "/v1/status", s.status},
+		{"GET", "/v1/quiescent", s.quiescent},
+		{"GET", "/v1/cells/{workflow}", s.cells},
+		{"GET", "/v1/cells/{workflow}/{key}", s.cell},
+		{"GET", "/v1/trace/{workflow}/{key}", s.trace},
+		{"GET", "/v1/journal", s.journal},
+		{"POST", "/v1/apply", s.apply},
+		{"GET", "/v1/intents/{hash}", s.intentRoute},
+		{"GET", "/v1/keys", s.keysRoute},
+		{"POST", "/v1/keys", s.addKeyRoute},
+		{"DELETE", "/v1/keys/{id}", s.removeKeyRoute},
+		{"POST", "/v1/effects/claim", s.needsExecutors(s.claimRoute)},
+		{"POST", "/v1/receipts", s.needsExecutors(s.receiptRoute)},
+		{"POST", "/v1/frames", s.needsExecutors(s.frameRoute)},
+		{"GET", "/metrics", metrics},
+	}
+}
+
+// needsExecutors answers 503 unless the server runs executors. It checks on
+// every request, so Executors may be set after Handler is built.
+func (s *Server) needsExecutors(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.Executors == nil {
+			writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, r.URL.Path, "this server runs no executors"))
+			return
+		}
+		h(w, r)
+	}
+}
+
 // Handler returns the API's routes, all behind bearer-token auth.
 func (s *Server) Handler() http.Handler {
 	if s.Logger == nil {
@@ -43,32 +90,10 @@ func (s *Server) Handler() http.Handler {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/events", s.events)
-	mux.HandleFunc("GET /v1/status", s.status)
-	mux.HandleFunc("GET /v1/quiescent", s.quiescent)
-	mux.HandleFunc("GET /v1/cells/{workflow}", s.cells)
-	mux.HandleFunc("GET /v1/cells/{workflow}/{key}", s.cell)
-	mux.HandleFunc("GET /v1/trace/{workflow}/{key}", s.trace)
-	mux.HandleFunc("GET /v1/journal", s.journal)
-	mux.HandleFunc("POST /v1/apply", s.apply)
-	mux.HandleFunc("GET /v1/intents/{hash}", s.intentRoute)
-	mux.HandleFunc("GET /v1/keys", s.keysRoute)
-	mux.HandleFunc("POST /v1/keys", s.addKeyRoute)
-	mux.HandleFunc("DELETE /v1/keys/{id}", s.removeKeyRoute)
-	exec := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if s.Executors == nil {
-				writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, r.URL.Path, "this server runs no executors"))
-				return
-			}
-			h(w, r)
+	for _, rt := range s.routes() {
+		if rt.handler != nil {
+			mux.HandleFunc(rt.method+" "+rt.pattern, rt.handler)
 		}
-	}
-	mux.HandleFunc("POST /v1/effects/claim", exec(s.claimRoute))
-	mux.HandleFunc("POST /v1/receipts", exec(s.receiptRoute))
-	mux.HandleFunc("POST /v1/frames", exec(s.frameRoute))
-	if s.Metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, CodeNotFound, r.Method+" "+r.URL.Path, "no such route"))
