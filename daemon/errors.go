@@ -23,6 +23,10 @@ const (
 	CodeTimeout         = "timeout"
 	CodeInternal        = "internal"
 	CodeLocked          = "locked"
+	CodeConflict        = "conflict"      // the thing already exists (a key already trusted)
+	CodeUntrusted       = "untrusted"     // a receipt not signed by a trusted executor key
+	CodeDropped         = "dropped"       // a receipt fenced off and journaled as dropped
+	CodeFrameRefused    = "frame_refused" // a stream frame for an intent not pending, or out of order
 )
 
 // Error is a refusal as the API reports it:

@@ -84,13 +84,17 @@ func (k *keyStore) add(name, pubPEM string) (KeyView, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.kr.Add(name, pub); err != nil {
+		if errors.Is(err, receipts.ErrDuplicateKey) {
+			return KeyView{}, &Error{Status: http.StatusConflict, Code: CodeConflict, Where: "public_key", Message: err.Error(), err: err}
+		}
 		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "name", Message: err.Error(), err: err}
 	}
 	if err := receipts.WriteKeyringFile(k.dir.Path(ExecutorsFile), k.kr); err != nil {
 		_ = k.kr.Remove(receipts.KeyID(pub))
 		return KeyView{}, err
 	}
-	return KeyView{Name: name, ID: receipts.KeyID(pub)}, nil
+	pem, _ := receipts.EncodePublicKey(pub)
+	return KeyView{Name: name, ID: receipts.KeyID(pub), PublicKey: string(pem)}, nil
 }
 
 func (k *keyStore) remove(id string) error {
@@ -114,12 +118,16 @@ type Executors struct {
 	Dispatcher *effects.Dispatcher
 }
 
+// maxLeaseMs caps a claim's lease (one hour): a crashed executor must not
+// hold an intent for longer.
+const maxLeaseMs = 3_600_000
+
 // ClaimRequest is POST /v1/effects/claim.
 type ClaimRequest struct {
 	Executor string   `json:"executor"`
 	Effects  []string `json:"effects"`
 	Max      int      `json:"max,omitempty"`      // default 1, at most 1000
-	LeaseMs  int64    `json:"lease_ms,omitempty"` // default 30000
+	LeaseMs  int64    `json:"lease_ms,omitempty"` // default 30000, at most 3600000
 	WaitMs   int64    `json:"wait_ms,omitempty"`  // long-poll up to this long for work (at most 60000)
 }
 
@@ -146,7 +154,7 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 	req.Max = min(req.Max, 1000)
 	lease := 30 * time.Second
 	if req.LeaseMs > 0 {
-		lease = time.Duration(req.LeaseMs) * time.Millisecond
+		lease = time.Duration(min(req.LeaseMs, maxLeaseMs)) * time.Millisecond
 	}
 	wait := min(time.Duration(req.WaitMs)*time.Millisecond, time.Minute)
 	got, err := x.Dispatcher.Claim(ctx, req.Executor, req.Effects, req.Max, lease, wait)
@@ -170,11 +178,11 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 func receiptError(err error, where string) *Error {
 	switch {
 	case errors.Is(err, kernel.ErrUntrusted):
-		return &Error{Status: http.StatusForbidden, Code: "untrusted", Where: where, Message: err.Error(), err: err}
+		return &Error{Status: http.StatusForbidden, Code: CodeUntrusted, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrReceiptDropped):
-		return &Error{Status: http.StatusConflict, Code: "dropped", Where: where, Message: err.Error(), err: err}
+		return &Error{Status: http.StatusConflict, Code: CodeDropped, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrFrameRefused):
-		return &Error{Status: http.StatusConflict, Code: "frame_refused", Where: where, Message: err.Error(), err: err}
+		return &Error{Status: http.StatusConflict, Code: CodeFrameRefused, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, receipts.ErrMalformed):
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: where, Message: err.Error(), err: err}
 	}

@@ -191,8 +191,16 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	}
 	payments, _ := receipts.GenerateKey()
 	req, _ := json.Marshal(daemon.AddKeyRequest{Name: "payments", PublicKey: pubPEM(t, payments.Public().(ed25519.PublicKey))})
-	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 200 {
+	code, body = s.do(t, "POST", "/v1/keys", string(req))
+	var added daemon.KeyView
+	if code != 200 || json.Unmarshal([]byte(body), &added) != nil || !strings.Contains(added.PublicKey, "BEGIN PUBLIC KEY") {
 		t.Fatalf("add key: %d %s", code, body)
+	}
+	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 409 || !strings.Contains(body, `"conflict"`) {
+		t.Fatalf("add the same key again: %d %s", code, body)
+	}
+	if code, body := s.do(t, "GET", "/v1/journal?kind=bogus&follow=true", ""); code != 400 || !strings.Contains(body, "unknown record kind") {
+		t.Fatalf("journal follow with a bad kind: %d %s", code, body)
 	}
 	kr, err := s.dir.Keyring()
 	if err != nil || kr.Len() != 2 {

@@ -160,6 +160,12 @@ func writeError(w http.ResponseWriter, e *Error) {
 
 func (s *Server) fail(w http.ResponseWriter, err error, where string) {
 	e := AsError(err, where)
+	if errors.Is(err, context.Canceled) {
+		// The client went away (e.g. during a claim's long poll): nothing
+		// failed here, and nobody is listening for the answer.
+		s.Logger.Debug("client went away", "where", where)
+		return
+	}
 	if e.Status >= 500 {
 		s.Logger.Error("request failed", "code", e.Code, "where", e.Where, "err", e.Message)
 	}
@@ -318,6 +324,10 @@ func ParseJournalQuery(get func(string) []string) (JournalQuery, error) {
 	for _, v := range get("kind") {
 		for _, k := range strings.Split(v, ",") {
 			if k = strings.TrimSpace(k); k != "" {
+				// Checked here, before a follow stream sends its 200.
+				if !knownKind(k) {
+					return q, newError(http.StatusBadRequest, CodeInvalidInput, "kind", "unknown record kind %q (kinds: %s)", k, strings.Join(kindNames, ", "))
+				}
 				q.Kinds = append(q.Kinds, k)
 			}
 		}

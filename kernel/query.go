@@ -90,8 +90,9 @@ type CellInfo struct {
 	Reason     string          `json:"reason,omitempty"`
 }
 
-// Cells lists the cells of a workflow in key-hash order, at most limit rows
-// (0: all), plus failed instances that have no cell.
+// Cells lists the cells of a workflow in key-hash order, then the instances
+// that are not at rest and have no cell (a failure on the first event, say)
+// in key order; at most limit rows (0: all).
 func (w *World) Cells(ctx context.Context, workflow string, limit int) ([]CellInfo, error) {
 	var out []CellInfo
 	var qerr error
@@ -109,6 +110,30 @@ func (w *World) Cells(ctx context.Context, workflow string, limit int) ([]CellIn
 			out = append(out, ci)
 			return limit <= 0 || len(out) < limit, nil
 		})
+		if qerr != nil || (limit > 0 && len(out) >= limit) {
+			return
+		}
+		// Instances that are not at rest but have no cell (failed on their
+		// first event, or waiting before their first state), in key order.
+		var extra []*instance
+		for _, in := range st.instances {
+			if in.wf != workflow || in.status() == StatusCompleted {
+				continue
+			}
+			if _, ok, err := rt.head.Lookup(in.key); err != nil {
+				qerr = err
+				return
+			} else if !ok {
+				extra = append(extra, in)
+			}
+		}
+		sort.Slice(extra, func(i, j int) bool { return bytes.Compare(extra[i].key, extra[j].key) < 0 })
+		for _, in := range extra {
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+			out = append(out, CellInfo{Key: KeyJSON(in.key), Status: in.status(), Reason: in.reason})
+		}
 	})
 	if err != nil {
 		return nil, err
