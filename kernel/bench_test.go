@@ -106,10 +106,10 @@ func (f *flushStats) Flushed(n int, d time.Duration, _ error) {
 }
 
 func keyedCounter(in *modules.Input) (*modules.Output, error) {
-	ev := decodeMap(nil, in.Event.Value)
+	ev := decodeCount(in.Event.Value)
 	var count int64
 	if in.State != nil {
-		count = toInt(decodeMap(nil, in.State)["count"])
+		count = decodeCount(in.State).Count
 	}
-	return &modules.Output{State: schemas.MustMarshal(map[string]any{"count": count + toInt(ev["by"]), "key": ev["key"]})}, nil
+	return &modules.Output{State: schemas.MustMarshal(map[string]any{"count": count + ev.By, "key": ev.Key})}, nil
 }
