@@ -536,6 +536,9 @@ func parseItem(b []byte) (item, []byte, bool) {
 		}
 		it.payload, b = b[:arg], b[arg:]
 	case 4, 5:
+		if arg > uint64(len(b)) { // every element takes a byte; also keeps n*2 from overflowing
+			return item{}, nil, false
+		}
 		n := arg
 		if major == 5 {
 			n *= 2
