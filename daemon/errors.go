@@ -12,21 +12,22 @@ import (
 
 // Error codes, stable across versions (clients branch on them).
 const (
-	CodeInvalidInput    = "invalid_input"
-	CodeInvalidManifest = "invalid_manifest"
-	CodeNotFound        = "not_found"
-	CodeNoManifest      = "no_manifest"
-	CodeNotQuiescent    = "not_quiescent"
-	CodeUnauthorized    = "unauthorized"
-	CodeTooLarge        = "too_large"
-	CodeUnavailable     = "unavailable"
-	CodeTimeout         = "timeout"
-	CodeInternal        = "internal"
-	CodeLocked          = "locked"
-	CodeConflict        = "conflict"      // the thing already exists (a key already trusted)
-	CodeUntrusted       = "untrusted"     // a receipt not signed by a trusted executor key
-	CodeDropped         = "dropped"       // a receipt fenced off and journaled as dropped
-	CodeFrameRefused    = "frame_refused" // a stream frame for an intent not pending, or out of order
+	CodeInvalidInput     = "invalid_input"
+	CodeInvalidManifest  = "invalid_manifest"
+	CodeNotFound         = "not_found"
+	CodeNoManifest       = "no_manifest"
+	CodeNotQuiescent     = "not_quiescent"
+	CodeUnauthorized     = "unauthorized"
+	CodeTooLarge         = "too_large"
+	CodeUnavailable      = "unavailable"
+	CodeTimeout          = "timeout"
+	CodeInternal         = "internal"
+	CodeLocked           = "locked"
+	CodeConflict         = "conflict" // the thing already exists (a key already trusted)
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeUntrusted        = "untrusted"     // a receipt not signed by a trusted executor key
+	CodeDropped          = "dropped"       // a receipt fenced off and journaled as dropped
+	CodeFrameRefused     = "frame_refused" // a stream frame for an intent not pending, or out of order
 )
 
 // Error is a refusal as the API reports it:

@@ -114,6 +114,34 @@ func pubPEM(t *testing.T, pub ed25519.PublicKey) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 }
 
+// TestWrongMethod: a known path with another method is 405 with Allow; an
+// unknown path is 404.
+func TestWrongMethod(t *testing.T) {
+	s := serveWorld(t, false)
+	req, _ := http.NewRequest("DELETE", s.url+"/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Fatalf("DELETE /v1/status: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	if code, body := s.do(t, "PUT", "/v1/keys", ""); code != 405 || !strings.Contains(body, "method_not_allowed") || !strings.Contains(body, "GET, POST") {
+		t.Fatalf("PUT /v1/keys: %d %s", code, body)
+	}
+	if code, _ := s.do(t, "GET", "/v1/cells/a%40x/k", ""); code != 404 {
+		t.Fatalf("GET an unknown workflow's cell: %d", code)
+	}
+	if code, body := s.do(t, "GET", "/v1/nothing", ""); code != 404 || !strings.Contains(body, "no such route") {
+		t.Fatalf("unknown path: %d %s", code, body)
+	}
+	if code, body := s.do(t, "GET", "/v1/status", ""); code != 200 {
+		t.Fatalf("GET /v1/status still works: %d %s", code, body)
+	}
+}
+
 func TestExecutorRoutesWithoutExecutors(t *testing.T) {
 	s := serveWorld(t, false)
 	for _, p := range []string{"/v1/effects/claim", "/v1/receipts", "/v1/frames"} {

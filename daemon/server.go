@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,10 +91,29 @@ func (s *Server) Handler() http.Handler {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	mux := http.NewServeMux()
+	allowed := map[string][]string{} // pattern -> methods, for 405 answers
+	var patterns []string
 	for _, rt := range s.routes() {
 		if rt.handler != nil {
 			mux.HandleFunc(rt.method+" "+rt.pattern, rt.handler)
+			if allowed[rt.pattern] == nil {
+				patterns = append(patterns, rt.pattern)
+			}
+			allowed[rt.pattern] = append(allowed[rt.pattern], rt.method)
 		}
+	}
+	// A known path with another method: 405 with Allow, not 404. The
+	// method-less pattern only matches what the method patterns do not.
+	for _, p := range patterns {
+		methods := append([]string(nil), allowed[p]...)
+		if slices.Contains(methods, http.MethodGet) {
+			methods = append(methods, http.MethodHead)
+		}
+		allow := strings.Join(methods, ", ")
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" "+r.URL.Path, "method not allowed (allowed: %s)", allow))
+		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, CodeNotFound, r.Method+" "+r.URL.Path, "no such route"))
