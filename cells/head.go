@@ -254,8 +254,14 @@ func (h *Head) Lookup(key []byte) (Entry, bool, error) {
 // write fails, Put returns the error but the update itself stays applied (the
 // head is consistent, only over budget).
 func (h *Head) Put(key, state []byte, lastActive uint64) error {
+	return h.PutHashed(key, state, schemas.HashBytes(state), lastActive)
+}
+
+// PutHashed is Put for a caller that already holds stateHash, the SHA-256 of
+// state (the kernel hashes every new state for its step record).
+func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive uint64) error {
 	kh := KeyHash(key)
-	sh := schemas.HashBytes(state)
+	sh := stateHash
 	big := len(state) > h.cfg.SpillThreshold
 	if big {
 		// Outside the lock: the CAS is safe for concurrent use and the write is idempotent.

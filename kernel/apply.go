@@ -76,7 +76,7 @@ func (st *state) installManifest(m *manifest.Manifest) uint64 {
 	if err != nil {
 		panic(fmt.Sprintf("kernel: router for loaded manifest: %v", err))
 	}
-	st.man, st.router, st.wfs, st.valid = m, router, wfs, newValidator(m.Registry)
+	st.man, st.router, st.wfs = m, router, wfs
 	st.w.current.Store(&installed{m: m, r: router})
 	return seq
 }

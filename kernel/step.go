@@ -2,7 +2,7 @@ package kernel
 
 import (
 	"fmt"
-	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/aos-kernel/aos/journal"
@@ -127,9 +127,10 @@ func (st *state) step(in *instance, d *delivery) {
 		return
 	}
 	rec := StepRec{Input: d.seq, Workflow: in.wf, WorkflowHash: res.rt.def.Hash, Key: in.key}
+	var stateHash schemas.Hash
 	if res.state != nil {
-		h := schemas.HashBytes(res.state)
-		rec.StateHash = &h
+		stateHash = schemas.HashBytes(res.state)
+		rec.StateHash = &stateHash
 	}
 	for i := range res.events {
 		rec.Emitted = append(rec.Emitted, res.stepSeq+1+uint64(i))
@@ -139,7 +140,7 @@ func (st *state) step(in *instance, d *delivery) {
 	}
 	st.emit(journal.KindStep, encodeStep(&rec))
 	if res.state != nil {
-		if err := res.rt.head.Put(in.key, res.state, d.stamp.LogicalNs); err != nil {
+		if err := res.rt.head.PutHashed(in.key, res.state, stateHash, d.stamp.LogicalNs); err != nil {
 			panic(fmt.Sprintf("kernel: cell store write for %s: %v", in.wf, err))
 		}
 	} else if res.deleting {
@@ -199,8 +200,9 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 func callStep(fn modules.StepFunc, in *modules.Input) (out *modules.Output, fault string) {
 	defer func() {
 		if r := recover(); r != nil {
+			// Only the panic value is journaled: a stack trace is not
+			// deterministic across builds.
 			out, fault = nil, fmt.Sprintf("step panicked: %v", r)
-			_ = debug.Stack // the stack is not journaled: it is not deterministic across builds
 		}
 	}()
 	o, err := fn(in)
@@ -233,7 +235,7 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		return fmt.Errorf("step emitted %d effects, limit %d", len(out.Effects), lim.MaxEffects)
 	}
 	if out.State != nil {
-		if err := st.valid.validate(rt.def.State, out.State); err != nil {
+		if err := reg.Validate(rt.def.State, out.State); err != nil {
 			return fmt.Errorf("state does not validate against %s: %v", rt.def.State, err)
 		}
 		res.state = out.State
@@ -247,7 +249,7 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		if !reg.Has(e.Schema) {
 			return fmt.Errorf("domain event %d: unknown schema %q", i, e.Schema)
 		}
-		if err := st.valid.validate(e.Schema, e.Value); err != nil {
+		if err := reg.Validate(e.Schema, e.Value); err != nil {
 			return fmt.Errorf("domain event %d (%s): %v", i, e.Schema, err)
 		}
 		targets, err := st.router.Route(e.Schema, e.Value)
@@ -276,21 +278,14 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 // admit checks an effect against the workflow's declaration and the manifest,
 // validates its params, and computes the intent identity (DESIGN.md §7).
 func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOut, stepSeq uint64) (IntentRec, error) {
-	declared := false
-	for _, n := range rt.def.EffectsEmitted {
-		if n == e.Effect {
-			declared = true
-			break
-		}
-	}
-	if !declared {
+	if !slices.Contains(rt.def.EffectsEmitted, e.Effect) {
 		return IntentRec{}, fmt.Errorf("not in %s effects_emitted", rt.def.Name)
 	}
 	def := st.effectDef(e.Effect)
 	if def == nil {
 		return IntentRec{}, fmt.Errorf("not an effect of manifest %s", st.man.Name)
 	}
-	if err := st.valid.validate(def.Params, e.Params); err != nil {
+	if err := st.man.Registry.Validate(def.Params, e.Params); err != nil {
 		return IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
 	}
 	id := IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,

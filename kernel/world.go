@@ -61,7 +61,6 @@ type state struct {
 	w         *World
 	man       *manifest.Manifest
 	router    *routing.Router
-	valid     *validator // step-output validation for the current manifest
 	wfs       map[string]*wfRuntime
 	heads     map[string]*cells.Head // by workflow name; outlive manifest changes
 	draining  map[string]bool        // heads whose delta is being drained (maybeMaterialize)

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/fxamacker/cbor/v2"
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
@@ -42,25 +41,12 @@ type sub struct {
 type Router struct {
 	reg    *schemas.Registry
 	byName map[string][]*sub // event schema -> subscriptions in manifest order
-	// validKeys remembers keys that passed key_schema validation. Validation
-	// is a pure function of (schema, bytes), so the cache cannot change any
-	// outcome, only skip repeating it: keys (order ids, ticket ids) recur on
-	// every event of an instance's life.
-	validKeys *lru.Cache[string, struct{}]
 }
-
-// keyCacheSize bounds the validated-key cache (entries are key bytes plus
-// the key schema name).
-const keyCacheSize = 1 << 15
 
 // New builds a router for m. The manifest loader has already checked the
 // subscriptions; New only precomputes.
 func New(m *manifest.Manifest) (*Router, error) {
-	cache, err := lru.New[string, struct{}](keyCacheSize)
-	if err != nil {
-		return nil, err
-	}
-	r := &Router{reg: m.Registry, byName: map[string][]*sub{}, validKeys: cache}
+	r := &Router{reg: m.Registry, byName: map[string][]*sub{}}
 	for i, s := range m.Routing.Subscriptions {
 		wf, ok := m.Workflows[s.Workflow]
 		if !ok {
@@ -118,7 +104,7 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 				return nil, fmt.Errorf("%w: event %s, subscription %d (workflow %s, key_field %q): %v",
 					ErrKey, schema, s.index, s.workflow, s.keyField, err)
 			}
-			if err := r.validKey(s.keySchema, kb); err != nil {
+			if err := r.reg.Validate(s.keySchema, kb); err != nil {
 				return nil, fmt.Errorf("%w: event %s, workflow %s: key at %q does not validate against %s: %v",
 					ErrKey, schema, s.workflow, s.keyField, s.keySchema, err)
 			}
@@ -127,24 +113,6 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// validKey validates a key against its schema, remembering keys that passed
-// when validation is the slow kind (with a fast plan it is cheaper than the
-// cache lookup).
-func (r *Router) validKey(keySchema string, kb []byte) error {
-	if r.reg.HasFastPath(keySchema) {
-		return r.reg.Validate(keySchema, kb)
-	}
-	ck := keySchema + "\x00" + string(kb)
-	if _, ok := r.validKeys.Get(ck); ok {
-		return nil
-	}
-	if err := r.reg.Validate(keySchema, kb); err != nil {
-		return err
-	}
-	r.validKeys.Add(ck, struct{}{})
-	return nil
 }
 
 // Wrap encodes {"$tag": tag, "$value": value} canonically; value must already

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -72,14 +73,21 @@ type compiled struct {
 	arms   []Arm
 	schema *jsonschema.Schema
 	fast   *plan // the fast path of Validate; nil when the schema uses keywords it lacks
+	// valid remembers values the general path of Validate accepted, by hash.
+	// Validity of (def, bytes) never changes (a def cannot be redefined), so
+	// it only saves repeating a ~30 µs check; the fast path needs no cache.
+	valid *lru.Cache[Hash, struct{}]
 }
 
-// HasFastPath reports whether Validate of schema name usually takes the fast
-// path (a plan that walks the CBOR once): such a validation costs about what
-// hashing the value does, so callers gain nothing by caching its results.
-func (r *Registry) HasFastPath(name string) bool {
-	c := r.state.Load().defs[name]
-	return c != nil && c.fast != nil
+// validCacheSize bounds each def's cache of values known valid.
+const validCacheSize = 1 << 14
+
+func newCompiled(name string, src, doc []byte, arms []Arm, s *jsonschema.Schema, fast *plan) *compiled {
+	valid, err := lru.New[Hash, struct{}](validCacheSize)
+	if err != nil {
+		panic(err) // only for a non-positive size
+	}
+	return &compiled{name: name, src: src, doc: doc, arms: arms, schema: s, fast: fast, valid: valid}
 }
 
 // NewRegistry returns a registry holding the built-in sys/ schemas, compiled.
@@ -274,8 +282,7 @@ func (r *Registry) define(defs []SchemaDef, sys bool) error {
 			fail(p, p.def.Name, ptr, "%s", compileMsg(err))
 			continue
 		}
-		out[p.def.Name] = &compiled{name: p.def.Name, src: p.src, doc: p.doc, arms: append([]Arm(nil), p.def.Variant...), schema: s,
-			fast: buildPlan(s, variants)}
+		out[p.def.Name] = newCompiled(p.def.Name, p.src, p.doc, append([]Arm(nil), p.def.Variant...), s, buildPlan(s, variants))
 	}
 	if len(errs) > 0 {
 		idx := map[string]int{}

@@ -118,7 +118,15 @@ func (r *Registry) Validate(name string, data []byte) error {
 	if c.fast != nil && c.fast.accepts(data) {
 		return nil
 	}
-	return st.validate(c, data)
+	h := HashBytes(data)
+	if _, ok := c.valid.Get(h); ok {
+		return nil
+	}
+	if err := st.validate(c, data); err != nil {
+		return err // failures are not cached: their message is always recomputed
+	}
+	c.valid.Add(h, struct{}{})
+	return nil
 }
 
 // validate is Validate's general path: it gives every verdict the fast path

@@ -49,3 +49,13 @@ func FastFromJSON(r *Registry, name string, js []byte) bool {
 	_, ok := st.fastFromValue(c, v)
 	return ok
 }
+
+// ValidCached reports whether Validate remembers data as valid for name.
+func ValidCached(r *Registry, name string, data []byte) bool {
+	c := r.state.Load().defs[name]
+	if c == nil {
+		return false
+	}
+	_, ok := c.valid.Peek(HashBytes(data))
+	return ok
+}

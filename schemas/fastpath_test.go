@@ -742,3 +742,39 @@ func TestFromJSONFastPathUsed(t *testing.T) {
 		t.Fatal("a schema with byte strings took the fast path")
 	}
 }
+
+// TestValidateCachesGeneralPathSuccesses: a value only the general path can
+// judge is remembered once accepted; refusals are never remembered (their
+// message is recomputed each time); values the fast path accepts need no
+// cache and take none.
+func TestValidateCachesGeneralPathSuccesses(t *testing.T) {
+	r := schemas.NewRegistry()
+	if err := r.Define([]schemas.SchemaDef{
+		{Name: "c/Even@1", Schema: []byte(`{"type":"integer","multipleOf":2}`)}, // multipleOf: no fast plan
+		{Name: "c/Int@1", Schema: []byte(`{"type":"integer"}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if schemas.HasFastPlan(r, "c/Even@1") || !schemas.HasFastPlan(r, "c/Int@1") {
+		t.Fatal("test schemas no longer split between the two paths")
+	}
+	even, odd := schemas.MustMarshal(4), schemas.MustMarshal(3)
+	if schemas.ValidCached(r, "c/Even@1", even) {
+		t.Fatal("cached before first use")
+	}
+	for i := 0; i < 2; i++ {
+		if err := r.Validate("c/Even@1", even); err != nil {
+			t.Fatal(err)
+		}
+		if !schemas.ValidCached(r, "c/Even@1", even) {
+			t.Fatal("accepted value not remembered")
+		}
+	}
+	e1, e2 := r.Validate("c/Even@1", odd), r.Validate("c/Even@1", odd)
+	if e1 == nil || e2 == nil || e1.Error() != e2.Error() || schemas.ValidCached(r, "c/Even@1", odd) {
+		t.Fatalf("refusal: %v / %v, cached %v", e1, e2, schemas.ValidCached(r, "c/Even@1", odd))
+	}
+	if err := r.Validate("c/Int@1", odd); err != nil || schemas.ValidCached(r, "c/Int@1", odd) {
+		t.Fatalf("fast-path value: %v, cached %v", err, schemas.ValidCached(r, "c/Int@1", odd))
+	}
+}
