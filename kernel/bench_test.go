@@ -31,11 +31,10 @@ func BenchmarkKeyedCounter(b *testing.B) {
 		{"clients=32/events_per_call=100/unique_states", 32, 100, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h := newHarness(b, 1, true)
 			var fl flushStats
-			h.w.Close()
-			h.extra = func(cfg *kernel.Config) { cfg.Observer = &fl }
-			h.open()
+			h := newHarnessWith(b, 1, true, func(h *harness) {
+				h.extra = func(cfg *kernel.Config) { cfg.Observer = &fl }
+			})
 			if c.unique {
 				// Every state also names its key, so no two states are
 				// equal and no validation result is ever reused.

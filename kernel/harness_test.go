@@ -164,7 +164,16 @@ type harness struct {
 }
 
 func newHarness(t testing.TB, seed uint64, onDisk bool) *harness {
+	return newHarnessWith(t, seed, onDisk, nil)
+}
+
+// newHarnessWith is newHarness with setup run before the world opens, to
+// register builtins or set h.extra (configuration the world opens with).
+func newHarnessWith(t testing.TB, seed uint64, onDisk bool, setup func(h *harness)) *harness {
 	h := &harness{t: t, clock: &stepClock{}, entropy: newEntropy(seed), builtins: testBuiltins()}
+	if setup != nil {
+		setup(h)
+	}
 	var err error
 	if onDisk {
 		h.dir = t.TempDir()

@@ -405,10 +405,9 @@ func crashChild() {
 // is byte-identical to a world that never materialized.
 func TestMaterializeInSlices(t *testing.T) {
 	const at, chunk, keys, inputs = 4096, 256, 12000, 24000
-	sliced := newHarness(t, 11, true)
-	sliced.w.Close()
-	sliced.extra = func(c *kernel.Config) { c.MaterializeAt, c.MaterializeChunk = at, chunk }
-	sliced.open()
+	sliced := newHarnessWith(t, 11, true, func(h *harness) {
+		h.extra = func(c *kernel.Config) { c.MaterializeAt, c.MaterializeChunk = at, chunk }
+	})
 	plain := newHarness(t, 11, true) // default threshold: never reached here
 	for _, h := range []*harness{sliced, plain} {
 		mustApply(t, h, counterManifest)

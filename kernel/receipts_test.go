@@ -92,31 +92,15 @@ func (c *capture) intents() []kernel.OpenIntent {
 var executorKey = ed25519.NewKeyFromSeed(make([]byte, 32))
 
 func newOrderHarness(t testing.TB, onDisk bool) (*harness, *capture) {
-	h := &harness{t: t, clock: &stepClock{}, entropy: newEntropy(3), builtins: testBuiltins()}
-	h.builtins.MustRegister("test/order", "step", orderStep)
 	pub := &capture{}
 	kr := receipts.NewKeyring()
 	if err := kr.Add("payments", executorKey.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatal(err)
 	}
-	h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = kr }
-	var err error
-	if onDisk {
-		h.dir = t.TempDir()
-		h.db, err = cas.OpenBadger(h.dir)
-	} else {
-		h.db, err = cas.OpenBadgerInMemory()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if h.w != nil {
-			h.w.Close()
-		}
-		h.db.Close()
+	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
+		h.builtins.MustRegister("test/order", "step", orderStep)
+		h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = kr }
 	})
-	h.open()
 	mustApply(t, h, orderManifest)
 	return h, pub
 }
