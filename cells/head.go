@@ -261,7 +261,6 @@ func (h *Head) Put(key, state []byte, lastActive uint64) error {
 // state (the kernel hashes every new state for its step record).
 func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive uint64) error {
 	kh := KeyHash(key)
-	sh := stateHash
 	big := len(state) > h.cfg.SpillThreshold
 	if big {
 		// Outside the lock: the CAS is safe for concurrent use and the write is idempotent.
@@ -273,17 +272,14 @@ func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive u
 	defer h.mu.Unlock()
 	d := h.delta[kh]
 	if d == nil {
-		d = &dirty{e: entry{kh: kh, key: bytes.Clone(key)}, base: h.cachedBase(kh)}
-		if d.e.key == nil {
-			d.e.key = []byte{}
-		}
+		d = h.newDirty(kh, key)
 		h.delta[kh] = d
 	} else {
 		h.track(d, -1)
 		h.unstage(d)
 	}
 	h.cache.Remove(kh)
-	d.e.state, d.e.size, d.e.last, d.del = sh, uint64(len(state)), lastActive, false
+	d.e.state, d.e.size, d.e.last, d.del = stateHash, uint64(len(state)), lastActive, false
 	if big {
 		d.spilled = true
 		h.spilled++
@@ -299,6 +295,16 @@ func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive u
 	return h.enforceBudget()
 }
 
+// newDirty is a fresh delta entry for key (copied; never nil), its presence
+// in the base index as far as memory knows.
+func (h *Head) newDirty(kh schemas.Hash, key []byte) *dirty {
+	k := bytes.Clone(key)
+	if k == nil {
+		k = []byte{}
+	}
+	return &dirty{e: entry{kh: kh, key: k}, base: h.cachedBase(kh)}
+}
+
 // Delete stages the removal of key. Deleting an absent cell is a no-op.
 func (h *Head) Delete(key []byte) error {
 	kh := KeyHash(key)
@@ -306,10 +312,7 @@ func (h *Head) Delete(key []byte) error {
 	defer h.mu.Unlock()
 	d := h.delta[kh]
 	if d == nil {
-		d = &dirty{e: entry{kh: kh, key: bytes.Clone(key)}, base: h.cachedBase(kh)}
-		if d.e.key == nil {
-			d.e.key = []byte{}
-		}
+		d = h.newDirty(kh, key)
 		if d.base == baseUnknown {
 			// Cheap check before leaving a tombstone for Len to resolve later.
 			_, ok, err := h.ix.lookup(&kh)
