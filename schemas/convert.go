@@ -75,7 +75,7 @@ func (st *regState) fromValue(c *compiled, v any) ([]byte, error) {
 }
 
 func (st *regState) fastFromValue(c *compiled, v any) ([]byte, bool) {
-	if c.fast == nil || st.bytesBelow[c.schema] {
+	if c.fast == nil || st.bytesBelow[c.schema] || !integerLiterals(v) {
 		return nil, false
 	}
 	out, err := plain(v, nil)
@@ -87,6 +87,41 @@ func (st *regState) fastFromValue(c *compiled, v any) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// integerLiterals reports whether every number in v is written as an
+// integer (digits, optional minus). Only then is the converted CBOR exactly
+// the value the validator judges: "1.0000000000000001" is not an integer to
+// JSON Schema but converts to the float64 1, which would encode as the
+// integer 1. Other spellings take the general path.
+func integerLiterals(v any) bool {
+	switch t := v.(type) {
+	case json.Number:
+		s := strings.TrimPrefix(string(t), "-")
+		if s == "" {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+	case float64, float32:
+		return false
+	case map[string]any:
+		for _, e := range t {
+			if !integerLiterals(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if !integerLiterals(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // fromValueSlow validates v with the JSON Schema validator, then converts it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
@@ -726,7 +727,7 @@ func TestFromJSONFastPathUsed(t *testing.T) {
 	}
 	for _, c := range []struct{ schema, js string }{
 		{"ft/Tree@1", `{"v":1,"kids":[{"v":2},{"v":-3,"kids":[]}]}`},
-		{"ft/Int@1", `9.0`},
+		{"ft/Int@1", `9`},
 		{"ft/Closed@1", `{"a":[1,{"x":null}],"c":"z"}`},
 	} {
 		if !schemas.FastFromJSON(r, c.schema, []byte(c.js)) {
@@ -740,6 +741,19 @@ func TestFromJSONFastPathUsed(t *testing.T) {
 	}
 	if schemas.FastFromJSON(r, "ft/Arr@1", []byte(`["AAAA"]`)) {
 		t.Fatal("a schema with byte strings took the fast path")
+	}
+	// Numbers not written as integers take the general path: converted to
+	// float64 first, "1.0000000000000001" would pass as the integer 1,
+	// which JSON Schema does not consider it.
+	for _, js := range []string{`9.0`, `1e1`, `1.0000000000000001`} {
+		if schemas.FastFromJSON(r, "ft/Int@1", []byte(js)) {
+			t.Fatalf("%s took the fast path", js)
+		}
+		fast, ferr := r.FromJSON("ft/Int@1", []byte(js))
+		slow, serr := schemas.FromJSONSlow(r, "ft/Int@1", []byte(js))
+		if fmt.Sprint(ferr) != fmt.Sprint(serr) || !bytes.Equal(fast, slow) {
+			t.Fatalf("%s: FromJSON (%x, %v), general path (%x, %v)", js, fast, ferr, slow, serr)
+		}
 	}
 }
 
