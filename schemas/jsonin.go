@@ -18,6 +18,12 @@ const (
 	maxNumberLen = 400     // characters of one number literal
 	maxExp10     = 308     // |x| < 10^309 (float64 range)
 	minExp10     = -320    // smallest decimal exponent of a non-zero number
+	// maxExpLiteral bounds the exponent as written, whatever the digits:
+	// "0e10000000000000000000" is zero, but big.Rat (which the JSON Schema
+	// validator parses numbers with) cannot read it and the validator
+	// panics. With at most maxNumberLen digits, no value in float64 range
+	// needs a written exponent beyond ±(maxExp10+maxNumberLen).
+	maxExpLiteral = 1000
 )
 
 // ErrBadJSON reports JSON input that is malformed or outside what a value may hold.
@@ -87,6 +93,9 @@ func parseDecimal(s string) (decimal, error) {
 		}
 		if es == i {
 			return d, fmt.Errorf("malformed number %q", s)
+		}
+		if exp > maxExpLiteral {
+			return d, fmt.Errorf("number %s is out of range (exponent beyond ±%d)", s, maxExpLiteral)
 		}
 		if eneg {
 			exp = -exp

@@ -432,7 +432,7 @@ func skipDigits(s []byte, i int) int {
 // float64 neither overflows nor rounds to zero. False means "ask
 // checkNumber", which decides the rest (including 10^308 <= |x| < 10^309).
 func numberSurelyFits(intPart, frac []byte, exp, n int) bool {
-	if n > maxNumberLen {
+	if n > maxNumberLen || exp > maxExpLiteral || exp < -maxExpLiteral {
 		return false
 	}
 	var top int // power of ten of the leading non-zero digit
