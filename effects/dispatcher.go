@@ -221,7 +221,11 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 		case <-t.C:
 		}
 	}
-	d.submit(ctx, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: d.cfg.Name, Status: status,
+	// Submit under the dispatcher's context, not the intent's: the world
+	// settles the intent while SubmitReceipt waits for that to be durable,
+	// and the settlement cancels the intent's context, which would turn a
+	// delivered receipt into a "not admitted" error here.
+	d.submit(d.ctx, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: d.cfg.Name, Status: status,
 		Payload: payload, Attempt: uint64(attempt), IssuerRef: it.IssuerRef})
 }
 
