@@ -103,11 +103,14 @@ type ReceiptResult struct {
 // receipt is refused (ErrUntrusted) and nothing is recorded; a receipt for an
 // intent that is not pending is journaled as dropped (ErrReceiptDropped).
 func (w *World) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (ReceiptResult, error) {
-	if w.cfg.Keyring == nil {
+	if w.verifier == nil {
 		return ReceiptResult{}, fmt.Errorf("%w: this world trusts no executor keys", ErrUntrusted)
 	}
-	name, err := w.cfg.Keyring.Verify(sr)
+	name, err := w.verifier.Verify(ctx, &sr)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			return ReceiptResult{}, err // the caller gave up; the receipt was not judged
+		}
 		return ReceiptResult{}, fmt.Errorf("%w: %v", ErrUntrusted, err)
 	}
 	if name != sr.Executor {

@@ -37,6 +37,10 @@ type World struct {
 	cas     cas.Store
 	journal *journal.Journal
 
+	// verifier batches the signature checks of concurrent receipts; nil
+	// when the world trusts no keys.
+	verifier *receipts.Verifier
+
 	reqs     chan request
 	commits  chan *batch
 	loopDone chan struct{}
@@ -136,6 +140,9 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 	if p := w.st.pendingIntents(); len(p) > 0 {
 		cfg.Publisher.Publish(p, nil) // durable already: they were read from the journal
 	}
+	if cfg.Keyring != nil {
+		w.verifier = receipts.NewVerifier(cfg.Keyring, 0)
+	}
 	go w.loop()
 	go w.committer()
 	return w, nil
@@ -150,6 +157,9 @@ func (w *World) Close() error {
 		close(w.reqs)
 		<-w.loopDone
 		<-w.comDone
+		if w.verifier != nil {
+			w.verifier.Close()
+		}
 		if w.ownsDB {
 			err = w.db.Close()
 		}

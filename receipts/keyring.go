@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -26,6 +28,8 @@ type Key struct {
 	Name   string            // executor name receipts signed by this key must carry
 	ID     string            // KeyID(Public)
 	Public ed25519.PublicKey // 32 bytes
+
+	expanded *voi.ExpandedPublicKey // Public, precomputed for verification
 }
 
 // Keyring holds the world's trusted executor keys. One executor name may
@@ -50,6 +54,10 @@ func (k *Keyring) Add(name string, pub ed25519.PublicKey) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: executor %s: public key is %d bytes, want %d", ErrBadKeyring, name, len(pub), ed25519.PublicKeySize)
 	}
+	x, err := checkPublicKey(pub)
+	if err != nil {
+		return fmt.Errorf("%w: executor %s: %v", ErrBadKeyring, name, err)
+	}
 	id := KeyID(pub)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -59,7 +67,7 @@ func (k *Keyring) Add(name string, pub ed25519.PublicKey) error {
 	if old, ok := k.keys[id]; ok {
 		return fmt.Errorf("%w: %s (executor %s)", ErrDuplicateKey, id, old.Name)
 	}
-	k.keys[id] = Key{Name: name, ID: id, Public: bytes.Clone(pub)}
+	k.keys[id] = Key{Name: name, ID: id, Public: bytes.Clone(pub), expanded: x}
 	return nil
 }
 
@@ -115,28 +123,14 @@ func sortKeys(ks []Key) {
 //
 // Verify does not look at pending intents (see Fence) or payload schemas.
 func (k *Keyring) Verify(sr SignedReceipt) (executorName string, err error) {
-	if err := sr.checkFields(); err != nil {
+	key, err := k.precheck(&sr)
+	if err != nil {
 		return "", err
 	}
-	if err := sr.checkEnvelope(); err != nil {
-		return "", err
+	if !voi.VerifyExpanded(key.expanded, SigningMessage(&sr.Receipt), sr.Signature) {
+		return "", badSignature(&sr, key)
 	}
-	k.mu.RLock()
-	key, ok := k.keys[sr.KeyID]
-	k.mu.RUnlock()
-	if !ok {
-		return "", fmt.Errorf("%w: intent %s: key %s is not trusted", ErrUnknownSigner, sr.Intent, sr.KeyID)
-	}
-	if !ed25519.Verify(key.Public, SigningMessage(&sr.Receipt), sr.Signature) {
-		return "", fmt.Errorf("%w: intent %s: signature does not verify under key %s (executor %s)", ErrBadSignature, sr.Intent, sr.KeyID, key.Name)
-	}
-	if sr.Executor != key.Name {
-		return "", fmt.Errorf("%w: intent %s: receipt says executor %q, key %s belongs to %q", ErrExecutorMismatch, sr.Intent, sr.Executor, sr.KeyID, key.Name)
-	}
-	if err := sr.checkPayload(); err != nil {
-		return "", err
-	}
-	return key.Name, nil
+	return postcheck(&sr, key)
 }
 
 // keyringCBOR is the canonical CBOR form: version 1, entries in List order.

@@ -94,7 +94,7 @@ func Sign(priv ed25519.PrivateKey, r Receipt) SignedReceipt {
 	return SignedReceipt{
 		Receipt:   r,
 		KeyID:     KeyID(pub),
-		Signature: ed25519.Sign(priv, SigningMessage(&r)),
+		Signature: signEd25519(priv, SigningMessage(&r)),
 	}
 }
 
