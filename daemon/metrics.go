@@ -98,11 +98,13 @@ var (
 	descHits      = prometheus.NewDesc("aos_cell_cache_hits_total", "Cell reads answered by the hot cache.", []string{"workflow"}, nil)
 	descMisses    = prometheus.NewDesc("aos_cell_cache_misses_total", "Cell reads that went to the index.", []string{"workflow"}, nil)
 	descHitRatio  = prometheus.NewDesc("aos_cell_cache_hit_ratio", "Hot cache hits / (hits + misses) since start.", []string{"workflow"}, nil)
+	descVBatches  = prometheus.NewDesc("aos_receipt_verify_batches_total", "Batches of receipt signatures verified together.", nil, nil)
+	descVReceipts = prometheus.NewDesc("aos_receipt_verify_receipts_total", "Receipts whose signatures were verified in batches (divided by batches: mean batch size).", nil, nil)
 )
 
 func (c *worldCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHeight, descQuiescent, descInstances, descInflight, descQueued,
-		descCells, descResident, descHits, descMisses, descHitRatio} {
+		descCells, descResident, descHits, descMisses, descHitRatio, descVBatches, descVReceipts} {
 		ch <- d
 	}
 }
@@ -124,6 +126,9 @@ func (c *worldCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(st.Inflight))
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.QueuedEffects))
 	}
+	vb, vr := c.w.ReceiptVerifyStats()
+	ch <- prometheus.MustNewConstMetric(descVBatches, prometheus.CounterValue, float64(vb))
+	ch <- prometheus.MustNewConstMetric(descVReceipts, prometheus.CounterValue, float64(vr))
 	stats, err := c.w.CellStats(ctx)
 	if err != nil {
 		return

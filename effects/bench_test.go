@@ -205,6 +205,9 @@ func BenchmarkReceiptRoundTrip(b *testing.B) {
 			}
 			sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 			b.ReportMetric(float64(b.N)/el.Seconds(), "receipts/s")
+			if vb, vr := w.ReceiptVerifyStats(); vb > 0 {
+				b.ReportMetric(float64(vr)/float64(vb), "verify-batch")
+			}
 			b.ReportMetric(float64(lats[len(lats)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds()), "p99-µs")
 		})

@@ -302,3 +302,13 @@ func sortedHashes(m map[schemas.Hash]struct{}) []schemas.Hash {
 	}
 	return out
 }
+
+// ReceiptVerifyStats reports how many signature batches the world has
+// verified and how many receipts they held (their ratio is the mean batch
+// size). Both are zero when the world trusts no keys.
+func (w *World) ReceiptVerifyStats() (batches, receipts uint64) {
+	if w.verifier == nil {
+		return 0, 0
+	}
+	return w.verifier.Stats()
+}

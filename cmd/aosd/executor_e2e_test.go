@@ -115,7 +115,7 @@ func TestExternalExecutor(t *testing.T) {
 // executor; `send --wait` returns once the reminder has fired.
 func TestBuiltinTimerThroughDaemon(t *testing.T) {
 	world := newWorld(t)
-	startDaemon(t, world)
+	d := startDaemon(t, world)
 	ok(t, world, "apply", filepath.Join(manifests, "reminders"))
 	ok(t, world, "send", "com.example/ReminderSet@1", `{"reminder_id":"r1","text":"stand up","delay_ms":50}`, "--wait", "60s")
 	var cell struct {
@@ -129,6 +129,18 @@ func TestBuiltinTimerThroughDaemon(t *testing.T) {
 	tr := ok(t, world, "trace", "com.example/reminder.step@1", "r1")
 	if !strings.Contains(tr, "sys/timer.set@1 ok from aos/builtin") {
 		t.Fatalf("trace lacks the timer receipt:\n%s", tr)
+	}
+	// The receipt's signature was checked by the daemon's verifier.
+	req, _ := http.NewRequest("GET", "http://"+d.addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token(t, world))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), "aos_receipt_verify_receipts_total 1\n") || !strings.Contains(string(body), "aos_receipt_verify_batches_total 1\n") {
+		t.Fatalf("metrics do not count one verified receipt:\n%s", body)
 	}
 }
 
