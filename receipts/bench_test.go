@@ -1,6 +1,7 @@
 package receipts_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/aos-kernel/aos/receipts"
@@ -55,5 +56,32 @@ func BenchmarkFenceOpenSettle(b *testing.B) {
 			f.Forget(uint64(i + 1))
 		}
 		i++
+	}
+}
+
+// BenchmarkVerifyBatch: the cost per receipt of verifying n at once (one
+// key, as for the built-in executors); compare with BenchmarkVerify.
+//
+//	go test ./receipts -run '^$' -bench 'Verify'
+func BenchmarkVerifyBatch(b *testing.B) {
+	a := testKey("a")
+	k := ring(b, "timer", a)
+	for _, n := range []int{4, 16, 64} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			srs := make([]receipts.SignedReceipt, n)
+			for i := range srs {
+				r := sampleReceipt()
+				r.Intent = schemas.HashBytes([]byte(fmt.Sprint(i)))
+				srs[i] = receipts.Sign(a, r)
+			}
+			for b.Loop() {
+				for _, v := range k.VerifyBatch(srs) {
+					if v.Err != nil {
+						b.Fatal(v.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/receipt")
+		})
 	}
 }
