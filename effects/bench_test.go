@@ -138,7 +138,7 @@ func benchCharger() *modules.Builtins {
 //
 //	go test ./effects -run '^$' -bench ReceiptRoundTrip -benchtime 5000x
 func BenchmarkReceiptRoundTrip(b *testing.B) {
-	for _, conc := range []int{1, 256} {
+	for _, conc := range []int{1, 256, 1024} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			dir := b.TempDir()
 			db, err := cas.OpenBadger(dir)

@@ -53,8 +53,9 @@
 //  1. FromJSON (HTTP) or Unmarshal (journal): structure.
 //  2. Keyring.Verify: trusted key, good signature, executor bound to key.
 //     Refusals change nothing (DESIGN.md §10.7). This is the costly step
-//     (about 40µs, see docs/receipts.md); it may run off-loop, before the
-//     loop step.
+//     (about 30µs alone, 16-20µs in a batch; see docs/receipts.md), so the
+//     kernel runs it before the loop step through a Verifier, which
+//     batches concurrent receipts (VerifyBatch gives Verify's verdicts).
 //  3. Fence.Check: pending? ErrSettled -> journal "dropped duplicate";
 //     ErrUnknownIntent -> refuse.
 //  4. Validate the payload against the effect's receipt schema; a failure
