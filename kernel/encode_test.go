@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -102,6 +103,14 @@ func TestRecordEncodersMatchMarshal(t *testing.T) {
 		c := workflowContext{NowNs: num(), LogicalNowNs: num(), Entropy: bs(), JournalHeight: num(), EventHash: str(),
 			ManifestHash: str(), Workflow: str(), WorkflowHash: str(), Key: bs(), CellMode: r.IntN(2) == 0}
 		check("context", encodeContext(&c), &c)
+
+		sr := receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: hash(), Effect: str(), Executor: str(),
+			Status: receipts.Status(str()), Payload: bs(), Attempt: num(), IssuerRef: str()}, KeyID: str(), Signature: bs()}
+		rr := ReceiptRec{Receipt: sr, Stamp: Stamp{NowNs: num(), LogicalNs: num(), Entropy: bs(), Height: num(), ManifestHash: hash()}, Rejected: str()}
+		check("receipt", encodeReceipt(&rr), &rr)
+		env := receiptEnvelope{OriginWorkflow: str(), OriginWorkflowHash: str(), OriginKey: bs(), IntentHash: str(), Effect: str(),
+			Executor: str(), IssuerRef: str(), Payload: bs(), Status: str(), EmittedAtSeq: num(), Signature: bs()}
+		check("envelope", encodeEnvelope(&env), &env)
 	}
 }
 

@@ -175,7 +175,7 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) Receipt
 	} else if err := schemas.CheckCanonical(sr.Payload); err != nil {
 		rejected = "payload: " + err.Error()
 	}
-	body := schemas.MustMarshal(&ReceiptRec{Receipt: *sr, Stamp: *stamp, Rejected: rejected})
+	body := encodeReceipt(&ReceiptRec{Receipt: *sr, Stamp: *stamp, Rejected: rejected})
 	seq := st.emit(journal.KindReceipt, body)
 	if stamp.LogicalNs > st.logical {
 		st.logical = stamp.LogicalNs
@@ -192,7 +192,7 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) Receipt
 	var value []byte
 	if rejected == "" {
 		schema = manifest.SysEffectReceiptEnvelope
-		value = schemas.MustMarshal(&receiptEnvelope{OriginWorkflow: it.OriginWorkflow,
+		value = encodeEnvelope(&receiptEnvelope{OriginWorkflow: it.OriginWorkflow,
 			OriginWorkflowHash: it.OriginWorkflowHash.String(), OriginKey: it.OriginKey,
 			IntentHash: it.Hash.String(), Effect: it.Effect, Executor: sr.Executor, IssuerRef: it.IssuerRef,
 			Payload: sr.Payload, Status: string(sr.Status), EmittedAtSeq: it.EmittedAt, Signature: sr.Signature})
