@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -117,9 +115,12 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 
 // Wrap encodes {"$tag": tag, "$value": value} canonically; value must already
 // be canonical CBOR.
+// It is written by hand (the keys' canonical order is "$tag", "$value")
+// because every event delivered through a variant arm is wrapped.
 func Wrap(tag string, value []byte) []byte {
-	return schemas.MustMarshal(map[string]cbor.RawMessage{
-		"$tag":   schemas.MustMarshal(tag),
-		"$value": cbor.RawMessage(value),
-	})
+	b := make([]byte, 0, 1+5+9+len(tag)+7+len(value))
+	b = append(b, 0xa2, 0x64, '$', 't', 'a', 'g')
+	b = append(schemas.AppendHead(b, 3, uint64(len(tag))), tag...)
+	b = append(b, 0x66, '$', 'v', 'a', 'l', 'u', 'e')
+	return append(b, value...)
 }

@@ -2,6 +2,7 @@ package routing_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aos-kernel/aos/manifest"
@@ -112,5 +113,15 @@ func TestWrapIsCanonical(t *testing.T) {
 	}
 	if err := schemas.CheckCanonical(w); err != nil {
 		t.Fatal(err)
+	}
+	// Tags of every head length, values of every kind: the library's bytes.
+	for _, n := range []int{0, 1, 23, 24, 255, 256, 70000} {
+		tag := strings.Repeat("T", n)
+		for _, v := range []any{uint64(7), "x", []any{}, map[string]any{"a": []byte{1}}, nil, strings.Repeat("v", n)} {
+			want := schemas.MustMarshal(map[string]any{"$tag": tag, "$value": v})
+			if got := routing.Wrap(tag, schemas.MustMarshal(v)); string(got) != string(want) {
+				t.Fatalf("Wrap(%d-byte tag, %v) = %x, want %x", n, v, got, want)
+			}
+		}
 	}
 }
