@@ -21,25 +21,16 @@ import (
 const (
 	majUint  = 0
 	majBytes = 2
-	majText  = 3
 	majArray = 4
 	majMap   = 5
 	cborNull = 0xf6
 )
 
-var appendHead = schemas.AppendHead
-
-func appendText(b []byte, s string) []byte {
-	return append(appendHead(b, majText, uint64(len(s))), s...)
-}
-
-// appendBytes encodes a byte slice that is not omitempty: nil is null.
-func appendBytes(b, v []byte) []byte {
-	if v == nil {
-		return append(b, cborNull)
-	}
-	return append(appendHead(b, majBytes, uint64(len(v))), v...)
-}
+var (
+	appendHead  = schemas.AppendHead
+	appendText  = schemas.AppendText
+	appendBytes = schemas.AppendByteString // a slice that is not omitempty: nil is null
+)
 
 func appendHash(b []byte, h *schemas.Hash) []byte {
 	return append(append(b, majBytes<<5|24, 32), h[:]...)

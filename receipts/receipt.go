@@ -92,11 +92,7 @@ func (r *Receipt) appendBody(b []byte) []byte {
 	b = appendText(appendText(b, "effect"), r.Effect)
 	b = appendText(appendText(b, "status"), string(r.Status))
 	b = schemas.AppendHead(appendText(b, "attempt"), 0, r.Attempt)
-	if b = appendText(b, "payload"); r.Payload == nil {
-		b = append(b, 0xf6) // as the library encodes a nil slice: null (and Verify refuses it)
-	} else {
-		b = appendBytes(b, r.Payload)
-	}
+	b = appendBytes(appendText(b, "payload"), r.Payload) // nil is null (and Verify refuses it)
 	b = appendText(appendText(b, "executor"), r.Executor)
 	if r.IssuerRef != "" {
 		b = appendText(appendText(b, "issuer_ref"), r.IssuerRef)
@@ -110,13 +106,10 @@ func (r *Receipt) bodySize() int {
 	return 80 + 8*9 + len(r.Effect) + len(r.Status) + len(r.Payload) + len(r.Executor) + len(r.IssuerRef) + len(r.Intent)
 }
 
-func appendText(b []byte, s string) []byte {
-	return append(schemas.AppendHead(b, 3, uint64(len(s))), s...)
-}
-
-func appendBytes(b, p []byte) []byte {
-	return append(schemas.AppendHead(b, 2, uint64(len(p))), p...)
-}
+var (
+	appendText  = schemas.AppendText
+	appendBytes = schemas.AppendByteString
+)
 
 // SigningMessage is what a signature covers: Domain followed by the
 // canonical CBOR body.

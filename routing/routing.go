@@ -120,7 +120,7 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 func Wrap(tag string, value []byte) []byte {
 	b := make([]byte, 0, 1+5+9+len(tag)+7+len(value))
 	b = append(b, 0xa2, 0x64, '$', 't', 'a', 'g')
-	b = append(schemas.AppendHead(b, 3, uint64(len(tag))), tag...)
+	b = schemas.AppendText(b, tag)
 	b = append(b, 0x66, '$', 'v', 'a', 'l', 'u', 'e')
 	return append(b, value...)
 }

@@ -19,3 +19,17 @@ func AppendHead(b []byte, major byte, n uint64) []byte {
 	}
 	return binary.BigEndian.AppendUint64(append(b, m|27), n)
 }
+
+// AppendText appends s as a CBOR text string.
+func AppendText(b []byte, s string) []byte {
+	return append(AppendHead(b, 3, uint64(len(s))), s...)
+}
+
+// AppendByteString appends v as a CBOR byte string, or null when v is nil,
+// as the canonical encoder does for a nil slice that is not omitempty.
+func AppendByteString(b, v []byte) []byte {
+	if v == nil {
+		return append(b, 0xf6)
+	}
+	return append(AppendHead(b, 2, uint64(len(v))), v...)
+}
