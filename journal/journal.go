@@ -98,10 +98,7 @@ func (j *Journal) Append(recs []Record) error {
 		return err
 	}
 	first, last := recs[0].Seq, recs[len(recs)-1].Seq
-	val, err := schemas.Marshal(recs)
-	if err != nil {
-		return fmt.Errorf("journal: append %d..%d: encode: %w", first, last, err)
-	}
+	val := encodeFrame(recs)
 	// A write-only transaction reads no keys, so it cannot hit ErrConflict.
 	txn := j.db.NewTransaction(true)
 	defer txn.Discard()
@@ -254,8 +251,12 @@ func decodeFrame(item *badger.Item) ([]Record, error) {
 	}
 	var recs []Record
 	err = item.Value(func(v []byte) error {
-		// Body slices must outlive the transaction, and the decoder copies
-		// byte strings, so decoding straight from Badger's buffer is safe.
+		// Body slices must outlive the transaction: both decoders copy, so
+		// decoding straight from Badger's buffer is safe.
+		var ok bool
+		if recs, ok = decodeFrameFast(v); ok {
+			return nil
+		}
 		return schemas.UnmarshalTrusted(v, &recs)
 	})
 	if err != nil {
