@@ -233,10 +233,44 @@ type TraceEntry struct {
 
 // Trace returns the durable timeline of one instance: events delivered to it,
 // its steps with resulting state hashes, intents opened, stream frames,
-// receipts delivered or dropped, and faults. It scans the journal.
+// receipts delivered or dropped, and faults. It scans the journal, decoding
+// only the records whose bytes contain the workflow name and key (or one of
+// the instance's intent hashes): a record that lacks them cannot be part of
+// the timeline.
 func (w *World) Trace(ctx context.Context, workflow string, key []byte) ([]TraceEntry, error) {
+	might, match := instanceFilters(workflow, key)
+	return w.trace(ctx, might, match)
+}
+
+type (
+	// mightFilter sees a record's raw body and may say false only for
+	// records the matchFilter would refuse.
+	mightFilter func(kind journal.Kind, body []byte) bool
+	// matchFilter decides on a decoded record; for events it is asked once
+	// per target.
+	matchFilter func(kind journal.Kind, wf string, key []byte, intent schemas.Hash) bool
+)
+
+// instanceFilters select one instance's timeline.
+func instanceFilters(workflow string, key []byte) (mightFilter, matchFilter) {
 	mine := map[schemas.Hash]bool{}
-	return w.trace(ctx, func(kind journal.Kind, wf string, k []byte, intent schemas.Hash) bool {
+	wfb := []byte(workflow)
+	might := func(kind journal.Kind, body []byte) bool {
+		switch kind {
+		case journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+			if len(mine) > maxIntentPrefilter {
+				return len(mine) > 0
+			}
+			for h := range mine {
+				if bytes.Contains(body, h[:]) {
+					return true
+				}
+			}
+			return false
+		}
+		return bytes.Contains(body, wfb) && bytes.Contains(body, key)
+	}
+	return might, func(kind journal.Kind, wf string, k []byte, intent schemas.Hash) bool {
 		switch kind {
 		case journal.KindIntent:
 			if wf == workflow && bytes.Equal(k, key) {
@@ -248,28 +282,49 @@ func (w *World) Trace(ctx context.Context, workflow string, key []byte) ([]Trace
 			return mine[intent]
 		}
 		return wf == workflow && bytes.Equal(k, key)
-	})
+	}
 }
+
+// maxIntentPrefilter: beyond this many intents, searching a record's bytes
+// for each costs more than decoding it.
+const maxIntentPrefilter = 32
 
 // TraceIntent returns one intent's life: opened, stream frames, receipts
 // delivered or dropped.
 func (w *World) TraceIntent(ctx context.Context, h schemas.Hash) ([]TraceEntry, error) {
-	return w.trace(ctx, func(kind journal.Kind, _ string, _ []byte, intent schemas.Hash) bool {
+	might, match := intentFilters(h)
+	return w.trace(ctx, might, match)
+}
+
+// intentFilters select one intent's records.
+func intentFilters(h schemas.Hash) (mightFilter, matchFilter) {
+	might := func(kind journal.Kind, body []byte) bool {
+		switch kind {
+		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+			return bytes.Contains(body, h[:])
+		}
+		return false
+	}
+	return might, func(kind journal.Kind, _ string, _ []byte, intent schemas.Hash) bool {
 		switch kind {
 		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame:
 			return intent == h
 		}
 		return false
-	})
+	}
 }
 
-// trace scans the journal and keeps the entries match accepts. For events
-// match is asked once per target.
-func (w *World) trace(ctx context.Context, match func(kind journal.Kind, wf string, key []byte, intent schemas.Hash) bool) ([]TraceEntry, error) {
+// trace scans the journal and keeps the entries match accepts. might sees
+// each record's raw body first and may only say false for records match
+// would refuse; for events match is asked once per target.
+func (w *World) trace(ctx context.Context, might mightFilter, match matchFilter) ([]TraceEntry, error) {
 	out := []TraceEntry{}
 	err := w.journal.Read(1, func(r journal.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
+		}
+		if !might(r.Kind, r.Body) {
+			return true, nil
 		}
 		e, ok, err := traceEntry(r, match)
 		if err != nil {
@@ -283,7 +338,7 @@ func (w *World) trace(ctx context.Context, match func(kind journal.Kind, wf stri
 	return out, err
 }
 
-func traceEntry(r journal.Record, match func(journal.Kind, string, []byte, schemas.Hash) bool) (TraceEntry, bool, error) {
+func traceEntry(r journal.Record, match matchFilter) (TraceEntry, bool, error) {
 	e := TraceEntry{Seq: r.Seq, Kind: r.Kind}
 	var none schemas.Hash
 	switch r.Kind {
