@@ -26,11 +26,13 @@ const (
 	cborNull = 0xf6
 )
 
-var (
-	appendHead  = schemas.AppendHead
-	appendText  = schemas.AppendText
-	appendBytes = schemas.AppendByteString // a slice that is not omitempty: nil is null
-)
+// Direct functions, not func-typed variables, so the compiler can inline
+// them.
+func appendHead(b []byte, major byte, n uint64) []byte { return schemas.AppendHead(b, major, n) }
+func appendText(b []byte, s string) []byte             { return schemas.AppendText(b, s) }
+
+// appendBytes encodes a byte slice that is not omitempty: nil is null.
+func appendBytes(b, v []byte) []byte { return schemas.AppendByteString(b, v) }
 
 func appendHash(b []byte, h *schemas.Hash) []byte {
 	return append(append(b, majBytes<<5|24, 32), h[:]...)

@@ -106,10 +106,8 @@ func (r *Receipt) bodySize() int {
 	return 80 + 8*9 + len(r.Effect) + len(r.Status) + len(r.Payload) + len(r.Executor) + len(r.IssuerRef) + len(r.Intent)
 }
 
-var (
-	appendText  = schemas.AppendText
-	appendBytes = schemas.AppendByteString
-)
+func appendText(b []byte, s string) []byte { return schemas.AppendText(b, s) }
+func appendBytes(b, v []byte) []byte       { return schemas.AppendByteString(b, v) }
 
 // SigningMessage is what a signature covers: Domain followed by the
 // canonical CBOR body.
