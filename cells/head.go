@@ -498,8 +498,63 @@ func (h *Head) sortedDelta() []*dirty {
 	for _, d := range h.delta {
 		ds = append(ds, d)
 	}
-	slices.SortFunc(ds, func(a, b *dirty) int { return bytes.Compare(a.e.kh[:], b.e.kh[:]) })
+	slices.SortFunc(ds, compareDirty)
 	return ds
+}
+
+// firstDelta returns the limit delta entries with the smallest key hashes,
+// sorted: a selection, then a sort of only what is selected, so draining a
+// large delta a slice at a time does not sort all of it for every slice.
+func (h *Head) firstDelta(limit int) []*dirty {
+	if limit >= len(h.delta) {
+		return h.sortedDelta()
+	}
+	ds := make([]*dirty, 0, len(h.delta))
+	for _, d := range h.delta {
+		ds = append(ds, d)
+	}
+	selectFirst(ds, limit)
+	ds = ds[:limit]
+	slices.SortFunc(ds, compareDirty)
+	return ds
+}
+
+func compareDirty(a, b *dirty) int { return bytes.Compare(a.e.kh[:], b.e.kh[:]) }
+
+// selectFirst reorders ds so that its k smallest entries (by key hash) come
+// first, in no particular order: quickselect (Hoare partition), expected
+// O(len(ds)). Key hashes are SHA-256 and distinct, so the middle element is
+// as good a pivot as any and the result does not depend on the map order ds
+// was filled in.
+func selectFirst(ds []*dirty, k int) {
+	lo, hi := 0, len(ds)-1
+	for lo < hi && lo < k && k <= hi {
+		p := ds[lo+(hi-lo)/2].e.kh
+		i, j := lo, hi
+		for i <= j {
+			for bytes.Compare(ds[i].e.kh[:], p[:]) < 0 {
+				i++
+			}
+			for bytes.Compare(ds[j].e.kh[:], p[:]) > 0 {
+				j--
+			}
+			if i <= j {
+				ds[i], ds[j] = ds[j], ds[i]
+				i++
+				j--
+			}
+		}
+		// ds[lo..j] <= p <= ds[i..hi]; entries between j and i equal p.
+		// The boundary k is settled unless it falls inside one side.
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }
 
 // Ascend calls fn for every live cell in key-hash order, merging the index with
@@ -592,10 +647,7 @@ func (h *Head) MaterializeSome(limit int) (int, error) {
 	if len(h.delta) == 0 || limit <= 0 {
 		return 0, nil
 	}
-	ds := h.sortedDelta()
-	if limit < len(ds) {
-		ds = ds[:limit]
-	}
+	ds := h.firstDelta(limit)
 	var objs [][]byte
 	n := 0
 	for i, d := range ds {
