@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/schemas"
@@ -218,5 +219,42 @@ func TestOpenBadgerLocked(t *testing.T) {
 	}
 	if !errors.Is(err, cas.ErrLocked) || !strings.Contains(err.Error(), "another process has the world open") {
 		t.Fatalf("second open: %v; want ErrLocked saying another process has the world open", err)
+	}
+}
+
+// A world written while Badger compressed its tables (its default, and ours
+// before cas.OpenBadger turned compression off) still reads back: each table
+// carries its own compression in Badger's manifest.
+func TestOpenBadgerReadsCompressedTables(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithCompression(options.Snappy).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := make([][]byte, 5000)
+	for i := range objs {
+		objs[i] = bytes.Repeat([]byte(fmt.Sprintf("object %d, compressible; ", i)), 8)
+	}
+	hs, err := cas.NewBadger(db).PutBatch(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // flushes the memtable into a Snappy table
+		t.Fatal(err)
+	}
+	db, err = cas.OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := len(db.Tables()); n == 0 {
+		t.Fatal("no tables on disk: the objects were not flushed, so nothing compressed was read")
+	}
+	s := cas.NewBadger(db)
+	for i, h := range hs {
+		b, err := s.Get(h)
+		if err != nil || !bytes.Equal(b, objs[i]) {
+			t.Fatalf("object %d: %v", i, err)
+		}
 	}
 }
