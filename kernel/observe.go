@@ -89,11 +89,13 @@ func (st *state) quiescent() bool {
 
 // maybeMaterialize drains cell deltas that outgrew Config.MaterializeAt,
 // one MaterializeChunk slice per check, down to half the threshold; checked
-// every 256 inputs (Stats takes the head's lock). A delta growing faster than
+// every MaterializeChunk/16 inputs (256 by default; Stats takes the head's
+// lock), so a smaller chunk drains as fast in shorter pauses. A delta growing faster than
 // slices drain it (over four times the threshold) is materialized whole.
 func (st *state) maybeMaterialize() {
 	st.inputs++
-	if st.inputs%256 != 0 {
+	at, chunk := st.w.cfg.MaterializeAt, st.w.cfg.MaterializeChunk
+	if st.inputs%uint64(max(1, chunk/16)) != 0 {
 		return
 	}
 	names := make([]string, 0, len(st.heads))
@@ -101,7 +103,6 @@ func (st *state) maybeMaterialize() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	at, chunk := st.w.cfg.MaterializeAt, st.w.cfg.MaterializeChunk
 	for _, n := range names {
 		h := st.heads[n]
 		dirty := h.Stats().Dirty
