@@ -252,6 +252,7 @@ func (v *Verifier) work() {
 			r := batch[0]
 			r.res.Executor, r.res.Err = v.k.Verify(*r.sr)
 			close(r.done)
+			batch[0] = nil
 			continue
 		}
 		srs = srs[:0]
@@ -262,6 +263,7 @@ func (v *Verifier) work() {
 			batch[i].res = res
 			close(batch[i].done)
 		}
-		clear(batch)
+		clear(batch) // hold no receipt past its batch
+		clear(srs)
 	}
 }
