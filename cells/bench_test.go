@@ -249,6 +249,52 @@ func BenchmarkMaterializeSome(b *testing.B) {
 	}
 }
 
+// BenchmarkDrainPause is what the kernel's loop now pays per slice: choosing
+// and snapshotting the entries (PrepareDrain) and adopting the new index
+// (Install). Writing the slice (Run) happens off the loop and is not timed.
+//
+//	go test ./cells -run '^$' -bench 'DrainPause|MaterializeSome' -benchtime 20x
+func BenchmarkDrainPause(b *testing.B) {
+	const dirty = 1 << 16
+	for _, be := range backends {
+		b.Run(fmt.Sprintf("%s/chunk=4096", be), func(b *testing.B) {
+			const chunk = 4096
+			w := getWorld(b, be)
+			r := newRand(7)
+			var h *cells.Head
+			fill := func(i int) {
+				var err error
+				if h, err = cells.NewHead(w.store, w.root, cells.Config{CacheSize: cells.DefaultCacheSize}); err != nil {
+					b.Fatal(err)
+				}
+				for j := range dirty {
+					k := r.IntN(worldCells)
+					if err := h.Put(cellKey(k), cellState(k, 1+i*dirty+j), uint64(worldCells+j)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+			}
+			b.StopTimer()
+			fill(0)
+			for i := 0; i < b.N; i++ {
+				if h.Stats().Dirty < chunk {
+					fill(i + 1)
+				}
+				b.StartTimer()
+				dr := h.PrepareDrain(chunk)
+				b.StopTimer()
+				dr.Run()
+				b.StartTimer()
+				if _, err := h.Install(dr); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+			}
+		})
+	}
+}
+
 // BenchmarkWorldBytesPerCell reports the CAS bytes of the million-cell index
 // (nodes only, then nodes plus states) per cell, and the build time.
 func BenchmarkWorldBytesPerCell(b *testing.B) {

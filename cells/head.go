@@ -29,6 +29,10 @@ const CacheSizeEnv = "AOS_CELL_CACHE_SIZE"
 // ErrBadConfig reports an unusable Config or AOS_CELL_CACHE_SIZE.
 var ErrBadConfig = errors.New("cells: bad config")
 
+// ErrDrainInFlight: a Drain is prepared and not installed, so the index
+// cannot be changed another way until it is.
+var ErrDrainInFlight = errors.New("cells: a drain is in flight")
+
 // Config sizes a Head. Zero fields take the defaults above.
 type Config struct {
 	CacheSize      int   // clean cells in the hot LRU; 0 -> CacheSizeFromEnv() (AOS_CELL_CACHE_SIZE, default 4096)
@@ -78,6 +82,7 @@ type Stats struct {
 	ResidentBytes int64  // their total size
 	Spilled       int    // dirty upserts whose state is in the CAS (still dirty)
 	SpillsTotal   uint64 // states spilled since NewHead
+	DrainsTotal   uint64 // drains (background materialization slices) installed since NewHead
 	CacheLen      int    // clean cells in the hot cache
 	CacheSize     int    // its capacity
 	CacheHits     uint64 // Get/Lookup answered by the hot cache
@@ -101,6 +106,8 @@ type dirty struct {
 
 	prev, next *dirty // age list of resident upserts, oldest at head.first
 	listed     bool
+
+	ver uint64 // bumped by every Put or Delete of this entry (see Drain)
 }
 
 // live reports the cell's contribution to Len relative to the base index.
@@ -147,9 +154,12 @@ type Head struct {
 	unknown       int // delta entries with base == baseUnknown
 	adjust        int // sum of dirty.adj()
 	spillsTotal   uint64
+	drainsTotal   uint64
 
 	cache        *lru.Cache[schemas.Hash, *cached]
 	hits, misses atomic.Uint64
+
+	drain *Drain // prepared and not yet installed; blocks other materialization
 }
 
 // NewHead opens the head view over the index at root (zero for an empty index).
@@ -280,6 +290,7 @@ func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive u
 	}
 	h.cache.Remove(kh)
 	d.e.state, d.e.size, d.e.last, d.del = stateHash, uint64(len(state)), lastActive, false
+	d.ver++
 	if big {
 		d.spilled = true
 		h.spilled++
@@ -338,6 +349,7 @@ func (h *Head) Delete(key []byte) error {
 	}
 	h.cache.Remove(kh)
 	d.del = true
+	d.ver++
 	d.e.state, d.e.size, d.e.last = schemas.Hash{}, 0, 0
 	h.track(d, +1)
 	return nil
@@ -612,6 +624,9 @@ func (h *Head) Ascend(fn func(Entry) (bool, error)) error {
 func (h *Head) Materialize() (schemas.Hash, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.drain != nil {
+		return schemas.Hash{}, ErrDrainInFlight
+	}
 	if len(h.delta) == 0 {
 		return h.ix.Root(), nil
 	}
@@ -644,6 +659,9 @@ func (h *Head) Materialize() (schemas.Hash, error) {
 func (h *Head) MaterializeSome(limit int) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.drain != nil {
+		return 0, ErrDrainInFlight
+	}
 	if len(h.delta) == 0 || limit <= 0 {
 		return 0, nil
 	}
@@ -723,6 +741,7 @@ func (h *Head) Stats() Stats {
 		ResidentBytes: h.residentBytes,
 		Spilled:       h.spilled,
 		SpillsTotal:   h.spillsTotal,
+		DrainsTotal:   h.drainsTotal,
 		CacheLen:      h.cache.Len(),
 		CacheSize:     h.cfg.CacheSize,
 		CacheHits:     h.hits.Load(),

@@ -92,9 +92,45 @@ func TestHeadMatchesReference(t *testing.T) {
 			}
 			ref := map[string]refCell{}
 			ops := 6 * keyspace
+			// A drain prepared here runs in its own goroutine while the
+			// ops go on, and is installed at a random later op.
+			var dr *cells.Drain
+			install := func() {
+				t.Helper()
+				if dr == nil {
+					return
+				}
+				if _, err := h.Install(dr); err != nil {
+					t.Fatal(err)
+				}
+				dr = nil
+				// Whatever changed while the drain ran, the head still
+				// agrees with the reference, counts included.
+				checkAgainst(t, h, ref, keyspace)
+			}
 			for step := range ops {
 				i := r.IntN(keyspace)
 				key := cellKey(i)
+				if r.IntN(100) < 3 {
+					if dr == nil {
+						if dr = h.PrepareDrain(1 + r.IntN(h.Stats().Dirty+3)); dr != nil {
+							if h.PrepareDrain(1) != nil {
+								t.Fatal("a second drain was prepared while one is in flight")
+							}
+							go dr.Run()
+						}
+					} else {
+						install()
+					}
+				}
+				if dr != nil && r.IntN(100) < 2 {
+					if _, err := h.MaterializeSome(1); !errors.Is(err, cells.ErrDrainInFlight) {
+						t.Fatalf("MaterializeSome with a drain in flight: %v", err)
+					}
+					if _, err := h.Materialize(); !errors.Is(err, cells.ErrDrainInFlight) {
+						t.Fatalf("Materialize with a drain in flight: %v", err)
+					}
+				}
 				switch p := r.IntN(100); {
 				case p < 50:
 					st := schemas.MustMarshal(bytes.Repeat([]byte{byte(step)}, r.IntN(100)))
@@ -111,6 +147,7 @@ func TestHeadMatchesReference(t *testing.T) {
 				case p < 97:
 					checkKey(t, h, ref, key)
 				case p < 98:
+					install()
 					before := h.Stats().Dirty
 					limit := 1 + r.IntN(before+3)
 					n, err := h.MaterializeSome(limit)
@@ -121,6 +158,7 @@ func TestHeadMatchesReference(t *testing.T) {
 						t.Fatalf("MaterializeSome(%d) of %d dirty wrote %d, %d left", limit, before, n, h.Stats().Dirty)
 					}
 				case p < 99:
+					install()
 					root, err := h.Materialize()
 					if err != nil {
 						t.Fatal(err)
@@ -138,6 +176,8 @@ func TestHeadMatchesReference(t *testing.T) {
 					t.Fatalf("over budget: %+v (config %+v)", s, cfg)
 				}
 			}
+			checkAgainst(t, h, ref, keyspace)
+			install()
 			checkAgainst(t, h, ref, keyspace)
 			root, err := h.Materialize()
 			if err != nil {

@@ -87,11 +87,19 @@ func (st *state) quiescent() bool {
 	return true
 }
 
-// maybeMaterialize drains cell deltas that outgrew Config.MaterializeAt,
-// one MaterializeChunk slice per check, down to half the threshold; checked
-// every MaterializeChunk/16 inputs (256 by default; Stats takes the head's
-// lock), so a smaller chunk drains as fast in shorter pauses. A delta growing faster than
-// slices drain it (over four times the threshold) is materialized whole.
+// maybeMaterialize drains cell deltas that outgrew Config.MaterializeAt, one
+// MaterializeChunk slice at a time, down to half the threshold; checked every
+// MaterializeChunk/16 inputs (256 by default; Stats takes the head's lock),
+// so a smaller chunk drains as fast in shorter pauses.
+//
+// With Config.MaterializeInBackground a slice is a cells.Drain: chosen here,
+// written to the CAS by its own goroutine while the loop goes on, and
+// installed at a later check. The loop never waits for one unless the delta
+// has outgrown four times the threshold anyway; then it installs the slice
+// in flight and materializes the whole delta. Reads see the same cells
+// whenever a slice is installed, and nothing journaled depends on it; only
+// the split between index and delta does. Otherwise the slice is written on
+// the loop (MaterializeSome).
 func (st *state) maybeMaterialize() {
 	st.inputs++
 	at, chunk := st.w.cfg.MaterializeAt, st.w.cfg.MaterializeChunk
@@ -106,23 +114,63 @@ func (st *state) maybeMaterialize() {
 	for _, n := range names {
 		h := st.heads[n]
 		dirty := h.Stats().Dirty
+		if dr := st.drains[n]; dr != nil {
+			select {
+			case <-dr.Done():
+			default:
+				if dirty <= 4*at {
+					continue // still writing; look again at the next check
+				}
+			}
+			st.installDrain(n)
+			dirty = h.Stats().Dirty
+		}
 		if dirty > at {
 			st.draining[n] = true
 		}
 		if !st.draining[n] {
 			continue
 		}
-		var err error
-		if dirty > 4*at {
-			_, err = h.Materialize()
-		} else {
-			_, err = h.MaterializeSome(chunk)
-		}
-		if err != nil {
-			panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+		switch {
+		case dirty > 4*at:
+			if _, err := h.Materialize(); err != nil {
+				panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+			}
+		case st.w.cfg.MaterializeInBackground:
+			if dr := h.PrepareDrain(chunk); dr != nil {
+				st.drains[n] = dr
+				go dr.Run()
+			}
+		default:
+			if _, err := h.MaterializeSome(chunk); err != nil {
+				panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+			}
 		}
 		if h.Stats().Dirty <= at/2 {
 			delete(st.draining, n)
 		}
 	}
+}
+
+// installDrain waits for the drain of head n to finish writing and installs it.
+func (st *state) installDrain(n string) {
+	dr := st.drains[n]
+	delete(st.drains, n)
+	if _, err := st.heads[n].Install(dr); err != nil {
+		panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+	}
+}
+
+// waitDrains lets every drain in flight finish, so none writes to the store
+// after the world is closed. Their slices are installed; an error is
+// reported, not raised (the cells are still in the deltas).
+func (st *state) waitDrains() error {
+	var first error
+	for n, dr := range st.drains {
+		delete(st.drains, n)
+		if _, err := st.heads[n].Install(dr); err != nil && first == nil {
+			first = fmt.Errorf("materialize cells of %s: %w", n, err)
+		}
+	}
+	return first
 }

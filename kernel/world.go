@@ -66,13 +66,14 @@ type state struct {
 	man       *manifest.Manifest
 	router    *routing.Router
 	wfs       map[string]*wfRuntime
-	heads     map[string]*cells.Head // by workflow name; outlive manifest changes
-	draining  map[string]bool        // heads whose delta is being drained (maybeMaterialize)
-	instances map[string]*instance   // non-default instances only (see instance)
-	ready     []*instance            // round-robin queue of instances with mailbox work
-	seq       uint64                 // last assigned journal seq
-	logical   uint64                 // last logical time stamped
-	out       []journal.Record       // records produced this loop turn, not yet committed
+	heads     map[string]*cells.Head  // by workflow name; outlive manifest changes
+	draining  map[string]bool         // heads whose delta is being drained (maybeMaterialize)
+	drains    map[string]*cells.Drain // slices being written off the loop, by head
+	instances map[string]*instance    // non-default instances only (see instance)
+	ready     []*instance             // round-robin queue of instances with mailbox work
+	seq       uint64                  // last assigned journal seq
+	logical   uint64                  // last logical time stamped
+	out       []journal.Record        // records produced this loop turn, not yet committed
 	inflight  map[schemas.Hash]*IntentRec
 	frameSeq  map[schemas.Hash]uint64 // last stream frame seq per pending intent
 	inputs    uint64                  // external inputs handled, for periodic upkeep
@@ -129,11 +130,13 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 		wfs:       map[string]*wfRuntime{},
 		heads:     map[string]*cells.Head{},
 		draining:  map[string]bool{},
+		drains:    map[string]*cells.Drain{},
 		instances: map[string]*instance{},
 		inflight:  map[schemas.Hash]*IntentRec{},
 		frameSeq:  map[schemas.Hash]uint64{},
 	}
 	if err := w.st.recover(); err != nil {
+		w.st.waitDrains() // none may write after the caller closes the store
 		return nil, err
 	}
 	w.setQuiet(w.st.quiescent())
@@ -284,6 +287,9 @@ func (w *World) loop() {
 		st.out, st.opened, st.settled = nil, nil, nil
 		w.setQuiet(st.quiescent())
 		w.commits <- b
+	}
+	if err := st.waitDrains(); err != nil {
+		w.cfg.Logger.Error("cell delta slice not written at close; its cells are rebuilt from the journal on open", "err", err)
 	}
 }
 
