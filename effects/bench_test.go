@@ -214,11 +214,13 @@ func BenchmarkReceiptRoundTrip(b *testing.B) {
 	}
 }
 
-// errSink records every receipt the world did not admit.
+// errSink records every receipt the world did not admit, and signals each
+// answer on answered.
 type errSink struct {
-	w    *kernel.World
-	mu   sync.Mutex
-	errs []error
+	w        *kernel.World
+	mu       sync.Mutex
+	errs     []error
+	answered chan struct{}
 }
 
 func (s *errSink) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (kernel.ReceiptResult, error) {
@@ -228,6 +230,7 @@ func (s *errSink) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) 
 		s.errs = append(s.errs, err)
 		s.mu.Unlock()
 	}
+	s.answered <- struct{}{}
 	return res, err
 }
 
@@ -249,7 +252,8 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := effects.New(effects.Config{Key: builtinKey, Executors: map[string]effects.Executor{"com.test/charge@1": instant{}}})
-	sink := &errSink{}
+	const n = 400
+	sink := &errSink{answered: make(chan struct{}, n)}
 	w, err := kernel.OpenDB(db, kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: d})
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +269,6 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 	if _, err := w.Apply(context.Background(), m, false); err != nil {
 		t.Fatal(err)
 	}
-	const n = 400
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Add(1)
@@ -297,9 +300,16 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 			t.Fatalf("cell c%d: %v", i, st)
 		}
 	}
-	// WaitQuiescent returned after the last receipt was durable, but its
-	// submitter may not have been told yet; Stop waits for every run.
-	d.Stop()
+	// The world can be quiescent before the submitters of the last
+	// receipts have their answers: wait for every answer (stopping the
+	// dispatcher first would cancel the ones still on their way).
+	for range n {
+		select {
+		case <-sink.answered:
+		case <-ctx.Done():
+			t.Fatal("not every receipt submission was answered")
+		}
+	}
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if len(sink.errs) > 0 {
