@@ -38,10 +38,20 @@ type drainItem struct {
 // MaterializeSome does, and snapshots them. It returns nil when the delta is
 // empty, limit is not positive, or a drain is already prepared.
 func (h *Head) PrepareDrain(limit int) *Drain {
+	dr, _ := h.prepareDrain(limit)
+	return dr
+}
+
+// prepareDrain is PrepareDrain saying why there is no drain when one is in
+// flight (ErrDrainInFlight); nil, nil means nothing to drain.
+func (h *Head) prepareDrain(limit int) (*Drain, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.drain != nil || len(h.delta) == 0 || limit <= 0 {
-		return nil
+	if h.drain != nil {
+		return nil, ErrDrainInFlight
+	}
+	if len(h.delta) == 0 || limit <= 0 {
+		return nil, nil
 	}
 	ds := h.firstDelta(limit)
 	dr := &Drain{base: h.ix, items: make([]drainItem, len(ds)), done: make(chan struct{})}
@@ -53,7 +63,7 @@ func (h *Head) PrepareDrain(limit int) *Drain {
 		dr.items[i] = it
 	}
 	h.drain = dr
-	return dr
+	return dr, nil
 }
 
 // Run writes the drain's states and index nodes and computes the new index.
@@ -92,6 +102,18 @@ func (dr *Drain) Done() <-chan struct{} { return dr.done }
 // entries left the delta. Run must have finished. If Run failed, nothing
 // changes, the head can be drained again, and the error is returned.
 func (h *Head) Install(dr *Drain) (int, error) {
+	n, err := h.install(dr)
+	if err == nil {
+		h.mu.Lock()
+		h.drainsTotal++
+		h.mu.Unlock()
+	}
+	return n, err
+}
+
+// install is Install without counting a background drain (MaterializeSome
+// uses it for its own slices).
+func (h *Head) install(dr *Drain) (int, error) {
 	<-dr.done
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -103,7 +125,6 @@ func (h *Head) Install(dr *Drain) (int, error) {
 		return 0, dr.err
 	}
 	h.ix = dr.ix
-	h.drainsTotal++
 	n := 0
 	for _, it := range dr.items {
 		kh := it.e.kh
@@ -144,11 +165,4 @@ func (h *Head) Install(dr *Drain) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// Draining reports whether a drain is prepared and not yet installed.
-func (h *Head) Draining() bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.drain != nil
 }

@@ -657,48 +657,15 @@ func (h *Head) Materialize() (schemas.Hash, error) {
 // equals Materialize's: the index is history-independent. It returns how
 // many entries it wrote. On error the head is unchanged.
 func (h *Head) MaterializeSome(limit int) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.drain != nil {
-		return 0, ErrDrainInFlight
-	}
-	if len(h.delta) == 0 || limit <= 0 {
-		return 0, nil
-	}
-	ds := h.firstDelta(limit)
-	var objs [][]byte
-	n := 0
-	for i, d := range ds {
-		if d.listed {
-			objs = append(objs, d.state)
-			n += len(d.state)
-		}
-		if len(objs) > 0 && (n >= flushBytes || i == len(ds)-1) {
-			if _, err := h.store.PutBatch(objs); err != nil {
-				return 0, fmt.Errorf("cells: write %d dirty states: %w", len(objs), err)
-			}
-			clear(objs)
-			objs, n = objs[:0], 0
-		}
-	}
-	chs := make([]change, 0, len(ds))
-	for _, d := range ds {
-		chs = append(chs, change{del: d.del, e: d.e})
-	}
-	ix, err := h.ix.applySorted(chs)
-	if err != nil {
+	dr, err := h.prepareDrain(limit)
+	if dr == nil {
 		return 0, err
 	}
-	h.ix = ix
-	for _, d := range ds {
-		h.track(d, -1)
-		if d.listed {
-			h.cache.Add(d.e.kh, &cached{e: d.e, state: d.state})
-		}
-		h.unstage(d)
-		delete(h.delta, d.e.kh)
-	}
-	return len(ds), nil
+	// The same three steps as a background drain, run here: the head stays
+	// readable while the slice is written, and this goroutine, the only
+	// writer, changes nothing meanwhile, so every entry leaves the delta.
+	dr.Run()
+	return h.install(dr)
 }
 
 func (h *Head) flushResident() error {
