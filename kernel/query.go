@@ -259,7 +259,7 @@ func instanceFilters(workflow string, key []byte) (mightFilter, matchFilter) {
 		switch kind {
 		case journal.KindReceipt, journal.KindDrop, journal.KindFrame:
 			if len(mine) > maxIntentPrefilter {
-				return len(mine) > 0
+				return true
 			}
 			for h := range mine {
 				if bytes.Contains(body, h[:]) {

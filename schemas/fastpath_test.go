@@ -427,29 +427,24 @@ func TestFastPathHex(t *testing.T) {
 // not accept) and arbitrary byte edits (where only the implication holds).
 func TestFastPathMutations(t *testing.T) {
 	r := fastRegistry(t)
-	var inputs []struct {
+	type input struct {
 		schema string
 		data   []byte
 	}
+	var inputs []input
 	for _, c := range fastCases {
 		data, err := schemas.Marshal(c.v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inputs = append(inputs, struct {
-			schema string
-			data   []byte
-		}{c.schema, data})
+		inputs = append(inputs, input{c.schema, data})
 	}
 	for _, c := range validJSON {
 		data, err := r.FromJSON(c.schema, []byte(c.js))
 		if err != nil {
 			t.Fatal(err)
 		}
-		inputs = append(inputs, struct {
-			schema string
-			data   []byte
-		}{c.schema, data})
+		inputs = append(inputs, input{c.schema, data})
 	}
 	structural, edits := 0, 0
 	for _, in := range inputs {
