@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // Backend is what a CLI command or an HTTP handler needs from a world.
@@ -58,10 +61,14 @@ type JournalQuery struct {
 	Follow bool     // keep streaming new records until ctx is done
 }
 
-// File is one manifest file sent over the API.
+// File is one file sent over the API: a manifest JSON file (Content), or a
+// wasm artifact (Base64, its bytes base64-encoded; Name is the artifact path
+// as the manifest names it, for messages). Artifacts are matched to modules by
+// hash, so their names need not mirror any directory layout.
 type File struct {
 	Name    string          `json:"name"`
-	Content json.RawMessage `json:"content"`
+	Content json.RawMessage `json:"content,omitempty"`
+	Base64  string          `json:"base64,omitempty"`
 }
 
 // ApplyRequest is the body of POST /v1/apply: exactly one of Path (a
@@ -355,7 +362,7 @@ func (l *Local) WaitQuiescent(ctx context.Context, d time.Duration) (bool, error
 
 // Apply implements Backend.
 func (l *Local) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error) {
-	m, err := LoadManifest(req)
+	m, err := LoadManifest(req, l.W.CAS().Get)
 	if err != nil {
 		return nil, err
 	}
@@ -428,19 +435,49 @@ func nonNilSubs(s []manifest.Subscription) []manifest.Subscription {
 // LoadManifest loads the manifest an ApplyRequest names. Files are written
 // to a private temporary directory and loaded as a manifest directory would
 // be, so they merge and validate exactly as `aosd apply DIR` does; problems
-// name the files as the request named them.
-func LoadManifest(req ApplyRequest) (*manifest.Manifest, error) {
+// name the files as the request named them. Wasm artifacts come from the
+// request's base64 files, else from stored (the world's CAS: a world that
+// holds an artifact needs it uploaded only once), else from disk for Path.
+func LoadManifest(req ApplyRequest, stored func(schemas.Hash) ([]byte, error)) (*manifest.Manifest, error) {
+	uploaded := map[schemas.Hash][]byte{}
+	var jsonFiles []File
+	var jsonIdx []int
+	for i, f := range req.Files {
+		if f.Base64 == "" {
+			jsonFiles, jsonIdx = append(jsonFiles, f), append(jsonIdx, i)
+			continue
+		}
+		if len(f.Content) > 0 {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("files[%d]", i), "file %q has both content and base64; give one", f.Name)
+		}
+		b, err := base64.StdEncoding.DecodeString(f.Base64)
+		if err != nil {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("files[%d].base64", i), "artifact %q is not standard base64: %v", f.Name, err)
+		}
+		uploaded[schemas.HashBytes(b)] = b
+	}
+	artifacts := func(h schemas.Hash) ([]byte, error) {
+		if b, ok := uploaded[h]; ok {
+			return b, nil
+		}
+		if stored != nil {
+			if b, err := stored(h); err == nil {
+				return b, nil
+			}
+		}
+		return nil, manifest.ErrNoArtifact
+	}
 	switch {
-	case req.Path != "" && len(req.Files) > 0:
+	case req.Path != "" && len(jsonFiles) > 0:
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "apply", "give path or files, not both")
 	case req.Path != "":
-		m, err := manifest.Load(req.Path)
+		m, err := manifest.LoadWith(req.Path, artifacts)
 		if err != nil {
 			return nil, AsError(err, req.Path)
 		}
 		return m, nil
-	case len(req.Files) == 0:
-		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "apply", "give the manifest as path or files")
+	case len(jsonFiles) == 0:
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "apply", "give the manifest as path or files (at least one .json file)")
 	}
 	dir, err := os.MkdirTemp("", "aos-apply-")
 	if err != nil {
@@ -448,10 +485,11 @@ func LoadManifest(req ApplyRequest) (*manifest.Manifest, error) {
 	}
 	defer os.RemoveAll(dir)
 	names := map[string]string{}
-	for i, f := range req.Files {
+	for k, f := range jsonFiles {
+		i := jsonIdx[k]
 		base := filepath.Base(f.Name)
 		if !strings.HasSuffix(base, ".json") {
-			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("files[%d]", i), "file name %q must end in .json", f.Name)
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("files[%d]", i), "file name %q must end in .json (an artifact goes in \"base64\")", f.Name)
 		}
 		// Prefix with the index so the given order is the load order and
 		// equal base names from different directories do not collide.
@@ -461,7 +499,7 @@ func LoadManifest(req ApplyRequest) (*manifest.Manifest, error) {
 			return nil, AsError(err, "apply")
 		}
 	}
-	m, err := manifest.Load(dir)
+	m, err := manifest.LoadWith(dir, artifacts)
 	if err != nil {
 		var ps manifest.Problems
 		if errors.As(err, &ps) {
@@ -512,5 +550,27 @@ func ReadManifestFiles(path string) ([]File, error) {
 		}
 		out = append(out, File{Name: filepath.Base(p), Content: b})
 	}
+	m, err := manifest.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, n := range sortedNames(m.Modules) {
+		rt := &m.Modules[n].Runtime
+		if rt.Kind != "wasm" || seen[rt.ArtifactHash] {
+			continue
+		}
+		seen[rt.ArtifactHash] = true
+		out = append(out, File{Name: rt.Artifact, Base64: base64.StdEncoding.EncodeToString(rt.Bytes)})
+	}
 	return out, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -23,6 +23,10 @@ import (
 // DefaultMaxBodyBytes bounds a request body (413 beyond it).
 const DefaultMaxBodyBytes = 8 << 20
 
+// DefaultMaxApplyBytes bounds a POST /v1/apply body, which may carry wasm
+// artifacts (a Go-built module is a few MiB, a third more in base64).
+const DefaultMaxApplyBytes = 64 << 20
+
 // Server serves the HTTP API over a Backend (normally a Local).
 type Server struct {
 	Backend      Backend
@@ -194,12 +198,16 @@ func (s *Server) fail(w http.ResponseWriter, err error, where string) {
 
 // readBody reads at most MaxBodyBytes, answering 413 beyond.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.MaxBodyBytes))
+	return s.readBodyLimit(w, r, s.MaxBodyBytes)
+}
+
+func (s *Server) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeError(w, newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body",
-				"body exceeds the %d-byte limit", s.MaxBodyBytes))
+				"body exceeds the %d-byte limit", limit))
 			return nil, false
 		}
 		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err))
@@ -421,14 +429,14 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	body, ok := s.readBodyLimit(w, r, max(s.MaxBodyBytes, DefaultMaxApplyBytes))
 	if !ok {
 		return
 	}
 	var req ApplyRequest
 	if err := strictDecode(body, &req); err != nil {
 		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
-			`body is not {"files": [{"name", "content"}], "dry_run", "wait"} or {"path", ...}: %v`, err))
+			`body is not {"files": [{"name", "content" | "base64"}], "dry_run", "wait"} or {"path", ...}: %v`, err))
 		return
 	}
 	out, err := s.Backend.Apply(r.Context(), req)

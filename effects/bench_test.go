@@ -84,7 +84,7 @@ const benchManifest = `[
  {"$kind":"defschema","name":"com.test/ChargeParams@1","schema":{"type":"object","properties":{"amount":{"type":"integer"}},"required":["amount"]}},
  {"$kind":"defschema","name":"com.test/ChargeReceipt@1","schema":{"type":"object","properties":{"charge_id":{"type":"string"}},"required":["charge_id"]}},
  {"$kind":"defeffect","name":"com.test/charge@1","params":"com.test/ChargeParams@1","receipt":"com.test/ChargeReceipt@1"},
- {"$kind":"defmodule","name":"com.test/bench_mod@1","runtime":{"kind":"builtin","builtin":"test/bench"}},
+ {"$kind":"defmodule","name":"com.test/bench_mod@1","runtime":{"kind":"builtin","builtin":"test/bench","identity":"test/bench@1"}},
  {"$kind":"defworkflow","name":"com.test/charger@1","state":"com.test/ChargeState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["com.test/charge@1"],"impl":{"module":"com.test/bench_mod@1","entrypoint":"charge"}},
  {"$kind":"manifest","name":"com.test/bench","routing":{"subscriptions":[{"event":"com.test/Job@1","workflow":"com.test/charger@1","key_field":"id"}]}}
 ]`
@@ -105,7 +105,7 @@ func benchCharger() *modules.Builtins {
 	}
 	params := schemas.MustMarshal(map[string]any{"amount": uint64(5)})
 	b := modules.NewBuiltins()
-	b.MustRegister("test/bench", "charge", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/bench", "test/bench@1", "charge", func(in *modules.Input) (*modules.Output, error) {
 		var ev variant
 		if err := cbor.Unmarshal(in.Event.Value, &ev); err != nil {
 			return nil, err

@@ -36,7 +36,7 @@ const testManifest = `[
  {"$kind":"defschema","name":"com.test/ChargeReceipt@1","schema":{"type":"object","properties":{"charge_id":{"type":"string"}},"required":["charge_id"]}},
  {"$kind":"defeffect","name":"com.test/charge@1","params":"com.test/ChargeParams@1","receipt":"com.test/ChargeReceipt@1"},
  {"$kind":"defeffect","name":"com.test/fetch@1","params":"sys/HttpRequestParams@1","receipt":"sys/HttpRequestReceipt@1","retry":{"max_attempts":3,"initial_backoff_ms":5,"max_backoff_ms":20}},
- {"$kind":"defmodule","name":"com.test/jobs_mod@1","runtime":{"kind":"builtin","builtin":"test/jobs"}},
+ {"$kind":"defmodule","name":"com.test/jobs_mod@1","runtime":{"kind":"builtin","builtin":"test/jobs","identity":"test/jobs@1"}},
  {"$kind":"defworkflow","name":"com.test/timer@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","context":"sys/WorkflowContext@1","key_schema":"com.test/Id@1","effects_emitted":["sys/timer.set@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"timer"}},
  {"$kind":"defworkflow","name":"com.test/http@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["sys/http.request@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"http"}},
  {"$kind":"defworkflow","name":"com.test/blob@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["sys/blob.put@1","sys/blob.get@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"blob"}},
@@ -83,7 +83,7 @@ func jobs() *modules.Builtins {
 		}
 		st["payload"] = p
 	}
-	b.MustRegister("test/jobs", "timer", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/jobs", "test/jobs@1", "timer", func(in *modules.Input) (*modules.Output, error) {
 		ev, st := dec(in.Event.Value), state(in)
 		v := ev["$value"].(map[string]any)
 		switch ev["$tag"] {
@@ -97,7 +97,7 @@ func jobs() *modules.Builtins {
 		}
 		return out(st)
 	})
-	b.MustRegister("test/jobs", "http", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/jobs", "test/jobs@1", "http", func(in *modules.Input) (*modules.Output, error) {
 		ev, st := dec(in.Event.Value), state(in)
 		v := ev["$value"].(map[string]any)
 		switch ev["$tag"] {
@@ -114,7 +114,7 @@ func jobs() *modules.Builtins {
 		}
 		return out(st)
 	})
-	b.MustRegister("test/jobs", "blob", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/jobs", "test/jobs@1", "blob", func(in *modules.Input) (*modules.Output, error) {
 		ev, st := dec(in.Event.Value), state(in)
 		v := ev["$value"].(map[string]any)
 		switch ev["$tag"] {
@@ -133,7 +133,7 @@ func jobs() *modules.Builtins {
 		}
 		return out(st)
 	})
-	b.MustRegister("test/jobs", "charge", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/jobs", "test/jobs@1", "charge", func(in *modules.Input) (*modules.Output, error) {
 		ev, st := dec(in.Event.Value), state(in)
 		v := ev["$value"].(map[string]any)
 		switch ev["$tag"] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
@@ -37,6 +38,17 @@ type ApplyResult struct {
 // not, the result lists the blockers and the error wraps ErrNotQuiescent;
 // nothing changes. With dryRun nothing changes either way.
 func (w *World) Apply(ctx context.Context, m *manifest.Manifest, dryRun bool) (*ApplyResult, error) {
+	// Compile wasm modules here, in the caller's goroutine: compiling a
+	// module can take seconds and the loop then finds it cached.
+	for _, n := range sortedKeys(m.Modules) {
+		if def := m.Modules[n]; def.Runtime.Kind == "wasm" {
+			if _, err := w.bindModule(ctx, def); err != nil {
+				// Answered like the loop's own binding errors: the
+				// manifest is at fault, and the result says what it was.
+				return &ApplyResult{ManifestHash: m.Hash, Diff: manifest.Diff(w.Manifest(), m), BlockedBy: []Blocker{}}, err
+			}
+		}
+	}
 	res, err := w.send(ctx, request{apply: m, dryRun: dryRun})
 	return res.applied, err
 }
@@ -47,7 +59,7 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 		h := st.man.Hash
 		res.Previous = &h
 	}
-	if _, err := st.runtimes(m); err != nil {
+	if _, _, err := st.runtimes(m); err != nil {
 		return res, err
 	}
 	if len(res.BlockedBy) > 0 {
@@ -65,56 +77,72 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 	return res, nil
 }
 
-// installManifest journals m and makes it current.
+// installManifest journals m and makes it current. Its wasm artifacts go
+// into the CAS first, so the world carries its code: the journal's manifest
+// record names them by hash, and they become durable with it (the CAS and
+// the journal share one store and one sync). Every wasm module starts on a
+// fresh instance here, a journaled point replay passes in the same place.
 func (st *state) installManifest(m *manifest.Manifest) uint64 {
-	wfs, err := st.runtimes(m)
+	wfs, mods, err := st.runtimes(m)
 	if err != nil {
 		panic(fmt.Sprintf("kernel: install checked manifest: %v", err)) // apply checked it
+	}
+	if !st.replaying {
+		if _, arts := artifactsOf(m); len(arts) > 0 {
+			if _, err := st.w.cas.PutBatch(arts); err != nil {
+				panic(fmt.Sprintf("kernel: store wasm artifacts of %s: %v", m.Name, err))
+			}
+		}
 	}
 	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source}))
 	router, err := routing.New(m)
 	if err != nil {
 		panic(fmt.Sprintf("kernel: router for loaded manifest: %v", err))
 	}
-	st.man, st.router, st.wfs = m, router, wfs
+	resetModules(mods)
+	st.man, st.router, st.wfs, st.mods = m, router, wfs, mods
 	st.w.current.Store(&installed{m: m, r: router})
 	return seq
 }
 
-// runtimes binds every workflow of m to its step function and cell head.
-func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, error) {
-	names := make([]string, 0, len(m.Workflows))
-	for n := range m.Workflows {
-		names = append(names, n)
+// runtimes binds every workflow of m to its module and cell head. It
+// compiles what is not compiled yet but starts no instance: apply validates
+// with it before deciding, and only installManifest makes the result live.
+func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[string]*boundModule, error) {
+	mods, err := st.bindModules(context.Background(), m)
+	if err != nil {
+		return nil, nil, err
 	}
-	sort.Strings(names)
+	names := sortedKeys(m.Workflows)
 	out := make(map[string]*wfRuntime, len(names))
 	for _, n := range names {
 		def := m.Workflows[n]
-		mod := m.Modules[def.Impl.Module]
+		mod := mods[def.Impl.Module]
 		if mod == nil {
-			return nil, fmt.Errorf("workflow %s: module %s is not in the manifest", n, def.Impl.Module)
+			return nil, nil, fmt.Errorf("workflow %s: module %s is not in the manifest", n, def.Impl.Module)
 		}
-		if mod.Runtime.Kind != "builtin" {
-			return nil, fmt.Errorf("workflow %s: module %s: runtime %q is not available in this kernel (builtin only)", n, mod.Name, mod.Runtime.Kind)
-		}
-		fn, ok := st.w.cfg.Builtins.Lookup(mod.Runtime.Builtin, def.Impl.Entrypoint)
-		if !ok {
-			return nil, fmt.Errorf("workflow %s: builtin module %q has no entrypoint %q registered in this binary (registered: %v)",
-				n, mod.Runtime.Builtin, def.Impl.Entrypoint, st.w.cfg.Builtins.Names())
+		rt := &wfRuntime{def: def, mod: mod, ctx: def.Context != "", keyed: def.Keyed()}
+		if mod.native != nil {
+			fn, ok := mod.native.Entrypoints[def.Impl.Entrypoint]
+			if !ok {
+				return nil, nil, fmt.Errorf("workflow %s: %s has no entrypoint %q (it has: %s)",
+					n, mod.describe(), def.Impl.Entrypoint, strings.Join(sortedKeys(mod.native.Entrypoints), ", "))
+			}
+			rt.fn = fn
 		}
 		head := st.heads[n]
 		if head == nil {
 			h, err := cells.NewHead(st.w.cas, schemas.Hash{}, st.w.cfg.Cells)
 			if err != nil {
-				return nil, fmt.Errorf("workflow %s: cells: %w", n, err)
+				return nil, nil, fmt.Errorf("workflow %s: cells: %w", n, err)
 			}
 			head = h
 			st.heads[n] = h
 		}
-		out[n] = &wfRuntime{def: def, fn: fn, head: head, ctx: def.Context != "", keyed: def.Keyed()}
+		rt.head = head
+		out[n] = rt
 	}
-	return out, nil
+	return out, mods, nil
 }
 
 // blockers lists what stands between the world and quiescence, sorted.

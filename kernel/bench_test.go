@@ -38,8 +38,8 @@ func BenchmarkKeyedCounter(b *testing.B) {
 			if c.unique {
 				// Every state also names its key, so no two states are
 				// equal and no validation result is ever reused.
-				h.builtins.MustRegister("test/keyedcounter", "step", keyedCounter)
-				mustApply(b, h, strings.NewReplacer(`"builtin":"test/counter"`, `"builtin":"test/keyedcounter"`,
+				h.builtins.MustRegister("test/keyedcounter", "test/keyedcounter@1", "step", keyedCounter)
+				mustApply(b, h, strings.NewReplacer(`"builtin":"test/counter","identity":"test/counter@1"`, `"builtin":"test/keyedcounter","identity":"test/keyedcounter@1"`,
 					`"properties":{"count":{"type":"integer"}},"required":["count"],"additionalProperties":false`,
 					`"properties":{"count":{"type":"integer"},"key":{"type":"string"}},"required":["count","key"],"additionalProperties":false`).Replace(counterManifest))
 			} else {

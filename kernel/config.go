@@ -92,6 +92,16 @@ type Config struct {
 	// 512 MiB bound until Badger's flush memory is tamed. See
 	// docs/DECISIONS.md.
 	MaterializeInBackground bool
+	// Wasm compiles wasm modules (default: a wazero engine the world owns,
+	// with its compilation cache in WasmCacheDir).
+	Wasm modules.Compiler
+	// WasmCacheDir holds compiled wasm code across restarts ("" keeps it in
+	// memory only). World directories set it; it changes nothing journaled.
+	WasmCacheDir string
+	// StepTimeout is the wall-clock limit of one wasm step (default 2s). A
+	// step it stops is an environmental fault: journaled as such, adopted by
+	// replay, never re-judged. Replay runs with no limit. Negative: none.
+	StepTimeout time.Duration
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
@@ -122,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaterializeChunk == 0 {
 		c.MaterializeChunk = 4096
+	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = 2 * time.Second
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096

@@ -86,7 +86,7 @@ func toInt(v any) int64 {
 func testBuiltins() *modules.Builtins {
 	b := modules.NewBuiltins()
 	// counter: state {count}, event {key, by}; special "by" values misbehave.
-	b.MustRegister("test/counter", "step", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/counter", "test/counter@1", "step", func(in *modules.Input) (*modules.Output, error) {
 		ev := decodeCount(in.Event.Value)
 		by := ev.By
 		var count int64
@@ -121,7 +121,7 @@ func testBuiltins() *modules.Builtins {
 		return out, nil
 	})
 	// audit: unkeyed, counts Total events.
-	b.MustRegister("test/audit", "step", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/audit", "test/audit@1", "step", func(in *modules.Input) (*modules.Output, error) {
 		var n int64
 		if in.State != nil {
 			n = toInt(decodeMap(nil, in.State)["seen"])
@@ -129,7 +129,7 @@ func testBuiltins() *modules.Builtins {
 		return &modules.Output{State: schemas.MustMarshal(map[string]any{"seen": n + 1})}, nil
 	})
 	// notes: keyed by note_id inside a variant; remembers the last tag and counts.
-	b.MustRegister("test/notes", "step", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/notes", "test/notes@1", "step", func(in *modules.Input) (*modules.Output, error) {
 		ev := decodeMap(nil, in.Event.Value)
 		var n int64
 		if in.State != nil {
@@ -141,7 +141,7 @@ func testBuiltins() *modules.Builtins {
 		return &modules.Output{State: schemas.MustMarshal(map[string]any{"events": n + 1, "last": ev["$tag"]})}, nil
 	})
 	// ctx: records what the context said.
-	b.MustRegister("test/ctx", "step", func(in *modules.Input) (*modules.Output, error) {
+	b.MustRegister("test/ctx", "test/ctx@1", "step", func(in *modules.Input) (*modules.Output, error) {
 		c := decodeMap(nil, in.Ctx)
 		return &modules.Output{State: schemas.MustMarshal(map[string]any{
 			"cell_mode": c["cell_mode"], "height": c["journal_height"], "now": c["now_ns"],

@@ -43,8 +43,8 @@ const counterManifest = `[
  {"$kind":"defschema","name":"com.test/Total@1","schema":{"type":"object","properties":{"key":{"type":"string"},"count":{"type":"integer"}},"required":["key","count"]}},
  {"$kind":"defschema","name":"com.test/AuditState@1","schema":{"type":"object","properties":{"seen":{"type":"integer"}}}},
  {"$kind":"defschema","name":"com.test/Key@1","schema":{"type":"string","minLength":1}},
- {"$kind":"defmodule","name":"com.test/counter_mod@1","runtime":{"kind":"builtin","builtin":"test/counter"}},
- {"$kind":"defmodule","name":"com.test/audit_mod@1","runtime":{"kind":"builtin","builtin":"test/audit"}},
+ {"$kind":"defmodule","name":"com.test/counter_mod@1","runtime":{"kind":"builtin","builtin":"test/counter","identity":"test/counter@1"}},
+ {"$kind":"defmodule","name":"com.test/audit_mod@1","runtime":{"kind":"builtin","builtin":"test/audit","identity":"test/audit@1"}},
  {"$kind":"defworkflow","name":"com.test/counter@1","state":"com.test/CountState@1","event":"com.test/CountEvent@1","key_schema":"com.test/Key@1","effects_emitted":[],"impl":{"module":"com.test/counter_mod@1","entrypoint":"step"}},
  {"$kind":"defworkflow","name":"com.test/audit@1","state":"com.test/AuditState@1","event":"com.test/Total@1","effects_emitted":[],"impl":{"module":"com.test/audit_mod@1","entrypoint":"step"}},
  {"$kind":"manifest","name":"com.test/counter","routing":{"subscriptions":[
@@ -133,7 +133,7 @@ func TestNoMisrouting(t *testing.T) {
 	h := newHarness(t, seed, false)
 	var mu sync.Mutex
 	var wrong []string
-	h.builtins.MustRegister("test/checked", "step", func(in *modules.Input) (*modules.Output, error) {
+	h.builtins.MustRegister("test/checked", "test/checked@1", "step", func(in *modules.Input) (*modules.Output, error) {
 		ev := decodeMap(nil, in.Event.Value)
 		if got := schemas.MustMarshal(ev["key"]); !bytes.Equal(got, in.Event.Key) {
 			mu.Lock()
@@ -146,7 +146,7 @@ func TestNoMisrouting(t *testing.T) {
 		}
 		return &modules.Output{State: schemas.MustMarshal(map[string]any{"count": count + toInt(ev["by"])})}, nil
 	})
-	mustApply(t, h, strings.ReplaceAll(counterManifest, `"builtin":"test/counter"`, `"builtin":"test/checked"`))
+	mustApply(t, h, strings.ReplaceAll(counterManifest, `"builtin":"test/counter","identity":"test/counter@1"`, `"builtin":"test/checked","identity":"test/checked@1"`))
 	const keys, workers, per = 1000, 8, 500
 	want := make([]int64, keys)
 	var wantMu sync.Mutex
@@ -195,7 +195,7 @@ func TestNoMisrouting(t *testing.T) {
 // the hot chain is a few steps in.
 func TestHotKeyCannotStarve(t *testing.T) {
 	h := newHarness(t, 1, false)
-	h.builtins.MustRegister("test/chain", "step", func(in *modules.Input) (*modules.Output, error) {
+	h.builtins.MustRegister("test/chain", "test/chain@1", "step", func(in *modules.Input) (*modules.Output, error) {
 		ev := decodeMap(nil, in.Event.Value)
 		left := toInt(ev["left"])
 		out := &modules.Output{State: schemas.MustMarshal(map[string]any{"left": left})}
@@ -217,7 +217,7 @@ func TestHotKeyCannotStarve(t *testing.T) {
  {"$kind":"defschema","name":"com.test/Chain@1","schema":{"type":"object","properties":{"key":{"type":"string"},"left":{"type":"integer"},"also":{"type":"string"}},"required":["key","left","also"]}},
  {"$kind":"defschema","name":"com.test/ChainState@1","schema":{"type":"object"}},
  {"$kind":"defschema","name":"com.test/Key@1","schema":{"type":"string"}},
- {"$kind":"defmodule","name":"com.test/chain_mod@1","runtime":{"kind":"builtin","builtin":"test/chain"}},
+ {"$kind":"defmodule","name":"com.test/chain_mod@1","runtime":{"kind":"builtin","builtin":"test/chain","identity":"test/chain@1"}},
  {"$kind":"defworkflow","name":"com.test/chain@1","state":"com.test/ChainState@1","event":"com.test/Chain@1","key_schema":"com.test/Key@1","effects_emitted":[],"impl":{"module":"com.test/chain_mod@1","entrypoint":"step"}},
  {"$kind":"manifest","name":"com.test/chain","routing":{"subscriptions":[{"event":"com.test/Chain@1","workflow":"com.test/chain@1","key_field":"key"}]}}
 ]`)

@@ -440,7 +440,11 @@ func Describe(r journal.Record) (map[string]any, error) {
 		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
 			return nil, err
 		}
-		body = map[string]any{"input": f.Input, "workflow": f.Workflow, "key": KeyJSON(f.Key), "reason": f.Reason}
+		fb := map[string]any{"input": f.Input, "workflow": f.Workflow, "key": KeyJSON(f.Key), "reason": f.Reason}
+		if f.Class != "" {
+			fb["class"] = f.Class
+		}
+		body = fb
 	case journal.KindIntent:
 		var it IntentRec
 		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {

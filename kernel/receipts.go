@@ -282,7 +282,19 @@ func (st *state) settleIntent(in *instance, h schemas.Hash) {
 // failInstance marks an instance failed with a journaled reason and drops
 // its remaining pending intents: their receipts will be fenced off.
 func (st *state) failInstance(in *instance, input uint64, reason string) {
-	st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason}))
+	st.failInstanceClass(in, input, reason, FaultBusiness)
+}
+
+// failInstanceClass is failInstance with a fault class. An environmental
+// fault also discards the module's warm instance, in the live world (the
+// runtime already did) and in replay (which adopts the record) alike.
+func (st *state) failInstanceClass(in *instance, input uint64, reason, class string) {
+	st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
+	if class == FaultEnvironmental {
+		if rt := st.wfs[in.wf]; rt != nil && rt.mod != nil && rt.mod.runner != nil {
+			rt.mod.runner.Reset()
+		}
+	}
 	in.failed, in.reason, in.mailbox = true, reason, nil
 	for _, h := range sortedHashes(in.inflight) {
 		st.settleIntent(in, h)

@@ -32,7 +32,7 @@ const orderManifest = `[
  {"$kind":"defschema","name":"com.test/OrderId@1","schema":{"type":"string"}},
  {"$kind":"defschema","name":"com.test/ChargeParams@1","schema":{"type":"object","properties":{"amount":{"type":"integer"}},"required":["amount"]}},
  {"$kind":"defschema","name":"com.test/ChargeReceipt@1","schema":{"type":"object","properties":{"charge_id":{"type":"string"}},"required":["charge_id"]}},
- {"$kind":"defmodule","name":"com.test/order_mod@1","runtime":{"kind":"builtin","builtin":"test/order"}},
+ {"$kind":"defmodule","name":"com.test/order_mod@1","runtime":{"kind":"builtin","builtin":"test/order","identity":"test/order@1"}},
  {"$kind":"defeffect","name":"com.test/payment.charge@1","params":"com.test/ChargeParams@1","receipt":"com.test/ChargeReceipt@1"},
  {"$kind":"defworkflow","name":"com.test/order@1","state":"com.test/OrderState@1","event":"com.test/OrderEvent@1","key_schema":"com.test/OrderId@1","effects_emitted":["com.test/payment.charge@1"],"impl":{"module":"com.test/order_mod@1","entrypoint":"step"}},
  {"$kind":"manifest","name":"com.test/orders","routing":{"subscriptions":[{"event":"com.test/OrderCreated@1","workflow":"com.test/order@1","key_field":"order_id"}]}}
@@ -98,7 +98,7 @@ func newOrderHarness(t testing.TB, onDisk bool) (*harness, *capture) {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
-		h.builtins.MustRegister("test/order", "step", orderStep)
+		h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
 		h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = kr }
 	})
 	mustApply(t, h, orderManifest)
@@ -439,7 +439,7 @@ func reopenAt(t testing.TB, world string) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, db: db, clock: &stepClock{now: 1 << 40}, entropy: newEntropy(5), builtins: testBuiltins()}
-	h.builtins.MustRegister("test/order", "step", orderStep)
+	h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
 	kr := receipts.NewKeyring()
 	_ = kr.Add("payments", executorKey.Public().(ed25519.PublicKey))
 	h.extra = func(c *kernel.Config) { c.Keyring = kr }
@@ -453,7 +453,7 @@ func reopenAt(t testing.TB, world string) *harness {
 func flushChild(mode string) {
 	world, manPath := os.Getenv("AOS_FLUSH_WORLD"), os.Getenv("AOS_FLUSH_MANIFEST")
 	b := testBuiltins()
-	b.MustRegister("test/order", "step", orderStep)
+	b.MustRegister("test/order", "test/order@1", "step", orderStep)
 	kr := receipts.NewKeyring()
 	_ = kr.Add("payments", executorKey.Public().(ed25519.PublicKey))
 	var armed sync.Mutex

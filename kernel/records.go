@@ -54,6 +54,10 @@ type FaultRec struct {
 	Workflow string `cbor:"workflow" json:"workflow"`
 	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
 	Reason   string `cbor:"reason" json:"reason"`
+	// Class is "" for a business fault (replay re-runs the step and must
+	// reproduce it) or "environmental" (the host stopped the step; replay
+	// adopts this record and does not run it).
+	Class string `cbor:"class,omitempty" json:"class,omitempty"`
 }
 
 // IntentRec is an effect intent a step opened.

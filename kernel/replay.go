@@ -84,6 +84,7 @@ func (st *state) match(r journal.Record) error {
 	var sr StepRec
 	if r.Kind == journal.KindStep && schemas.UnmarshalTrusted(r.Body, &sr) == nil {
 		e.Workflow, e.Key = sr.Workflow, sr.Key
+		e.Msg = st.explainStep(&sr, got)
 	}
 	return e
 }
@@ -100,7 +101,7 @@ func (st *state) drive(r journal.Record) error {
 		if err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "reload manifest: " + err.Error()}
 		}
-		if _, err := st.runtimes(m); err != nil {
+		if _, _, err := st.runtimes(m); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 		st.installManifest(m)
@@ -122,20 +123,34 @@ func (st *state) drive(r journal.Record) error {
 		st.emitEvent(&EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp}, targets, 0)
 	case journal.KindStep, journal.KindFault:
 		var sr StepRec // FaultRec shares input, workflow and key
-		if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
-			var fr FaultRec
-			if err2 := schemas.UnmarshalTrusted(r.Body, &fr); err2 != nil {
+		var fr FaultRec
+		if r.Kind == journal.KindFault {
+			if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
 				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 			}
 			sr = StepRec{Input: fr.Input, Workflow: fr.Workflow, Key: fr.Key}
+		} else if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 		in := st.instances[instanceID(sr.Workflow, sr.Key)]
 		if in == nil || len(in.mailbox) == 0 || in.mailbox[0].seq != sr.Input {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: sr.Workflow, Key: sr.Key,
 				Msg: fmt.Sprintf("step consumes event %d, which is not next in that mailbox", sr.Input)}
 		}
+		if fr.Class == FaultEnvironmental {
+			// The host stopped this step live; nothing here could judge it
+			// again, so replay adopts the record without running the step.
+			in.mailbox = in.mailbox[1:]
+			in.lastSeq = sr.Input
+			st.failInstanceClass(in, sr.Input, fr.Reason, fr.Class)
+			break
+		} else if fr.Class != FaultBusiness {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: sr.Workflow, Key: sr.Key, Msg: fmt.Sprintf("unknown fault class %q", fr.Class)}
+		}
 		d := in.mailbox[0]
-		st.step(in, &d)
+		if err := st.replayStep(in, &d); err != nil {
+			return err
+		}
 		if len(in.mailbox) == 0 {
 			st.settle(in)
 		}
@@ -165,4 +180,72 @@ func (st *state) drive(r journal.Record) error {
 	return nil
 }
 
+// explainStep says how a replayed step differs from the journaled one, and
+// which module's code produced it, so a changed module is named.
+func (st *state) explainStep(want *StepRec, got journal.Record) string {
+	what := "workflow " + want.Workflow
+	if rt := st.wfs[want.Workflow]; rt != nil && rt.mod != nil {
+		what = rt.mod.describe()
+	}
+	var diff string
+	switch got.Kind {
+	case journal.KindFault:
+		var fr FaultRec
+		_ = schemas.UnmarshalTrusted(got.Body, &fr)
+		diff = fmt.Sprintf("the journal has a step, replay failed it: %s", fr.Reason)
+	case journal.KindStep:
+		var gr StepRec
+		_ = schemas.UnmarshalTrusted(got.Body, &gr)
+		switch {
+		case !hashPtrEqual(want.StateHash, gr.StateHash):
+			diff = fmt.Sprintf("state hash %s in the journal, %s on replay", hashText(want.StateHash), hashText(gr.StateHash))
+		case len(want.Emitted) != len(gr.Emitted):
+			diff = fmt.Sprintf("%d events emitted in the journal, %d on replay", len(want.Emitted), len(gr.Emitted))
+		case len(want.Intents) != len(gr.Intents):
+			diff = fmt.Sprintf("%d effects opened in the journal, %d on replay", len(want.Intents), len(gr.Intents))
+		case want.WorkflowHash != gr.WorkflowHash:
+			diff = fmt.Sprintf("workflow hash %s in the journal, %s on replay", want.WorkflowHash, gr.WorkflowHash)
+		default:
+			diff = "the emitted events or opened effects differ"
+		}
+	default:
+		diff = fmt.Sprintf("replay produced a %s record", got.Kind)
+	}
+	return fmt.Sprintf("%s computed a different step than the journal recorded (%s): "+
+		"its code changed under the same identity; restore the code that wrote this journal, or give changed code a new identity and apply it", what, diff)
+}
+
+func hashPtrEqual(a, b *schemas.Hash) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func hashText(h *schemas.Hash) string {
+	if h == nil {
+		return "none (cell deleted)"
+	}
+	return h.String()
+}
+
 func (st *state) artifact(h schemas.Hash) ([]byte, error) { return st.w.cas.Get(h) }
+
+// replayEnvPanic carries an environmental failure out of a replayed step.
+type replayEnvPanic struct{ err *ReplayError }
+
+// replayStep re-runs one step, turning an environmental failure of the host
+// into an error instead of a record.
+func (st *state) replayStep(in *instance, d *delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, ok := r.(replayEnvPanic)
+			if !ok {
+				panic(r)
+			}
+			err = p.err
+		}
+	}()
+	st.step(in, d)
+	return nil
+}

@@ -99,6 +99,7 @@ func (st *state) runToIdle() {
 // stepResult is what one step produced, validated but not yet applied.
 type stepResult struct {
 	fault    string
+	env      *modules.EnvError // the host stopped the step: fault is its reason
 	state    []byte
 	events   []emitted
 	intents  []IntentRec
@@ -122,6 +123,17 @@ func (st *state) step(in *instance, d *delivery) {
 		in.mailbox = nil
 	}
 	in.lastSeq = d.seq
+	if res.env != nil {
+		if st.replaying {
+			// The journal says this step succeeded or failed on its own;
+			// the host failing now proves nothing about it. Stop rather
+			// than journal a different history.
+			panic(replayEnvPanic{err: &ReplayError{Seq: st.seq + 1, Kind: journal.KindStep, Workflow: in.wf, Key: in.key,
+				Msg: "environmental failure while replaying (the world was not changed; reopen to retry): " + res.env.Error()}})
+		}
+		st.failInstanceClass(in, d.seq, res.fault, FaultEnvironmental)
+		return
+	}
 	if res.fault != "" {
 		st.failInstance(in, d.seq, res.fault)
 		return
@@ -184,7 +196,11 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 	if rt.ctx {
 		input.Ctx = st.context(rt, in, d, stepSeq)
 	}
-	out, fault := callStep(rt.fn, input)
+	out, fault, env := st.call(rt, input)
+	if env != nil {
+		res.env, res.fault = env, envReason(env)
+		return res
+	}
 	if fault != "" {
 		res.fault = fault
 		return res
@@ -195,24 +211,6 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 	}
 	res.deleting = out.State == nil && exists
 	return res
-}
-
-func callStep(fn modules.StepFunc, in *modules.Input) (out *modules.Output, fault string) {
-	defer func() {
-		if r := recover(); r != nil {
-			// Only the panic value is journaled: a stack trace is not
-			// deterministic across builds.
-			out, fault = nil, fmt.Sprintf("step panicked: %v", r)
-		}
-	}()
-	o, err := fn(in)
-	if err != nil {
-		return nil, "step returned an error: " + err.Error()
-	}
-	if o == nil {
-		return nil, "step returned no output"
-	}
-	return o, ""
 }
 
 func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint64) []byte {

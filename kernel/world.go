@@ -66,6 +66,7 @@ type state struct {
 	man       *manifest.Manifest
 	router    *routing.Router
 	wfs       map[string]*wfRuntime
+	mods      map[string]*boundModule // the current manifest's modules, by name
 	heads     map[string]*cells.Head  // by workflow name; outlive manifest changes
 	draining  map[string]bool         // heads whose delta is being drained (maybeMaterialize)
 	drains    map[string]*cells.Drain // slices being written off the loop, by head
@@ -84,7 +85,8 @@ type state struct {
 
 type wfRuntime struct {
 	def   *manifest.WorkflowDef
-	fn    modules.StepFunc
+	mod   *boundModule
+	fn    modules.StepFunc // the native code, when the module has it; else mod.runner runs it
 	head  *cells.Head
 	ctx   bool
 	keyed bool

@@ -258,24 +258,37 @@ func (l *loader) decodeModule(d *rawDef, f *fields) {
 	switch rt.Kind {
 	case "builtin":
 		rt.Builtin = rf.str("builtin", true)
-		for _, k := range []string{"artifact", "hash"} {
+		rt.Identity = rf.str("identity", true)
+		for _, k := range []string{"artifact", "hash", "max_memory_mib", "source"} {
 			if _, ok := rf.m[k]; ok {
 				rf.used[k] = true
-				l.bad(d, ptrJoin("/runtime", k), "%q is only for wasm modules; a builtin module names its Go implementation in \"builtin\"", k)
+				l.bad(d, ptrJoin("/runtime", k), "%q is only for wasm modules; a builtin module names its Go implementation in \"builtin\" and its code identity in \"identity\"", k)
 			}
 		}
 	case "wasm":
 		rt.Artifact = rf.str("artifact", true)
 		rt.ArtifactHash = rf.str("hash", true)
-		if _, ok := rf.m["builtin"]; ok {
-			rf.used["builtin"] = true
-			l.bad(d, "/runtime/builtin", "\"builtin\" is only for builtin modules; a wasm module names its \"artifact\" and \"hash\"")
+		rt.Source = rf.str("source", false)
+		if n, ok := rf.integer("max_memory_mib", false); ok {
+			if n < 1 || n > MaxModuleMemoryMiB {
+				l.bad(d, "/runtime/max_memory_mib", "\"max_memory_mib\" must be between 1 and %d, found %d", MaxModuleMemoryMiB, n)
+			} else {
+				rt.MaxMemoryMiB = uint32(n)
+			}
+		}
+		for _, k := range []string{"builtin", "identity"} {
+			if _, ok := rf.m[k]; ok {
+				rf.used[k] = true
+				l.bad(d, ptrJoin("/runtime", k), "%q is only for builtin modules; a wasm module names its \"artifact\" and \"hash\"", k)
+			}
 		}
 	case "":
 		d.bad = true
 	default:
 		l.bad(d, "/runtime/kind", "runtime kind %q is not \"builtin\" or \"wasm\"", rt.Kind)
-		rf.used["builtin"], rf.used["artifact"], rf.used["hash"] = true, true, true
+		for _, k := range []string{"builtin", "identity", "artifact", "hash", "source", "max_memory_mib"} {
+			rf.used[k] = true
+		}
 		d.bad = true
 	}
 	rf.finish()

@@ -121,7 +121,7 @@ func TestHashCoversDefsAndRouting(t *testing.T) {
 	h0 := mustHash(t, world(nil))
 	for name, text := range map[string]string{
 		"schema changed":  world(map[string]string{"s.st": `{"$kind":"defschema","name":"com.t/St@1","schema":{"type":"object","required":["a"]}}`}),
-		"builtin changed": world(map[string]string{"m": `{"$kind":"defmodule","name":"com.t/mod@1","runtime":{"kind":"builtin","builtin":"t/mod2"}}`}),
+		"builtin changed": world(map[string]string{"m": `{"$kind":"defmodule","name":"com.t/mod@1","runtime":{"kind":"builtin","builtin":"t/mod2","identity":"t/mod2@1"}}`}),
 		"retry changed":   world(map[string]string{"e": `{"$kind":"defeffect","name":"com.t/fx@1","params":"com.t/Other@1","receipt":"com.t/Other@1","retry":{"max_attempts":4,"initial_backoff_ms":10,"max_backoff_ms":100}}`}),
 		"routing order": world(map[string]string{"manifest": `{"$kind":"manifest","name":"com.t/world","routing":{"subscriptions":[
 			{"event":"com.t/Other@1","workflow":"com.t/u@1"},

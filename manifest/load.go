@@ -23,9 +23,31 @@ const sourceFile = "<source>"
 // files (not subdirectories) are read in name order and merged. Each file
 // holds one def object or an array of them. Load either returns a fully
 // validated Manifest or a non-empty Problems listing everything wrong.
-func Load(path string) (*Manifest, error) {
+func Load(path string) (*Manifest, error) { return LoadWith(path, nil) }
+
+// ErrNoArtifact is what an artifact source answers for a hash it does not hold.
+var ErrNoArtifact = errors.New("manifest: no such artifact")
+
+// LoadWith is Load with a second source of wasm artifacts, by hash: a module
+// whose artifact it holds (for example one uploaded with the request, or one
+// the world already stores) needs no file; otherwise the file is read as Load
+// reads it. artifacts answers ErrNoArtifact for a hash it does not hold.
+func LoadWith(path string, artifacts func(h schemas.Hash) ([]byte, error)) (*Manifest, error) {
 	l := newLoader()
 	l.readArtifact = readArtifactFile
+	if artifacts != nil {
+		l.readArtifact = func(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string) {
+			b, err := artifacts(want)
+			switch {
+			case err == nil:
+				return b, ""
+			case errors.Is(err, ErrNoArtifact):
+				return readArtifactFile(d, rt, want)
+			default:
+				return nil, fmt.Sprintf("cannot fetch wasm artifact %s (%s): %v", rt.Artifact, want, err)
+			}
+		}
+	}
 	info, err := os.Stat(path)
 	if err != nil {
 		l.c.addf(path, "", "", "cannot read manifest: %v", unwrapPathError(err))

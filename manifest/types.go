@@ -45,15 +45,40 @@ type ModuleDef struct {
 	Hash    schemas.Hash
 }
 
-// Runtime says how a module runs. Kind "builtin": Go code registered with the
-// kernel under Builtin. Kind "wasm": Artifact is a path relative to the
-// manifest file; ArtifactHash must match its bytes; Bytes holds them once loaded.
+// Runtime says how a module runs.
+//
+// Kind "builtin": Go code registered with the kernel under Builtin, whose
+// declared code Identity the def pins (so the manifest hash changes when the
+// code's identity does).
+//
+// Kind "wasm": Artifact is a path relative to the manifest file; ArtifactHash
+// must match its bytes; Bytes holds them once loaded. MaxMemoryMiB bounds the
+// guest's linear memory (0: DefaultModuleMemoryMiB). Source optionally names
+// the Go package (a directory relative to the manifest file) that `aosd build`
+// compiles into Artifact.
 type Runtime struct {
 	Kind         string `json:"kind"`
 	Builtin      string `json:"builtin,omitempty"`
+	Identity     string `json:"identity,omitempty"`
 	Artifact     string `json:"artifact,omitempty"`
 	ArtifactHash string `json:"hash,omitempty"`
+	Source       string `json:"source,omitempty"`
+	MaxMemoryMiB uint32 `json:"max_memory_mib,omitempty"`
 	Bytes        []byte `json:"-"`
+}
+
+// Memory limits of a wasm module's linear memory.
+const (
+	DefaultModuleMemoryMiB = 256
+	MaxModuleMemoryMiB     = 4096
+)
+
+// MemoryMiB is the module's memory limit with the default applied.
+func (r *Runtime) MemoryMiB() uint32 {
+	if r.MaxMemoryMiB == 0 {
+		return DefaultModuleMemoryMiB
+	}
+	return r.MaxMemoryMiB
 }
 
 // WorkflowDef is a "$kind":"defworkflow".

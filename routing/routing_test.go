@@ -16,7 +16,7 @@ const src = `[
  {"$kind":"defschema","name":"t/NoteEvent@1","variant":{"Created":"t/Created@1","Deleted":"t/Deleted@1"}},
  {"$kind":"defschema","name":"t/S@1","schema":{"type":"object"}},
  {"$kind":"defschema","name":"t/Id@1","schema":{"type":"string","pattern":"^n[0-9]+$"}},
- {"$kind":"defmodule","name":"t/m@1","runtime":{"kind":"builtin","builtin":"x"}},
+ {"$kind":"defmodule","name":"t/m@1","runtime":{"kind":"builtin","builtin":"x","identity":"x@1"}},
  {"$kind":"defworkflow","name":"t/byvariant@1","state":"t/S@1","event":"t/NoteEvent@1","key_schema":"t/Id@1","effects_emitted":[],"impl":{"module":"t/m@1","entrypoint":"s"}},
  {"$kind":"defworkflow","name":"t/byarm@1","state":"t/S@1","event":"t/NoteEvent@1","key_schema":"t/Id@1","effects_emitted":[],"impl":{"module":"t/m@1","entrypoint":"s"}},
  {"$kind":"defworkflow","name":"t/plain@1","state":"t/S@1","event":"t/Created@1","effects_emitted":[],"impl":{"module":"t/m@1","entrypoint":"s"}},
