@@ -1,0 +1,48 @@
+// Package sdk is what a workflow author imports: one typed Go API whose code
+// builds both into a WebAssembly module (GOOS=wasip1 GOARCH=wasm
+// -buildmode=c-shared) and natively into a builtin (modules.Builtin), with
+// byte-identical outputs, fault texts included.
+//
+//	var Module = sdk.NewModule("com.acme/orders")
+//
+//	func init() { sdk.Workflow(Module, "step", step) }
+//
+//	func step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) { ... }
+//
+// A wasm main is `func init() { sdk.Export(orders.Module) }` and an empty
+// main; a host registers `orders.Module.Builtin(identity)`. docs/sdk.md is
+// the author's guide.
+//
+// What it owns: decoding a step's state, event and context into the
+// author's types; collecting what the step emits (domain events, effects,
+// timers, an annotation) into the output envelope; turning a step's error or
+// panic, or an input that does not decode, into a business fault; and the
+// guest side of the wasm ABI (docs/wasm-abi.md: aos_abi_v1, aos_alloc,
+// aos_step), none of which an author sees.
+//
+// What it must not touch: it is linked into every wasm guest, so it imports
+// only the standard library, github.com/fxamacker/cbor/v2 and modules (for
+// Input, Output, Fault, Builtin) — never schemas, kernel or anything that
+// drags them in (TestImportsStayLight). It reads no clock and no randomness
+// and starts no goroutine: a guest that does fails its step.
+//
+// Invariants:
+//   - One code path: both targets run Module.step; export_wasip1.go only
+//     converts pointers. A fault's text is built in one place, so a native
+//     builtin and its wasm build fail with the same reason.
+//   - Marshal is the kernel's canonical encoding (schemas.Marshal), byte for
+//     byte; the output envelope is written by hand and equals the library's
+//     encoding of modules.Output (TestMarshalMatchesSchemas,
+//     TestOutputEnvelopeMatchesLibrary).
+//   - The envelopes (input, output) and the sdk's own records (context,
+//     receipts, timer params and receipts, variants) are decoded and encoded
+//     by hand, without reflection: a guest pays for them on every step, and
+//     each allocation in a Go wasm guest costs about a microsecond, so the
+//     guest also reuses its buffers between steps (never anything it hands
+//     an author). The hand decoders accept nothing the library would refuse
+//     (FuzzFastDecodersMatchLibrary). Author types go through the library.
+//   - Decoding is lenient about what the kernel validated (unknown fields are
+//     ignored, keys in any order) and strict about garbage: a value that is
+//     not one well-formed item of the right shape fails the step with a fault
+//     naming the state or the event.
+package sdk
