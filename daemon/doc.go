@@ -1,6 +1,7 @@
 // Package daemon is what aosd runs on top of the kernel: the world directory
-// layout (store, token, executor key, daemon.json), the HTTP API server, its
-// Prometheus metrics, and a client for that API.
+// layout (store, token, executor key, daemon.json, wasm-cache), the HTTP API
+// server, its Prometheus metrics, and a client for that API. Package aos (the
+// repository root) wires these to a kernel for `aosd serve` and embedders.
 //
 // Both the server and the CLI go through Backend. Local implements it over an
 // open *kernel.World; Client implements it over HTTP. The server's handlers

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,13 +18,18 @@ import (
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
-	"github.com/aos-kernel/aos/examples/workflows"
+	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
-	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	examples.Cleanup()
+	os.Exit(code)
+}
 
 // served is a world on Badger in a temp dir behind a real HTTP server on
 // loopback, wired as `aosd serve` wires it.
@@ -36,9 +42,7 @@ type served struct {
 func serveWorld(t *testing.T, withExecutors bool) *served {
 	t.Helper()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	b := modules.NewBuiltins()
-	workflows.Register(b)
-	cfg := kernel.Config{Builtins: b}
+	cfg := dir.Config(kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))})
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +75,7 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 		disp.Stop()
 		db.Close()
 	})
-	m, err := manifest.Load(filepath.Join("..", "examples", "manifests", "orders"))
+	m, err := manifest.Load(examples.Path(t, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}

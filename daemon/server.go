@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -458,25 +457,4 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 type applyError struct {
 	*ApplyOutput
 	Error *Error `json:"error"`
-}
-
-// Serve runs the handler on a listener until ctx is done, then shuts down
-// gracefully: streaming requests see their context end, others finish.
-func Serve(ctx context.Context, srv *http.Server, serve func() error) error {
-	errc := make(chan error, 1)
-	go func() { errc <- serve() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown http: %w", err)
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }

@@ -27,6 +27,7 @@ const (
 	TokenFile      = "token"         // bearer token for the HTTP API, 0600
 	ExecutorKey    = "executor.key"  // ed25519 private key, PKCS#8 PEM, 0600
 	DaemonInfoFile = "daemon.json"   // {addr, pid} while `aosd serve` runs
+	WasmCacheDir   = "wasm-cache"    // compiled wasm code, kept across restarts (safe to delete)
 	executorPubPEM = "PUBLIC KEY"    // PEM type of the public half (printed only)
 	executorKeyPEM = "PRIVATE KEY"   // PEM type of executor.key
 	tokenBytes     = 32              // random bytes in a token (hex-encoded)
@@ -41,6 +42,15 @@ func (d Dir) Store() string { return filepath.Join(string(d), StoreDir) }
 
 // Path joins a file name to the directory.
 func (d Dir) Path(name string) string { return filepath.Join(string(d), name) }
+
+// Config is cfg as every opener of this world directory uses it: compiled
+// wasm code is cached in the world's WasmCacheDir unless cfg names another.
+func (d Dir) Config(cfg kernel.Config) kernel.Config {
+	if cfg.WasmCacheDir == "" {
+		cfg.WasmCacheDir = d.Path(WasmCacheDir)
+	}
+	return cfg
+}
 
 // Init creates a new world directory: the store, a bearer token and an
 // executor signing key. It refuses a directory that already holds a world.
@@ -72,7 +82,7 @@ func Init(d Dir, cfg kernel.Config) (string, error) {
 	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
 		return "", err
 	}
-	w, err := kernel.Open(d.Store(), cfg)
+	w, err := kernel.Open(d.Store(), d.Config(cfg))
 	if err != nil {
 		return "", fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
@@ -231,7 +241,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 			}
 		}
 	}
-	w, err := kernel.Open(d.Store(), opt.Config)
+	w, err := kernel.Open(d.Store(), d.Config(opt.Config))
 	if err != nil {
 		if errors.Is(err, cas.ErrLocked) {
 			switch {

@@ -1,19 +1,57 @@
 package manifest_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/schemas"
 )
 
-const examplesDir = "../examples/manifests"
+func TestMain(m *testing.M) {
+	code := m.Run()
+	examples.Cleanup()
+	os.Exit(code)
+}
 
-// TestExamplesLoad loads every example world: they are the documentation users
-// copy from, so each must stay valid.
+// exampleArtifacts is an artifact source holding every wasm module the
+// example worlds' copies were built with (the .wasm files are never
+// committed, so the tests build them: internal/examples).
+func exampleArtifacts(t testing.TB) func(schemas.Hash) ([]byte, error) {
+	t.Helper()
+	arts := map[schemas.Hash][]byte{}
+	err := filepath.WalkDir(examples.Dir(t), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".wasm") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil {
+			arts[schemas.HashBytes(b)] = b
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(h schemas.Hash) ([]byte, error) {
+		if b, ok := arts[h]; ok {
+			return b, nil
+		}
+		return nil, errors.Join(manifest.ErrNoArtifact, errors.New(h.String()))
+	}
+}
+
+// TestExamplesLoad loads every example world (built): they are the
+// documentation users copy from, so each must stay valid.
 func TestExamplesLoad(t *testing.T) {
-	ents, err := os.ReadDir(examplesDir)
+	examplesDir := examples.Dir(t)
+	arts := exampleArtifacts(t)
+	ents, err := os.ReadDir("../examples/manifests") // the copy has them all, built
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +74,7 @@ func TestExamplesLoad(t *testing.T) {
 					t.Errorf("subscription to missing workflow %s", s.Workflow)
 				}
 			}
-			back, err := manifest.FromSource(m.Source, nil)
+			back, err := manifest.FromSource(m.Source, arts)
 			if err != nil {
 				t.Fatalf("from source:\n%v", err)
 			}

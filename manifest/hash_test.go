@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -96,9 +97,16 @@ func mustLoad(t *testing.T, path string) *manifest.Manifest {
 func TestHashIgnoresKeyOrderWhitespaceAndFileSplit(t *testing.T) {
 	for _, ex := range []string{"counter", "orders", "notes", "reminders", "choreography"} {
 		t.Run(ex, func(t *testing.T) {
-			dir := filepath.Join(examplesDir, ex)
-			a := mustLoad(t, dir)
-			b := mustLoad(t, rewriteDir(t, dir))
+			dir := filepath.Join(examples.Dir(t), ex)
+			arts := exampleArtifacts(t)
+			a, err := manifest.LoadWith(dir, arts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := manifest.LoadWith(rewriteDir(t, dir), arts)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if a.Hash != b.Hash {
 				t.Fatalf("manifest hash changed: %v vs %v", a.Hash, b.Hash)
 			}

@@ -1,23 +1,20 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos"
+	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 )
@@ -579,70 +576,22 @@ func serve(a *app, listen string) error {
 		return err
 	}
 	log := logger(a.stderr, slog.LevelInfo)
-	tok, err := dir.Token()
+	w, err := aos.Open(a.ctx, a.world, aos.Options{Listen: listen, Logger: log, WasmCacheDir: os.Getenv(envWasmCache)})
 	if err != nil {
 		return err
 	}
-	if info, err := dir.ReadDaemonInfo(); err == nil && info.PID != os.Getpid() {
-		log.Info("ignoring daemon.json of an earlier daemon", "pid", info.PID, "addr", info.Addr)
-	}
-	metrics := daemon.NewMetrics()
-	cfg := a.kernelConfig()
-	cfg.Logger, cfg.Observer = log, metrics
-	// The store is opened first so the built-in blob executors share its CAS;
-	// the dispatcher must exist before the world opens, because opening
-	// republishes every intent still in flight.
-	db, err := cas.OpenBadger(dir.Store())
-	if err != nil {
-		return fmt.Errorf("open world %s: %w", dir, err)
-	}
-	defer db.Close()
-	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(cas.NewBadger(db), nil), log)
-	if err != nil {
-		return err
-	}
-	cfg.Keyring, cfg.Publisher = kr, disp
-	w, err := kernel.OpenDB(db, cfg)
-	if err != nil {
-		return fmt.Errorf("open world %s: %w", dir, err)
-	}
-	disp.Start(w)
-	defer disp.Stop()
-	metrics.Watch(w)
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		w.Close()
-		return fmt.Errorf("listen %s: %w", listen, err)
-	}
-	addr := ln.Addr().String()
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		log.Warn("listening on a non-loopback address; anyone who can reach it and has the token can drive the world", "addr", addr)
-	}
-	srv := &http.Server{
-		Handler: (&daemon.Server{Backend: daemon.NewLocal(w, dir, kr), Token: tok, Logger: log, Metrics: metrics.Registry,
-			Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return a.ctx },
-	}
-	if err := dir.WriteDaemonInfo(daemon.DaemonInfo{Addr: addr, PID: os.Getpid()}); err != nil {
-		ln.Close()
-		w.Close()
-		return fmt.Errorf("write %s: %w", dir.Path(daemon.DaemonInfoFile), err)
-	}
-	fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
+	fmt.Fprintf(a.stdout, "listening on http://%s\n", w.Addr())
 	if f, ok := a.stdout.(*os.File); ok {
 		f.Sync()
 	}
-	log.Info("serving", "world", string(dir), "addr", addr, "pid", os.Getpid())
-	serr := daemon.Serve(a.ctx, srv, func() error { return srv.Serve(ln) })
+	serr := w.Wait(a.ctx)
 	log.Info("shutting down")
 	cerr := w.Close()
-	dir.RemoveDaemonInfo()
 	if serr != nil {
 		return serr
 	}
 	if cerr != nil {
-		return fmt.Errorf("close world: %w", cerr)
+		return cerr
 	}
 	log.Info("stopped")
 	return nil
@@ -656,29 +605,43 @@ func cmdDemo(fs *flag.FlagSet, a *app) func([]string) error {
 		}
 		worldSet := false
 		fs.Visit(func(f *flag.Flag) { worldSet = worldSet || f.Name == "world" })
+		tmp, err := os.MkdirTemp("", "aos-demo-")
+		if err != nil {
+			return err
+		}
 		if !worldSet {
-			d, err := os.MkdirTemp("", "aos-demo-")
-			if err != nil {
-				return err
-			}
-			a.world = filepath.Join(d, "world")
+			a.world = filepath.Join(tmp, "world")
 		}
 		counter := filepath.Join(*manifests, "counter")
 		if _, err := os.Stat(counter); err != nil {
 			return fmt.Errorf("counter example not found at %s: run from the repository root or pass --manifests", counter)
 		}
-		step := func(args ...string) error {
-			fmt.Fprintf(a.stdout, "\n$ aosd %s --world %s\n", strings.Join(quoteArgs(args), " "), a.world)
-			code := run(a.ctx, append(args, "--world", a.world), a.stdin, a.stdout, a.stderr)
+		// The manifest is built and applied from a copy, so the demo never
+		// rewrites the repository's files (a Go release other than the one
+		// that pinned the example's hash builds other bytes).
+		m := filepath.Join(tmp, "counter")
+		fmt.Fprintf(a.stdout, "$ cp %s %s/\n", filepath.Join(counter, "*.json"), m)
+		if err := build.Copy(counter, m); err != nil {
+			return err
+		}
+		step := func(world bool, args ...string) error {
+			if world {
+				args = append(args, "--world", a.world)
+			}
+			fmt.Fprintf(a.stdout, "\n$ aosd %s\n", strings.Join(quoteArgs(args), " "))
+			code := run(a.ctx, args, a.stdin, a.stdout, a.stderr)
 			if code != exitOK {
 				return &exitCodeError{code}
 			}
 			return nil
 		}
+		if err := step(false, "build", m, "--sources-from", counter); err != nil {
+			return err
+		}
 		wf := "com.example/counter.step@1"
 		for _, s := range [][]string{
 			{"init"},
-			{"apply", counter},
+			{"apply", m},
 			{"send", "com.example/CountEvent@1", `{"key":"a","by":1}`},
 			{"send", "com.example/CountEvent@1", `{"key":"a","by":41}`},
 			{"send", "com.example/CountEvent@1", `{"key":"b","by":7}`},
@@ -688,7 +651,7 @@ func cmdDemo(fs *flag.FlagSet, a *app) func([]string) error {
 			{"trace", wf, "a"},
 			{"journal", "--limit", "6"},
 		} {
-			if err := step(s...); err != nil {
+			if err := step(true, s...); err != nil {
 				return err
 			}
 		}

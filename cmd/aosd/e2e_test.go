@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/aos-kernel/aos/internal/examples"
 )
 
 // aosdBin is the real binary, built once; tests drive it as a user would.
@@ -26,6 +28,15 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	aosdBin = filepath.Join(dir, "aosd")
+	// Every aosd process shares one compiled-code cache, warmed with the
+	// example modules: a module compiles once, not once per world (15-40 s
+	// each under -race).
+	built, err := examples.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build the example manifests:", err)
+		os.Exit(1)
+	}
+	os.Setenv("AOS_WASM_CACHE", examples.WasmCache(built))
 	build := exec.Command("go", "build", "-race", "-o", aosdBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -38,11 +49,14 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	examples.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-var manifests = filepath.Join("..", "..", "examples", "manifests")
+// repoManifests are the example manifests as checked in; tests apply the
+// built copies examples.Path gives, and only the demo reads these.
+var repoManifests = filepath.Join("..", "..", "examples", "manifests")
 
 const (
 	counterWF = "com.example/counter.step@1"
@@ -198,7 +212,7 @@ func TestCounterLifecycle(t *testing.T) {
 			ManifestHash string `json:"manifest_hash"`
 			BlockedBy    []any  `json:"blocked_by"`
 		}
-		jsonOut(t, w, &ap, "apply", filepath.Join(manifests, "counter"))
+		jsonOut(t, w, &ap, "apply", examples.Path(t, "counter"))
 		if !ap.Applied || !strings.HasPrefix(ap.ManifestHash, "sha256:") || ap.BlockedBy == nil || len(ap.BlockedBy) != 0 {
 			t.Fatalf("apply: %+v", ap)
 		}
@@ -275,6 +289,13 @@ func TestCounterLifecycle(t *testing.T) {
 		if d != nil && !strings.Contains(ok(t, w, "status"), "daemon at http://"+d.addr) {
 			t.Errorf("status did not go through the daemon")
 		}
+		// Compiled code went to AOS_WASM_CACHE, not to the world's own cache.
+		if ents, _ := os.ReadDir(filepath.Join(w, "wasm-cache")); len(ents) != 0 {
+			t.Errorf("world wasm-cache has %d entries with AOS_WASM_CACHE set", len(ents))
+		}
+		if ents, err := os.ReadDir(os.Getenv("AOS_WASM_CACHE")); err != nil || len(ents) == 0 {
+			t.Errorf("AOS_WASM_CACHE %s: %d entries, %v", os.Getenv("AOS_WASM_CACHE"), len(ents), err)
+		}
 	})
 }
 
@@ -282,7 +303,7 @@ func TestCounterLifecycle(t *testing.T) {
 // what and where, and the world's journal and manifest stay as they were.
 func TestBadInputChangesNothing(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", filepath.Join(manifests, "counter"))
+		ok(t, w, "apply", examples.Path(t, "counter"))
 		ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 		before := getStatus(t, w)
 		badManifest := filepath.Join(t.TempDir(), "bad.json")
@@ -330,7 +351,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // world the same apply goes through.
 func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", filepath.Join(manifests, "orders"))
+		ok(t, w, "apply", examples.Path(t, "orders"))
 		ok(t, w, "send", "com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":500,"customer":"c"}`)
 		before := getStatus(t, w)
 		if before.Quiescent || before.Instances["waiting"] != 1 || before.Inflight != 2 {
@@ -345,7 +366,7 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 			t.Fatalf("cells show: %+v", show)
 		}
 		for _, extra := range [][]string{nil, {"--wait", "200ms"}, {"--dry-run"}} {
-			r := aosd(t, w, append([]string{"apply", filepath.Join(manifests, "counter"), "--json"}, extra...)...)
+			r := aosd(t, w, append([]string{"apply", examples.Path(t, "counter"), "--json"}, extra...)...)
 			var out struct {
 				Applied   bool `json:"applied"`
 				BlockedBy []struct {
@@ -364,7 +385,7 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 				t.Errorf("stderr: %s", r.stderr)
 			}
 		}
-		if r := aosd(t, w, "apply", filepath.Join(manifests, "counter")); r.code != 3 || !strings.Contains(r.stdout, `instance waiting com.example/order.step@1 key "o1"`) {
+		if r := aosd(t, w, "apply", examples.Path(t, "counter")); r.code != 3 || !strings.Contains(r.stdout, `instance waiting com.example/order.step@1 key "o1"`) {
 			t.Errorf("apply table: exit %d\n%s", r.code, r.stdout)
 		}
 		after := getStatus(t, w)
@@ -374,17 +395,17 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 	})
 	t.Run("quiescent world applies", func(t *testing.T) {
 		w := newWorld(t)
-		ok(t, w, "apply", filepath.Join(manifests, "counter"))
+		ok(t, w, "apply", examples.Path(t, "counter"))
 		ok(t, w, "send", countEv, `{"key":"a","by":1}`)
-		dry := ok(t, w, "apply", filepath.Join(manifests, "choreography"), "--dry-run")
+		dry := ok(t, w, "apply", examples.Path(t, "choreography"), "--dry-run")
 		if !strings.Contains(dry, "dry run") || !strings.Contains(dry, "- def com.example/counter.step@1") {
 			t.Errorf("dry run: %s", dry)
 		}
-		out := ok(t, w, "apply", filepath.Join(manifests, "choreography"), "--wait", "1s")
+		out := ok(t, w, "apply", examples.Path(t, "choreography"), "--wait", "1s")
 		if !strings.Contains(out, "applied at journal seq") {
 			t.Errorf("apply: %s", out)
 		}
-		if out := ok(t, w, "apply", filepath.Join(manifests, "choreography")); !strings.Contains(out, "unchanged") {
+		if out := ok(t, w, "apply", examples.Path(t, "choreography")); !strings.Contains(out, "unchanged") {
 			t.Errorf("re-apply: %s", out)
 		}
 		// the choreography cascades: placed -> paid -> shipped -> audit
@@ -404,7 +425,7 @@ func TestDaemonHTTP(t *testing.T) {
 	d := startDaemon(t, w)
 	base := "http://" + d.addr
 	tok := token(t, w)
-	ok(t, w, "apply", filepath.Join(manifests, "counter"))
+	ok(t, w, "apply", examples.Path(t, "counter"))
 	do := func(method, path, body, auth string) (int, string) {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		if auth != "" {
@@ -534,12 +555,12 @@ func TestStaleDaemonInfo(t *testing.T) {
 
 func TestHelpAndDemo(t *testing.T) {
 	w := filepath.Join(t.TempDir(), "w")
-	for _, c := range []string{"init", "apply", "send", "serve", "status", "cells", "journal", "trace", "demo"} {
+	for _, c := range []string{"build", "new", "init", "apply", "send", "serve", "status", "cells", "journal", "trace", "demo"} {
 		if out := ok(t, w, c, "--help"); !strings.Contains(out, "example:") {
 			t.Errorf("%s --help: %s", c, out)
 		}
 	}
-	out := ok(t, w, "demo", "--manifests", manifests)
+	out := ok(t, w, "demo", "--manifests", repoManifests)
 	if !strings.Contains(out, `"count": 42`) {
 		t.Errorf("demo: %s", out)
 	}

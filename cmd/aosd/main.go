@@ -13,9 +13,7 @@ import (
 	"syscall"
 
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/kernel"
-	"github.com/aos-kernel/aos/modules"
 )
 
 // Exit codes (docs/CLI.md).
@@ -27,6 +25,7 @@ const (
 	defaultWorld  = ".aos"
 	envWorld      = "AOS_WORLD"
 	envLogLevel   = "AOS_LOG_LEVEL"
+	envWasmCache  = "AOS_WASM_CACHE"
 	programHeader = "aosd — the aos daemon and CLI"
 )
 
@@ -71,6 +70,10 @@ func commands() []*command {
 	return []*command{
 		{"init", "", "create an empty world (store, API token, executor key)",
 			"aosd init --world /tmp/w", cmdInit},
+		{"build", "[PATH]", "compile the manifest's wasm modules from their Go \"source\" packages and pin each artifact's hash in the manifest",
+			"aosd build examples/manifests/counter", cmdBuild},
+		{"new", "DIR", "scaffold a workflow project: a Go workflow on the SDK, its wasm main, and a manifest that builds it",
+			"aosd new ./tally --module com.acme/tally", cmdNew},
 		{"apply", "PATH", "load a manifest file or directory, show what changes, and make it the world's manifest (refused, exit 3, unless quiescent)",
 			"aosd apply examples/manifests/counter --world /tmp/w", cmdApply},
 		{"send", "SCHEMA VALUE", "inject a domain event; VALUE is JSON, @file, or - for stdin",
@@ -209,13 +212,6 @@ func wantArgs(pos []string, min, max int, synopsis string) error {
 	return nil
 }
 
-// builtins is every Go step function this binary links in.
-func builtins() *modules.Builtins {
-	b := modules.NewBuiltins()
-	workflows.Register(b)
-	return b
-}
-
 func logger(w io.Writer, def slog.Level) *slog.Logger {
 	lvl := def
 	if v := os.Getenv(envLogLevel); v != "" {
@@ -224,8 +220,11 @@ func logger(w io.Writer, def slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
+// kernelConfig is how the CLI opens a world. aosd links no workflow code:
+// workflows are wasm modules the manifest pins (a program that embeds aos
+// links its own, see package aos).
 func (a *app) kernelConfig() kernel.Config {
-	return kernel.Config{Builtins: builtins(), Logger: logger(a.stderr, slog.LevelWarn)}
+	return kernel.Config{Logger: logger(a.stderr, slog.LevelWarn), WasmCacheDir: os.Getenv(envWasmCache)}
 }
 
 // connect reaches the world through its daemon or directly.

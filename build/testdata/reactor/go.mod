@@ -1,0 +1,3 @@
+module example.com/reactor
+
+go 1.24

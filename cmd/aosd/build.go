@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/aos-kernel/aos/build"
+)
+
+func cmdBuild(fs *flag.FlagSet, a *app) func([]string) error {
+	from := fs.String("sources-from", "", `resolve relative "source" paths against DIR instead of each JSON file's directory (for a manifest copied away from its sources)`)
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 1, "[PATH] (a manifest file or directory; default .)"); err != nil {
+			return err
+		}
+		path := "."
+		if len(pos) == 1 {
+			path = pos[0]
+		}
+		rep, err := build.Build(a.ctx, path, build.Options{SourcesFrom: *from, Log: a.stderr})
+		if rep != nil {
+			if a.json {
+				if perr := a.printJSON(rep); perr != nil {
+					return perr
+				}
+			} else {
+				printBuild(a.stdout, path, rep)
+			}
+		}
+		return err
+	}
+}
+
+func printBuild(w io.Writer, path string, rep *build.Report) {
+	if len(rep.Modules) == 0 {
+		fmt.Fprintf(w, "nothing to build: no wasm module in %s names a \"source\"\n", path)
+	} else {
+		t := newTable(w)
+		t.row("MODULE", "ARTIFACT", "BYTES", "HASH", "CHANGED")
+		for _, m := range rep.Modules {
+			changed := "no"
+			if m.Changed {
+				changed = "yes"
+			}
+			t.row(m.Name, relPath(m.Artifact), m.Bytes, m.Hash, changed)
+		}
+		t.flush()
+	}
+	for _, n := range rep.Prebuilt {
+		fmt.Fprintf(w, "%s names no source; its artifact is used as it is\n", n)
+	}
+	if rep.ManifestHash != "" {
+		fmt.Fprintf(w, "manifest %s %s\n", rep.ManifestName, rep.ManifestHash)
+	}
+}
+
+// relPath shows p relative to the working directory when it is below it.
+func relPath(p string) string {
+	wd, err := filepath.Abs(".")
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.Rel(wd, p); err == nil && filepath.IsLocal(r) {
+		return r
+	}
+	return p
+}
