@@ -99,6 +99,7 @@ func (st *state) installManifest(m *manifest.Manifest) uint64 {
 	if err != nil {
 		panic(fmt.Sprintf("kernel: router for loaded manifest: %v", err))
 	}
+	closeModules(st.mods)
 	resetModules(mods)
 	st.man, st.router, st.wfs, st.mods = m, router, wfs, mods
 	st.w.current.Store(&installed{m: m, r: router})

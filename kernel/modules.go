@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
@@ -91,11 +93,37 @@ func (w *World) bindModule(ctx context.Context, def *manifest.ModuleDef) (*bound
 		}
 		r, err := w.cfg.Wasm.Compile(ctx, def.Name, rt.ArtifactHash, rt.Bytes, rt.MemoryMiB())
 		if err != nil {
-			return nil, fmt.Errorf("module %s: %w", def.Name, err)
+			return nil, err // the engine's errors name the module
 		}
 		return &boundModule{def: def, runner: r}, nil
 	}
 	return nil, fmt.Errorf("module %s: runtime %q is not available in this kernel", def.Name, rt.Kind)
+}
+
+// closeModules releases the instances of modules no longer bound.
+func closeModules(mods map[string]*boundModule) {
+	for _, n := range sortedKeys(mods) {
+		if c, ok := mods[n].runner.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+// maxFaultReason bounds a journaled fault reason: a guest chooses its own
+// fault text, and the journal keeps it forever.
+const maxFaultReason = 4096
+
+// capReason cuts reason to maxFaultReason bytes on a UTF-8 boundary, saying
+// how long it was.
+func capReason(reason string) string {
+	if len(reason) <= maxFaultReason {
+		return reason
+	}
+	cut := maxFaultReason - 64
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes in all)", reason[:cut], len(reason))
 }
 
 // resetModules gives every wasm module a fresh instance: a journaled point

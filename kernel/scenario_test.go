@@ -12,10 +12,10 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// TestScenarios runs testdata/*.txt. Regenerate expectations with
+// TestScenarios runs testdata/scenarios/*.txt. Regenerate expectations with
 // `go test ./kernel -run TestScenarios -rewrite` only when the change is understood.
 func TestScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
 		h := newHarness(t, 1, false)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return h.run(t, d)

@@ -202,7 +202,7 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		return res
 	}
 	if fault != "" {
-		res.fault = fault
+		res.fault = capReason(fault)
 		return res
 	}
 	if err := st.validateOutput(rt, in, d, out, &res); err != nil {

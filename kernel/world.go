@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
@@ -36,6 +37,10 @@ type World struct {
 	ownsDB  bool
 	cas     cas.Store
 	journal *journal.Journal
+
+	// engine is the wasm engine the world made for itself (Config.Wasm was
+	// nil); closed with the world.
+	engine *wasm.Engine
 
 	// verifier batches the signature checks of concurrent receipts; nil
 	// when the world trusts no keys.
@@ -116,6 +121,14 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
+	var engine *wasm.Engine
+	if cfg.Wasm == nil {
+		engine, err = wasm.NewEngine(context.Background(), wasm.Config{CacheDir: cfg.WasmCacheDir})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Wasm = engine
+	}
 	w := &World{
 		cfg:      cfg,
 		db:       db,
@@ -126,6 +139,7 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 		loopDone: make(chan struct{}),
 		comDone:  make(chan struct{}),
 		quietCh:  make(chan struct{}),
+		engine:   engine,
 	}
 	w.st = &state{
 		w:         w,
@@ -139,6 +153,7 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 	}
 	if err := w.st.recover(); err != nil {
 		w.st.waitDrains() // none may write after the caller closes the store
+		w.closeEngine()
 		return nil, err
 	}
 	w.setQuiet(w.st.quiescent())
@@ -165,11 +180,20 @@ func (w *World) Close() error {
 		if w.verifier != nil {
 			w.verifier.Close()
 		}
+		w.closeEngine()
 		if w.ownsDB {
 			err = w.db.Close()
 		}
 	})
 	return err
+}
+
+func (w *World) closeEngine() {
+	if w.engine != nil {
+		if err := w.engine.Close(context.Background()); err != nil {
+			w.cfg.Logger.Warn("closing the wasm engine", "err", err)
+		}
+	}
 }
 
 // Journal gives read access to the journal (durable records only).

@@ -1,0 +1,293 @@
+// Package examples_test runs every example world twice, once with its
+// workflows as wasm (compiled from examples/workflows by the build the demo
+// and `aosd build` use) and once with the same Go source linked in natively,
+// and checks the two journals are byte-identical: one source, two targets.
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/examples/workflows"
+	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	examples.Cleanup()
+	os.Exit(code)
+}
+
+// stepClock and fixed entropy make stamps a function of the run.
+type stepClock struct{ now uint64 }
+
+func (c *stepClock) NowNs() uint64 { c.now += 1_000_000; return c.now }
+
+type zeroEntropy struct{}
+
+func (zeroEntropy) Fill(p []byte) { clear(p) }
+
+// capture records intents as the kernel publishes them.
+type capture struct {
+	mu     sync.Mutex
+	opened []kernel.OpenIntent
+}
+
+func (c *capture) Publish(o []kernel.OpenIntent, _ []schemas.Hash) {
+	c.mu.Lock()
+	c.opened = append(c.opened, o...)
+	c.mu.Unlock()
+}
+
+func (c *capture) take() []kernel.OpenIntent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.opened
+	c.opened = nil
+	return out
+}
+
+var executorKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+
+// step is one input of a scenario: an event, or settling every open intent
+// (a charge succeeds, a timer fires at its due time).
+type step struct {
+	schema, json string
+	settle       bool
+}
+
+func ev(schema, js string) step { return step{schema: schema, json: js} }
+
+var settle = step{settle: true}
+
+var scenarios = map[string][]step{
+	"counter": {
+		ev("com.example/CountEvent@1", `{"key":"a","by":2}`),
+		ev("com.example/CountEvent@1", `{"key":"b","by":5}`),
+		ev("com.example/CountEvent@1", `{"key":"a","by":3}`),
+	},
+	"orders": {
+		ev("com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":100,"customer":"ada"}`),
+		ev("com.example/OrderCreated@1", `{"order_id":"o2","amount_cents":100,"customer":"ada"}`),
+		ev("com.example/OrderCreated@1", `{"order_id":"o3","amount_cents":250,"customer":"bob"}`),
+		ev("com.example/OrderCancel@1", `{"order_id":"o2"}`),
+		ev("com.example/OrderCancel@1", `{"order_id":"nobody"}`),
+		settle,
+		ev("com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":999,"customer":"eve"}`),
+	},
+	"notes": {
+		ev("com.example/NoteEvent@1", `{"$tag":"Created","$value":{"note_id":"n1","title":"t"}}`),
+		ev("com.example/NoteEvent@1", `{"$tag":"Edited","$value":{"note_id":"n1","body":"one"}}`),
+		ev("com.example/NoteEvent@1", `{"$tag":"Edited","$value":{"note_id":"n1","body":"two"}}`),
+		ev("com.example/NoteEvent@1", `{"$tag":"Archived","$value":{"note_id":"n1"}}`),
+		ev("com.example/NoteEvent@1", `{"$tag":"Edited","$value":{"note_id":"n1","body":"late"}}`),
+		ev("com.example/NoteEvent@1", `{"$tag":"Edited","$value":{"note_id":"n2","body":"nobody"}}`),
+	},
+	"reminders": {
+		ev("com.example/ReminderSet@1", `{"reminder_id":"r1","text":"tea","delay_ms":0}`),
+		ev("com.example/ReminderSet@1", `{"reminder_id":"r2","text":"call","delay_ms":60000}`),
+		ev("com.example/ReminderSet@1", `{"reminder_id":"r2","text":"call later","delay_ms":120000}`),
+		settle,
+	},
+	"choreography": {
+		ev("com.example/OrderPlaced@1", `{"order_id":"o1","amount_cents":100}`),
+		ev("com.example/OrderPlaced@1", `{"order_id":"o2","amount_cents":250}`),
+		ev("com.example/OrderPlaced@1", `{"order_id":"o1","amount_cents":100}`),
+	},
+}
+
+// receiptFor answers an intent as a cooperative executor would.
+func receiptFor(t *testing.T, it kernel.OpenIntent) receipts.SignedReceipt {
+	var payload any
+	switch it.Effect {
+	case "sys/timer.set@1":
+		var p struct {
+			DeliverAt uint64 `cbor:"deliver_at_ns"`
+			Key       string `cbor:"key"`
+		}
+		if err := schemas.UnmarshalTrusted(it.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		payload = map[string]any{"delivered_at_ns": p.DeliverAt, "key": p.Key}
+	case "com.example/payment.charge@1":
+		payload = map[string]any{"charge_id": fmt.Sprintf("ch-%d", it.EmittedAt), "status": "succeeded"}
+	default:
+		t.Fatalf("no receipt for effect %s", it.Effect)
+	}
+	return receipts.Sign(executorKey, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: "test",
+		Status: receipts.StatusOK, Payload: schemas.MustMarshal(payload), Attempt: 1})
+}
+
+type run struct {
+	records     []journal.Record
+	cells       map[string]string // workflow + key -> status, state hash
+	nativeSteps int               // steps the linked-in code ran
+}
+
+// runWorld applies the example at dir and plays its scenario. native maps
+// module names to be linked in by artifact hash; nil runs wasm.
+func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, native bool) run {
+	t.Helper()
+	ctx := context.Background()
+	db, err := cas.OpenBadger(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	kr := receipts.NewKeyring()
+	if err := kr.Add("test", executorKey.Public().(ed25519.PublicKey)); err != nil {
+		t.Fatal(err)
+	}
+	b := modules.NewBuiltins()
+	var nativeSteps atomic.Int64
+	if native {
+		// Each module's native build declares its wasm artifact's hash as
+		// its identity, so it stands in for it. The artifact is found by
+		// the Go package it was built from.
+		hashes := map[string]string{}
+		for _, md := range m.Modules {
+			hashes[path.Base(path.Dir(md.Runtime.Source))] = md.Runtime.ArtifactHash
+		}
+		all := modules.NewBuiltins()
+		workflows.Register(all, func(module string) string {
+			if h, ok := hashes[path.Base(module)]; ok {
+				return h
+			}
+			return workflows.Identity(module)
+		})
+		for _, n := range all.Names() {
+			mod, _ := all.Get(n)
+			counted := modules.Builtin{Name: mod.Name, Identity: mod.Identity, Entrypoints: map[string]modules.StepFunc{}}
+			for e, fn := range mod.Entrypoints {
+				counted.Entrypoints[e] = func(in *modules.Input) (*modules.Output, error) {
+					nativeSteps.Add(1)
+					return fn(in)
+				}
+			}
+			b.MustAdd(counted)
+		}
+	}
+	pub := &capture{}
+	w, err := kernel.OpenDB(db, kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
+		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Apply(ctx, m, false); err != nil {
+		t.Fatalf("apply %s: %v", dir, err)
+	}
+	for i, s := range steps {
+		if s.settle {
+			for _, it := range pub.take() {
+				if _, err := w.SubmitReceipt(ctx, receiptFor(t, it)); err != nil {
+					t.Fatalf("step %d: receipt for %s: %v", i, it.Effect, err)
+				}
+			}
+			continue
+		}
+		if _, err := w.Submit(ctx, kernel.Event{Schema: s.schema, JSON: json.RawMessage(s.json)}); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	var r run
+	r.cells = map[string]string{}
+	if err := w.Journal().Read(1, func(rec journal.Record) (bool, error) {
+		r.records = append(r.records, rec)
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, wf := range m.Workflows {
+		if !wf.Keyed() {
+			v, err := w.Cell(ctx, name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.cells[name] = string(v.State)
+			continue
+		}
+		cells, err := w.Cells(ctx, name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cells {
+			r.cells[name+" "+string(c.Key)] = fmt.Sprintf("%s %s %d", c.Status, c.StateHash, c.Size)
+		}
+	}
+	r.nativeSteps = int(nativeSteps.Load())
+	return r
+}
+
+func TestExampleWorldsWasmEqualsNative(t *testing.T) {
+	names := make([]string, 0, len(scenarios))
+	for n := range scenarios {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			dir := examples.Path(t, name)
+			m, err := manifest.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wasmRun := runWorld(t, dir, m, scenarios[name], false)
+			nativeRun := runWorld(t, dir, m, scenarios[name], true)
+			steps := 0
+			for _, r := range wasmRun.records {
+				if r.Kind == journal.KindStep || r.Kind == journal.KindFault {
+					steps++
+				}
+			}
+			if wasmRun.nativeSteps != 0 || nativeRun.nativeSteps != steps {
+				t.Fatalf("native code ran %d steps in the wasm world and %d of %d in the native one", wasmRun.nativeSteps, nativeRun.nativeSteps, steps)
+			}
+			if len(wasmRun.records) < 2*len(scenarios[name]) {
+				t.Fatalf("only %d records: the scenario did not run", len(wasmRun.records))
+			}
+			if len(wasmRun.records) != len(nativeRun.records) {
+				t.Fatalf("wasm journal has %d records, native %d", len(wasmRun.records), len(nativeRun.records))
+			}
+			faults := 0
+			for i := range wasmRun.records {
+				a, b := wasmRun.records[i], nativeRun.records[i]
+				if a.Seq != b.Seq || a.Kind != b.Kind || !bytes.Equal(a.Body, b.Body) {
+					da, _ := kernel.Describe(a)
+					db, _ := kernel.Describe(b)
+					t.Fatalf("record %d differs:\nwasm   %v\nnative %v", a.Seq, da, db)
+				}
+				if a.Kind == journal.KindFault {
+					faults++
+				}
+			}
+			if faults > 0 {
+				t.Fatalf("the scenario faulted %d times: it should exercise the workflows, not their failure", faults)
+			}
+			if len(wasmRun.cells) == 0 {
+				t.Fatal("no cells")
+			}
+			for k, v := range wasmRun.cells {
+				if nativeRun.cells[k] != v {
+					t.Errorf("cell %s: wasm %s, native %s", k, v, nativeRun.cells[k])
+				}
+			}
+		})
+	}
+}
