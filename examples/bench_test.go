@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -106,21 +109,24 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 	b.ReportMetric(float64(b.N)/el.Seconds(), "steps/s")
 }
 
-// BenchmarkCounterStepParts splits one counter step into what it costs: the
-// whole step through the wasm runner (host encode, guest decode, logic,
-// guest encode, host decode), the same Go code run natively (the guest
-// part, without wasm), the host's encoding of the input envelope alone, and
-// the kernel's validation of the returned state.
+// BenchmarkCounterStepParts splits one counter step into what it costs.
+// Through the wasm runner: "raw" moves the envelopes in and out and decodes
+// nothing (host encode, the call, the guest's envelope decode and encode,
+// host decode), "decode" adds decoding state and event into Go values,
+// "full" adds the logic and encoding the new state (the typed API), and
+// "example" is the counter example itself. Natively: the example's Go code
+// (its guest part without wasm), the host's encoding of the input envelope,
+// and the kernel's validation of the state.
 //
 //	go test ./examples -run '^$' -bench CounterStepParts
 func BenchmarkCounterStepParts(b *testing.B) {
 	ctx := context.Background()
-	dir := examples.Path(b, "counter")
-	m, err := manifest.Load(dir)
+	m, err := manifest.Load(examples.Path(b, "counter"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	md := m.Modules["com.example/counter@1"]
+	partsWasm := buildGuest(b, "./testdata/guests/counterparts")
 	in := &modules.Input{Version: 1,
 		State: schemas.MustMarshal(map[string]any{"count": 41}),
 		Event: modules.EventIn{Schema: "com.example/CountEvent@1", Value: schemas.MustMarshal(map[string]any{"key": "k1", "by": 1}),
@@ -128,27 +134,33 @@ func BenchmarkCounterStepParts(b *testing.B) {
 		Ctx: schemas.MustMarshal(map[string]any{"now_ns": 1, "logical_now_ns": 1, "entropy": make([]byte, 32), "journal_height": 1,
 			"event_hash": "sha256:00", "manifest_hash": "sha256:00", "workflow": "com.example/counter.step@1", "workflow_hash": "sha256:00",
 			"key": schemas.MustMarshal("k1"), "cell_mode": true})}
-	b.Run("wasm-runner", func(b *testing.B) {
-		e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: examples.Dir(b) + "/.wasm-cache"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer e.Close(ctx)
-		r, err := e.Compile(ctx, md.Name, md.Runtime.ArtifactHash, md.Runtime.Bytes, md.Runtime.MemoryMiB())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := r.Step(ctx, "step", in); err != nil { // instantiate outside the timing
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, err := r.Step(ctx, "step", in); err != nil {
+	e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: examples.Dir(b) + "/.wasm-cache"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(ctx)
+	runWasm := func(code []byte, entry string) func(b *testing.B) {
+		return func(b *testing.B) {
+			r, err := e.Compile(ctx, "bench", schemas.HashBytes(code).String(), code, 0)
+			if err != nil {
 				b.Fatal(err)
 			}
+			if _, err := r.Step(ctx, entry, in); err != nil { // instantiate outside the timing
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := r.Step(ctx, entry, in); err != nil {
+					b.Fatal(err)
+				}
+			}
 		}
-	})
-	b.Run("native-sdk", func(b *testing.B) {
+	}
+	b.Run("wasm/raw", runWasm(partsWasm, "raw"))
+	b.Run("wasm/decode", runWasm(partsWasm, "decode"))
+	b.Run("wasm/full", runWasm(partsWasm, "full"))
+	b.Run("wasm/example", runWasm(md.Runtime.Bytes, "step"))
+	b.Run("native/example", func(b *testing.B) {
 		fn := counter.Module.Builtin("x").Entrypoints["step"]
 		for i := 0; i < b.N; i++ {
 			if _, err := fn(in); err != nil {
@@ -156,14 +168,14 @@ func BenchmarkCounterStepParts(b *testing.B) {
 			}
 		}
 	})
-	b.Run("host-encode-input", func(b *testing.B) {
+	b.Run("native/host-encode-input", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if _, err := schemas.Marshal(in); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("kernel-validate-state", func(b *testing.B) {
+	b.Run("native/kernel-validate-state", func(b *testing.B) {
 		out, err := counter.Module.Builtin("x").Entrypoints["step"](in)
 		if err != nil {
 			b.Fatal(err)
@@ -174,4 +186,20 @@ func BenchmarkCounterStepParts(b *testing.B) {
 			}
 		}
 	})
+}
+
+// buildGuest builds a wasm main package with the flags aosd build uses.
+func buildGuest(b *testing.B, pkg string) []byte {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "guest.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build %s: %v\n%s", pkg, err, msg)
+	}
+	code, err := os.ReadFile(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return code
 }

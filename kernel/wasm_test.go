@@ -32,6 +32,14 @@ var hostile struct {
 	err   error
 }
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if hostile.dir != "" {
+		os.RemoveAll(hostile.dir)
+	}
+	os.Exit(code)
+}
+
 func hostileGuest(t testing.TB) (wasmPath string, cacheDir string) {
 	t.Helper()
 	hostile.once.Do(func() {

@@ -125,12 +125,42 @@ func TestHashIgnoresKeyOrderWhitespaceAndFileSplit(t *testing.T) {
 	}
 }
 
+// TestHashPinsWasmCode: a wasm module is pinned by its artifact: other bytes
+// under the same def give another manifest hash, and so does another memory
+// limit (which decides whether a guest's allocation faults).
+func TestHashPinsWasmCode(t *testing.T) {
+	hashOf := func(code string, extra string) schemas.Hash {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "mod.wasm"), []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mod := fmt.Sprintf(`{"$kind":"defmodule","name":"com.t/mod@1","runtime":{"kind":"wasm","artifact":"mod.wasm","hash":%q%s}}`,
+			schemas.HashBytes([]byte(code)), extra)
+		if err := os.WriteFile(filepath.Join(dir, "m.json"), []byte(world(map[string]string{"m": mod})), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return mustLoad(t, dir).Hash
+	}
+	a := hashOf("code one", "")
+	if hashOf("code one", "") != a {
+		t.Fatal("same artifact, different manifest hash")
+	}
+	if hashOf("code two", "") == a {
+		t.Error("another artifact gave the same manifest hash")
+	}
+	if hashOf("code one", `,"max_memory_mib":16`) == a {
+		t.Error("another memory limit gave the same manifest hash")
+	}
+}
+
 func TestHashCoversDefsAndRouting(t *testing.T) {
 	h0 := mustHash(t, world(nil))
 	for name, text := range map[string]string{
-		"schema changed":  world(map[string]string{"s.st": `{"$kind":"defschema","name":"com.t/St@1","schema":{"type":"object","required":["a"]}}`}),
-		"builtin changed": world(map[string]string{"m": `{"$kind":"defmodule","name":"com.t/mod@1","runtime":{"kind":"builtin","builtin":"t/mod2","identity":"t/mod2@1"}}`}),
-		"retry changed":   world(map[string]string{"e": `{"$kind":"defeffect","name":"com.t/fx@1","params":"com.t/Other@1","receipt":"com.t/Other@1","retry":{"max_attempts":4,"initial_backoff_ms":10,"max_backoff_ms":100}}`}),
+		"schema changed":   world(map[string]string{"s.st": `{"$kind":"defschema","name":"com.t/St@1","schema":{"type":"object","required":["a"]}}`}),
+		"builtin changed":  world(map[string]string{"m": `{"$kind":"defmodule","name":"com.t/mod@1","runtime":{"kind":"builtin","builtin":"t/mod2","identity":"t/mod2@1"}}`}),
+		"identity changed": world(map[string]string{"m": `{"$kind":"defmodule","name":"com.t/mod@1","runtime":{"kind":"builtin","builtin":"t/mod","identity":"t/mod@2"}}`}),
+		"retry changed":    world(map[string]string{"e": `{"$kind":"defeffect","name":"com.t/fx@1","params":"com.t/Other@1","receipt":"com.t/Other@1","retry":{"max_attempts":4,"initial_backoff_ms":10,"max_backoff_ms":100}}`}),
 		"routing order": world(map[string]string{"manifest": `{"$kind":"manifest","name":"com.t/world","routing":{"subscriptions":[
 			{"event":"com.t/Other@1","workflow":"com.t/u@1"},
 			{"event":"com.t/Ev@1","workflow":"com.t/w@1","key_field":"id"},
