@@ -185,7 +185,7 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 	}
 	pub := &capture{}
 	w, err := kernel.OpenDB(db, kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
-		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache"})
+		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache", StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
