@@ -39,14 +39,19 @@ type ApplyResult struct {
 // nothing changes. With dryRun nothing changes either way.
 func (w *World) Apply(ctx context.Context, m *manifest.Manifest, dryRun bool) (*ApplyResult, error) {
 	// Compile wasm modules here, in the caller's goroutine: compiling a
-	// module can take seconds and the loop then finds it cached.
+	// module can take seconds, and the loop then finds the code compiled
+	// (held by these runners until the loop is done with the request).
+	pre := map[string]*boundModule{}
+	defer closeModules(pre)
 	for _, n := range sortedKeys(m.Modules) {
 		if def := m.Modules[n]; def.Runtime.Kind == "wasm" {
-			if _, err := w.bindModule(ctx, def); err != nil {
+			b, err := w.bindModule(ctx, def)
+			if err != nil {
 				// Answered like the loop's own binding errors: the
 				// manifest is at fault, and the result says what it was.
 				return &ApplyResult{ManifestHash: m.Hash, Diff: manifest.Diff(w.Manifest(), m), BlockedBy: []Blocker{}}, err
 			}
+			pre[n] = b
 		}
 	}
 	res, err := w.send(ctx, request{apply: m, dryRun: dryRun})
@@ -59,22 +64,23 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 		h := st.man.Hash
 		res.Previous = &h
 	}
-	if _, _, err := st.runtimes(m); err != nil {
+	wfs, mods, err := st.runtimes(m)
+	if err != nil {
 		return res, err
 	}
-	if len(res.BlockedBy) > 0 {
-		return res, fmt.Errorf("%w: %d blockers", ErrNotQuiescent, len(res.BlockedBy))
-	}
-	if st.man != nil && st.man.Hash == m.Hash {
+	switch {
+	case len(res.BlockedBy) > 0:
+		err = fmt.Errorf("%w: %d blockers", ErrNotQuiescent, len(res.BlockedBy))
+	case st.man != nil && st.man.Hash == m.Hash:
 		res.Unchanged = true
+	case dryRun:
+	default:
+		res.Seq = st.installManifest(m, wfs, mods)
+		res.Applied = true
 		return res, nil
 	}
-	if dryRun {
-		return res, nil
-	}
-	res.Seq = st.installManifest(m)
-	res.Applied = true
-	return res, nil
+	closeModules(mods) // bound only to check them
+	return res, err
 }
 
 // installManifest journals m and makes it current. Its wasm artifacts go
@@ -82,11 +88,8 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 // record names them by hash, and they become durable with it (the CAS and
 // the journal share one store and one sync). Every wasm module starts on a
 // fresh instance here, a journaled point replay passes in the same place.
-func (st *state) installManifest(m *manifest.Manifest) uint64 {
-	wfs, mods, err := st.runtimes(m)
-	if err != nil {
-		panic(fmt.Sprintf("kernel: install checked manifest: %v", err)) // apply checked it
-	}
+// wfs and mods are what runtimes bound for m.
+func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule) uint64 {
 	if !st.replaying {
 		if _, arts := artifactsOf(m); len(arts) > 0 {
 			if _, err := st.w.cas.PutBatch(arts); err != nil {

@@ -3,9 +3,11 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
@@ -59,6 +61,8 @@ func limitsStep(in *modules.Input) (*modules.Output, error) {
 		out.Effects = []modules.EffectOut{fx("not a number")}
 	case "state":
 		out.State = schemas.MustMarshal(map[string]any{"pad": 7})
+	case "long-error": // a fault text the journal must not keep whole
+		return nil, errors.New(strings.Repeat("é", 6000))
 	case "unknown-event":
 		out.DomainEvents = []modules.EventOut{{Schema: "com.test/Nope@1", Value: schemas.MustMarshal(map[string]any{})}}
 	}
@@ -88,6 +92,7 @@ func TestStepLimitsAndAdmission(t *testing.T) {
 		{"params", []string{"effect 0 (com.test/fx@1)", "params do not validate against com.test/FxParams@1"}},
 		{"state", []string{"state does not validate against com.test/LimitState@1"}},
 		{"unknown-event", []string{`unknown schema "com.test/Nope@1"`}},
+		{"long-error", []string{"step returned an error: ééé", "... (12024 bytes in all)"}},
 	} {
 		t.Run(c.act, func(t *testing.T) {
 			ev := kernel.Event{Schema: "com.test/LimitAct@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":%q,"act":%q}`, c.act, c.act))}
@@ -114,6 +119,9 @@ func TestStepLimitsAndAdmission(t *testing.T) {
 				if !strings.Contains(v.Reason, w) {
 					t.Errorf("reason %q does not say %q", v.Reason, w)
 				}
+			}
+			if len(v.Reason) > 4096 || !utf8.ValidString(v.Reason) {
+				t.Errorf("reason is %d bytes (valid UTF-8: %v), want at most 4096", len(v.Reason), utf8.ValidString(v.Reason))
 			}
 			if len(v.Inflight) != 0 {
 				t.Errorf("a failed step left %d intents in flight", len(v.Inflight))

@@ -50,13 +50,8 @@ func (b *boundModule) describe() string {
 // a registered native build of the same artifact (a builtin whose identity is
 // the artifact hash), or else to its compiled artifact.
 func (st *state) bindModules(ctx context.Context, m *manifest.Manifest) (map[string]*boundModule, error) {
-	names := make([]string, 0, len(m.Modules))
-	for n := range m.Modules {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make(map[string]*boundModule, len(names))
-	for _, n := range names {
+	out := make(map[string]*boundModule, len(m.Modules))
+	for _, n := range sortedKeys(m.Modules) {
 		def := m.Modules[n]
 		b, err := st.w.bindModule(ctx, def)
 		if err != nil {

@@ -289,6 +289,7 @@ func (st *state) failInstance(in *instance, input uint64, reason string) {
 // fault also discards the module's warm instance, in the live world (the
 // runtime already did) and in replay (which adopts the record) alike.
 func (st *state) failInstanceClass(in *instance, input uint64, reason, class string) {
+	reason = capReason(reason)
 	st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
 	if class == FaultEnvironmental {
 		if rt := st.wfs[in.wf]; rt != nil && rt.mod != nil && rt.mod.runner != nil {

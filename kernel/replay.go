@@ -101,10 +101,11 @@ func (st *state) drive(r journal.Record) error {
 		if err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "reload manifest: " + err.Error()}
 		}
-		if _, _, err := st.runtimes(m); err != nil {
+		wfs, mods, err := st.runtimes(m)
+		if err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		st.installManifest(m)
+		st.installManifest(m, wfs, mods)
 	case journal.KindEvent:
 		var ev EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
@@ -148,7 +149,9 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: sr.Workflow, Key: sr.Key, Msg: fmt.Sprintf("unknown fault class %q", fr.Class)}
 		}
 		d := in.mailbox[0]
-		if err := st.replayStep(in, &d); err != nil {
+		st.step(in, &d)
+		if err := st.replayErr; err != nil {
+			st.replayErr = nil
 			return err
 		}
 		if len(in.mailbox) == 0 {
@@ -230,22 +233,3 @@ func hashText(h *schemas.Hash) string {
 }
 
 func (st *state) artifact(h schemas.Hash) ([]byte, error) { return st.w.cas.Get(h) }
-
-// replayEnvPanic carries an environmental failure out of a replayed step.
-type replayEnvPanic struct{ err *ReplayError }
-
-// replayStep re-runs one step, turning an environmental failure of the host
-// into an error instead of a record.
-func (st *state) replayStep(in *instance, d *delivery) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			p, ok := r.(replayEnvPanic)
-			if !ok {
-				panic(r)
-			}
-			err = p.err
-		}
-	}()
-	st.step(in, d)
-	return nil
-}

@@ -128,8 +128,9 @@ func (st *state) step(in *instance, d *delivery) {
 			// The journal says this step succeeded or failed on its own;
 			// the host failing now proves nothing about it. Stop rather
 			// than journal a different history.
-			panic(replayEnvPanic{err: &ReplayError{Seq: st.seq + 1, Kind: journal.KindStep, Workflow: in.wf, Key: in.key,
-				Msg: "environmental failure while replaying (the world was not changed; reopen to retry): " + res.env.Error()}})
+			st.replayErr = &ReplayError{Seq: st.seq + 1, Kind: journal.KindStep, Workflow: in.wf, Key: in.key,
+				Msg: "environmental failure while replaying (the world was not changed; reopen to retry): " + res.env.Error()}
+			return
 		}
 		st.failInstanceClass(in, d.seq, res.fault, FaultEnvironmental)
 		return
@@ -202,7 +203,7 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		return res
 	}
 	if fault != "" {
-		res.fault = capReason(fault)
+		res.fault = fault
 		return res
 	}
 	if err := st.validateOutput(rt, in, d, out, &res); err != nil {

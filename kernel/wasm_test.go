@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -50,10 +51,8 @@ func hostileGuest(t testing.TB) (wasmPath string, cacheDir string) {
 		}
 		hostile.dir = dir
 		out := filepath.Join(dir, "hostile.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o", out, "./testdata/guests/hostile")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			hostile.err = fmt.Errorf("build hostile guest: %v\n%s", err, b)
+		if err := build.Package(context.Background(), "", "./testdata/guests/hostile", out); err != nil {
+			hostile.err = err
 			return
 		}
 		hostile.bytes, hostile.err = os.ReadFile(out)

@@ -84,6 +84,7 @@ type state struct {
 	frameSeq  map[schemas.Hash]uint64 // last stream frame seq per pending intent
 	inputs    uint64                  // external inputs handled, for periodic upkeep
 	replaying bool
+	replayErr error          // a replayed step the host could not run (see step)
 	opened    []OpenIntent   // intents opened this loop turn, released after flush
 	settled   []schemas.Hash // intents settled this loop turn
 }
