@@ -239,14 +239,12 @@ func (j *job) run(ctx context.Context, goCmd string, log io.Writer) error {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	args := append([]string{"build"}, Flags...)
-	args = append(args, "-o", tmp.Name(), ".")
-	cmd := exec.CommandContext(ctx, goCmd, args...)
-	cmd.Dir = j.source
-	cmd.Env = append(os.Environ(), Env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return &CompileError{Modules: names, Source: j.source, Output: string(out), Err: err}
+	if err := Package(ctx, goCmd, j.source, tmp.Name()); err != nil {
+		var ce *CompileError
+		if errors.As(err, &ce) {
+			ce.Modules = names
+		}
+		return err
 	}
 	j.out, err = os.ReadFile(tmp.Name())
 	if err != nil {
@@ -257,6 +255,24 @@ func (j *job) run(ctx context.Context, goCmd string, log io.Writer) error {
 		if err := writeAtomic(a, j.out); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Package compiles the Go main package in dir into the wasm module out,
+// with the flags and environment Build uses (goCmd "" is "go"). A failed
+// compile is a *CompileError with the compiler's output. Tests that build
+// their own guests use it, so every module is built the same way.
+func Package(ctx context.Context, goCmd, dir, out string) error {
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	args := append(append([]string{"build"}, Flags...), "-o", out, ".")
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), Env...)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return &CompileError{Source: dir, Output: string(msg), Err: err}
 	}
 	return nil
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/examples/workflows/counter"
@@ -192,10 +192,8 @@ func BenchmarkCounterStepParts(b *testing.B) {
 func buildGuest(b *testing.B, pkg string) []byte {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "guest.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("build %s: %v\n%s", pkg, err, msg)
+	if err := build.Package(context.Background(), "", pkg, out); err != nil {
+		b.Fatal(err)
 	}
 	code, err := os.ReadFile(out)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/schemas"
@@ -62,11 +63,7 @@ func buildAll(tb testing.TB) map[string][]byte {
 		wasmBuild.bins = map[string][]byte{}
 		for _, mod := range workflows.Modules() {
 			out := filepath.Join(wasmBuild.dir, filepath.Base(mod.Name())+".wasm")
-			// The flags `aosd build` uses (package build).
-			cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o", out, wasmDir(mod.Name()))
-			cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-			if msg, err := cmd.CombinedOutput(); err != nil {
-				wasmBuild.err = fmt.Errorf("build %s: %v\n%s", mod.Name(), err, msg)
+			if wasmBuild.err = build.Package(context.Background(), goBin, wasmDir(mod.Name()), out); wasmBuild.err != nil {
 				return
 			}
 			if wasmBuild.bins[mod.Name()], wasmBuild.err = os.ReadFile(out); wasmBuild.err != nil {

@@ -2,13 +2,13 @@ package wasm_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/schemas"
@@ -49,12 +49,7 @@ func buildGuests() {
 	var wg sync.WaitGroup
 	for i, name := range guestNames {
 		wg.Go(func() {
-			cmd := exec.Command(goTool, "build", "-buildmode=c-shared", "-trimpath",
-				"-o", filepath.Join(dir, name+".wasm"), "./testdata/guests/"+name)
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("build guest %s: %v\n%s", name, err, out)
-			}
+			errs[i] = build.Package(context.Background(), goTool, "./testdata/guests/"+name, filepath.Join(dir, name+".wasm"))
 		})
 	}
 	wg.Wait()
