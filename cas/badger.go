@@ -45,16 +45,25 @@ func hashFromKey(k []byte) (schemas.Hash, error) {
 	return h, nil
 }
 
-// Put stores data under its hash; an object already present is not rewritten.
+// Put stores data under its hash. An object already present is not
+// rewritten when its stored bytes still hash to h; when they do not (the
+// disk or someone corrupted them), they are replaced: a write heals a
+// corrupt object rather than trusting it.
 func (b *Badger) Put(data []byte) (schemas.Hash, error) {
 	h := schemas.HashBytes(data)
 	key := objectKey(h)
 	var err error
 	for range maxConflictRetries {
 		err = b.db.Update(func(txn *badger.Txn) error {
-			switch _, err := txn.Get(key); {
+			switch item, err := txn.Get(key); {
 			case err == nil:
-				return nil
+				intact := false
+				if err := item.Value(func(v []byte) error { intact = schemas.HashBytes(v) == h; return nil }); err != nil {
+					return err
+				}
+				if intact {
+					return nil
+				}
 			case !errors.Is(err, badger.ErrKeyNotFound):
 				return err
 			}

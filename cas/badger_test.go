@@ -258,3 +258,37 @@ func TestOpenBadgerReadsCompressedTables(t *testing.T) {
 		}
 	}
 }
+
+// TestPutHealsCorruption: putting an object whose stored copy is corrupt
+// replaces the copy (Put and PutBatch alike), so the next Get succeeds.
+func TestPutHealsCorruption(t *testing.T) {
+	db := openDisk(t, t.TempDir())
+	defer db.Close()
+	s := cas.NewBadger(db)
+	for _, put := range []struct {
+		name string
+		fn   func([]byte) error
+	}{
+		{"Put", func(b []byte) error { _, err := s.Put(b); return err }},
+		{"PutBatch", func(b []byte) error { _, err := s.PutBatch([][]byte{b}); return err }},
+	} {
+		data := []byte("honest bytes for " + put.name)
+		if err := put.fn(data); err != nil {
+			t.Fatal(err)
+		}
+		h := schemas.HashBytes(data)
+		key := append([]byte("c/"), h[:]...)
+		if err := db.Update(func(txn *badger.Txn) error { return txn.Set(key, []byte("rotten")) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(h); !errors.Is(err, cas.ErrCorrupt) {
+			t.Fatalf("%s: corruption not detected: %v", put.name, err)
+		}
+		if err := put.fn(data); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(h); err != nil || string(got) != string(data) {
+			t.Fatalf("%s did not heal the object: %q, %v", put.name, got, err)
+		}
+	}
+}

@@ -22,8 +22,8 @@ func NewMemory() *Memory { return &Memory{objs: map[schemas.Hash][]byte{}} }
 func (m *Memory) Put(data []byte) (schemas.Hash, error) {
 	h := schemas.HashBytes(data)
 	m.mu.Lock()
-	if _, ok := m.objs[h]; !ok {
-		m.objs[h] = append([]byte(nil), data...)
+	if old, ok := m.objs[h]; !ok || schemas.HashBytes(old) != h {
+		m.objs[h] = append([]byte(nil), data...) // new, or healing a corrupt copy
 	}
 	m.mu.Unlock()
 	return h, nil
