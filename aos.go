@@ -197,11 +197,11 @@ func (w *World) Apply(ctx context.Context, path string, dryRun bool) (*daemon.Ap
 // sequence once it is durable. Invalid input is refused with an error naming
 // the schema and the JSON pointer, and nothing is journaled.
 func (w *World) Send(ctx context.Context, schema string, value json.RawMessage) (uint64, error) {
-	seqs, err := w.local.Send(ctx, []daemon.EventIn{{Schema: schema, Value: value}})
+	res, err := w.local.Send(ctx, []daemon.EventIn{{Schema: schema, Value: value}})
 	if err != nil {
 		return 0, err
 	}
-	return seqs[0], nil
+	return res[0].Seq, nil
 }
 
 // Cell is one cell of a keyed workflow as `aosd cells show --json` shows it:

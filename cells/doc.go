@@ -37,7 +37,8 @@
 // Lookup reads d+1 nodes (branches come from a shared decoded-branch cache of
 // 4096 nodes, so usually one leaf read); Apply reads and writes O(c x d) nodes,
 // never more than the whole trie, and writes nothing for no-op changes; Ascend
-// is O(n). Apply writes new nodes with PutBatch in 16 MiB chunks; a failure
+// is O(n), and a walk from a key hash on descends straight to it (d+1 nodes)
+// before it reads k entries from about k/LeafMax leaves. Apply writes new nodes with PutBatch in 16 MiB chunks; a failure
 // leaves only unreferenced objects behind.
 //
 // Children, Refs and GCChildren expose a node's references (child nodes, and
@@ -60,6 +61,14 @@
 // Get reads it back from the CAS by hash. Spilling changes residency, never the
 // logical head.
 //
+// The delta is a map for lookups and, again, an Ordered (sorted chunks of at
+// most 128 entries) in key-hash order: a new key costs a binary search and
+// moving part of one chunk, and the delta can be read from any key hash on, or
+// its first k entries taken for a drain slice, in O(log delta + k), with no
+// sort of the whole delta. AscendFrom(after, fn) merges it with the index from
+// after on; Page(after, limit) returns the first limit live cells after after
+// (what `aosd cells ls` shows, a page at a time).
+//
 // Materialize writes resident dirty states with PutBatch, applies all upserts
 // and deletes to the index in one sorted pass (O(dirty x depth)), promotes the
 // newest flushed cells (at most CacheSize) into the hot cache, clears the delta
@@ -68,7 +77,10 @@
 // Len is index count plus delta adjustments. Whether a dirty key was already
 // indexed is learned for free when the hot cache holds it and otherwise
 // resolved lazily, for all unknown keys in one sorted walk of the index, the
-// next time Len is asked; so Put never reads the index. Delete of a key the
+// next time Len is asked; so Put never reads the index. The unknown entries
+// are remembered in a list as they are written, so that resolution costs
+// O(u log u + u x depth) for the u keys first written since the last Len,
+// not a pass over the whole delta; with u = 0, Len is O(1). Delete of a key the
 // head knows nothing about does one index lookup, so that deleting an absent
 // cell leaves no tombstone.
 //
@@ -87,7 +99,10 @@
 //
 // CellIndex values are immutable and safe for concurrent use. Head guards its
 // state with a RWMutex: the kernel goroutine is the only writer (Put, Delete,
-// Materialize); readers such as the CLI may call Get, Lookup, Ascend, Len and
-// Stats concurrently. Ascend holds the read lock while it calls fn, so fn must
-// not call the Head.
+// Materialize); readers such as the CLI may call Get, Lookup, Ascend, Page,
+// Len and Stats concurrently. Ascend and AscendFrom hold the read lock while
+// they call fn (and read the store), so fn must not call the Head. Page holds
+// it only to copy at most limit delta entries and the index version, and reads
+// index nodes with it released, so a writer never waits for a page's I/O
+// (TestPageReadsStoreWithoutLock).
 package cells

@@ -137,7 +137,7 @@ func (h *Head) install(dr *Drain) (int, error) {
 				h.cache.Add(kh, &cached{e: cur.e, state: cur.state})
 			}
 			h.unstage(cur)
-			delete(h.delta, kh)
+			h.dropDirty(kh)
 			n++
 		case cur == nil:
 			// Removed from the delta meanwhile: a Delete of a cell the old
@@ -145,7 +145,7 @@ func (h *Head) install(dr *Drain) (int, error) {
 			// hide it again with a tombstone.
 			if !it.del {
 				d := &dirty{e: entry{kh: kh, key: it.e.key}, del: true, base: basePresent}
-				h.delta[kh] = d
+				h.addDirty(d)
 				h.track(d, +1)
 			}
 		default:
@@ -158,7 +158,7 @@ func (h *Head) install(dr *Drain) (int, error) {
 			}
 			if cur.del && cur.base == baseAbsent {
 				h.unstage(cur)
-				delete(h.delta, kh) // deleting a cell the index does not hold
+				h.dropDirty(kh) // deleting a cell the index does not hold
 				continue
 			}
 			h.track(cur, +1)

@@ -146,7 +146,9 @@ type Head struct {
 	ix    *CellIndex
 
 	delta         map[schemas.Hash]*dirty
-	first, last   *dirty // age list of resident upserts
+	order         Ordered[struct{}] // the delta's key hashes in order (no pointers: no GC scan, no write barriers)
+	unknowns      []*dirty          // entries created with base unknown, for resolveBase; may hold stale ones
+	first, last   *dirty            // age list of resident upserts
 	residentBytes int64
 	resident      int
 	spilled       int
@@ -283,7 +285,7 @@ func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive u
 	d := h.delta[kh]
 	if d == nil {
 		d = h.newDirty(kh, key)
-		h.delta[kh] = d
+		h.addDirty(d)
 	} else {
 		h.track(d, -1)
 		h.unstage(d)
@@ -338,12 +340,12 @@ func (h *Head) Delete(key []byte) error {
 		if d.base == baseAbsent {
 			return nil
 		}
-		h.delta[kh] = d
+		h.addDirty(d)
 	} else {
 		h.track(d, -1)
 		h.unstage(d)
 		if d.base == baseAbsent {
-			delete(h.delta, kh)
+			h.dropDirty(kh)
 			return nil
 		}
 	}
@@ -353,6 +355,24 @@ func (h *Head) Delete(key []byte) error {
 	d.e.state, d.e.size, d.e.last = schemas.Hash{}, 0, 0
 	h.track(d, +1)
 	return nil
+}
+
+// addDirty enters a new entry into the delta.
+func (h *Head) addDirty(d *dirty) {
+	h.delta[d.e.kh] = d
+	h.order.Set(d.e.kh, struct{}{})
+	if d.base == baseUnknown {
+		h.unknowns = append(h.unknowns, d)
+		if len(h.unknowns) > 2*len(h.delta)+64 {
+			h.unknowns = h.pendingUnknowns() // stale ones dropped: the list stays O(delta)
+		}
+	}
+}
+
+// dropDirty removes an entry from the delta.
+func (h *Head) dropDirty(kh schemas.Hash) {
+	delete(h.delta, kh)
+	h.order.Delete(kh)
 }
 
 // cachedBase says whether kh is in the base index as far as memory knows: a
@@ -478,13 +498,8 @@ func (h *Head) resolveBase() error {
 	if h.unknown == 0 {
 		return nil
 	}
-	ds := make([]*dirty, 0, h.unknown)
-	for _, d := range h.delta {
-		if d.base == baseUnknown {
-			ds = append(ds, d)
-		}
-	}
-	slices.SortFunc(ds, func(a, b *dirty) int { return bytes.Compare(a.e.kh[:], b.e.kh[:]) })
+	ds := h.pendingUnknowns()
+	slices.SortFunc(ds, compareDirty)
 	khs := make([]schemas.Hash, len(ds))
 	for i, d := range ds {
 		khs[i] = d.e.kh
@@ -501,118 +516,214 @@ func (h *Head) resolveBase() error {
 		}
 		h.track(d, +1)
 	}
+	h.unknowns = nil
 	return nil
 }
 
-// sortedDelta returns the delta entries in key-hash order.
-func (h *Head) sortedDelta() []*dirty {
-	ds := make([]*dirty, 0, len(h.delta))
-	for _, d := range h.delta {
-		ds = append(ds, d)
+// pendingUnknowns is the list of entries whose base is unknown, without the
+// stale ones (resolved, or no longer in the delta): O(list), not O(delta).
+func (h *Head) pendingUnknowns() []*dirty {
+	var ds []*dirty
+	for _, d := range h.unknowns {
+		if d.base == baseUnknown && h.delta[d.e.kh] == d {
+			ds = append(ds, d)
+		}
 	}
-	slices.SortFunc(ds, compareDirty)
 	return ds
 }
 
-// firstDelta returns the limit delta entries with the smallest key hashes,
-// sorted: a selection, then a sort of only what is selected, so draining a
-// large delta a slice at a time does not sort all of it for every slice.
+// sortedDelta returns the delta entries in key-hash order: O(delta), no sort.
+func (h *Head) sortedDelta() []*dirty {
+	return h.firstDelta(len(h.delta))
+}
+
+// firstDelta returns the limit delta entries with the smallest key hashes, in
+// order: O(log delta + limit), so draining a large delta a slice at a time
+// does not touch all of it for every slice.
 func (h *Head) firstDelta(limit int) []*dirty {
-	if limit >= len(h.delta) {
-		return h.sortedDelta()
-	}
-	ds := make([]*dirty, 0, len(h.delta))
-	for _, d := range h.delta {
-		ds = append(ds, d)
-	}
-	selectFirst(ds, limit)
-	ds = ds[:limit]
-	slices.SortFunc(ds, compareDirty)
+	ds := make([]*dirty, 0, min(limit, len(h.delta)))
+	h.order.Ascend(nil, func(kh schemas.Hash, _ struct{}) bool {
+		ds = append(ds, h.delta[kh])
+		return len(ds) < limit
+	})
 	return ds
 }
 
 func compareDirty(a, b *dirty) int { return bytes.Compare(a.e.kh[:], b.e.kh[:]) }
 
-// selectFirst reorders ds so that its k smallest entries (by key hash) come
-// first, in no particular order: quickselect (Hoare partition), expected
-// O(len(ds)). Key hashes are SHA-256 and distinct, so the middle element is
-// as good a pivot as any and the result does not depend on the map order ds
-// was filled in.
-func selectFirst(ds []*dirty, k int) {
-	lo, hi := 0, len(ds)-1
-	for lo < hi && lo < k && k <= hi {
-		p := ds[lo+(hi-lo)/2].e.kh
-		i, j := lo, hi
-		for i <= j {
-			for bytes.Compare(ds[i].e.kh[:], p[:]) < 0 {
-				i++
-			}
-			for bytes.Compare(ds[j].e.kh[:], p[:]) > 0 {
-				j--
-			}
-			if i <= j {
-				ds[i], ds[j] = ds[j], ds[i]
-				i++
-				j--
-			}
-		}
-		// ds[lo..j] <= p <= ds[i..hi]; entries between j and i equal p.
-		// The boundary k is settled unless it falls inside one side.
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return
-		}
-	}
-}
-
 // Ascend calls fn for every live cell in key-hash order, merging the index with
 // the delta (a dirty upsert replaces the indexed entry, a delete hides it), until
 // fn returns false or an error. It holds the read lock throughout: fn must not
-// call methods of h. Cost: O(index + delta log delta).
-func (h *Head) Ascend(fn func(Entry) (bool, error)) error {
+// call methods of h. Cost: O(index + delta).
+func (h *Head) Ascend(fn func(Entry) (bool, error)) error { return h.AscendFrom(nil, fn) }
+
+// AscendFrom is Ascend starting strictly after the key hash after (from the
+// first cell when after is nil). Nothing before after is read: the index walk
+// descends straight to after's path and the delta is kept in key-hash order,
+// so stopping after k cells costs O(depth + k) index entries (about k/LeafMax
+// leaves) and O(log delta + k) delta entries. It holds the read lock
+// throughout, store reads included; Page does not.
+func (h *Head) AscendFrom(after *schemas.Hash, fn func(Entry) (bool, error)) error {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	ds := h.sortedDelta()
-	i := 0
+	_, err := mergeDelta(h.ix, after, &liveDelta{c: h.order.seek(after), delta: h.delta}, nil, func(e *entry) (bool, error) {
+		return fn(e.public(true))
+	})
+	return err
+}
+
+// Page returns up to limit live cells whose key hashes are greater than after
+// (from the first cell when after is nil), in key-hash order: what AscendFrom
+// would yield first, without holding the lock while it reads the store.
+//
+// Under the read lock it only copies the index version and the next at most
+// limit delta entries (O(log delta + limit), no store reads), then walks that
+// index version from after outside the lock, merging the copied entries in.
+// Index versions are immutable, so the walk needs no lock; a writer waits for
+// the copy, never for the walk. When the copied entries run out before the
+// page is full (only deletes in the delta can cause that: every other delta
+// entry yields a row), the next round copies again from the last entry
+// copied. Each round sees the head as it was at one instant, and rounds move
+// strictly forward in key-hash order, so every cell returned was live when
+// its round copied, and with no writes in between a page is exactly
+// AscendFrom's first limit cells.
+func (h *Head) Page(after *schemas.Hash, limit int) ([]Entry, error) {
+	var out []Entry
+	if limit <= 0 {
+		return out, nil
+	}
+	pos := after
+	for {
+		ix, ds, more := h.copyDelta(pos, limit-len(out))
+		var bound *schemas.Hash
+		if more {
+			bound = &ds[len(ds)-1].e.kh
+		}
+		_, err := mergeDelta(ix, pos, &copiedDelta{items: ds}, bound, func(e *entry) (bool, error) {
+			out = append(out, e.public(true))
+			return len(out) < limit, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= limit || bound == nil {
+			return out, nil
+		}
+		pos = bound
+	}
+}
+
+// copyDelta returns the index version and copies of at most n delta entries
+// after after, in order, and whether the delta holds more beyond them.
+func (h *Head) copyDelta(after *schemas.Hash, n int) (*CellIndex, []deltaCopy, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	ds := make([]deltaCopy, 0, min(n, len(h.delta)))
+	more := false
+	h.order.Ascend(after, func(kh schemas.Hash, _ struct{}) bool {
+		if len(ds) == n {
+			more = true
+			return false
+		}
+		// The key's bytes are never changed once a delta entry holds them,
+		// so the copy may share them; rows clone them on the way out.
+		d := h.delta[kh]
+		ds = append(ds, deltaCopy{e: d.e, del: d.del})
+		return true
+	})
+	return h.ix, ds, more
+}
+
+// deltaSeq is a run of delta entries in key-hash order for mergeDelta.
+type deltaSeq interface {
+	// peek returns the next entry and whether it is a delete; nil at the end.
+	peek() (*entry, bool)
+	pop()
+}
+
+// liveDelta reads the head's delta in place (under its lock).
+type liveDelta struct {
+	c     orderedCursor[struct{}]
+	delta map[schemas.Hash]*dirty
+}
+
+func (l *liveDelta) peek() (*entry, bool) {
+	if !l.c.valid() {
+		return nil, false
+	}
+	d := l.delta[l.c.item().kh]
+	return &d.e, d.del
+}
+
+func (l *liveDelta) pop() { l.c.next() }
+
+// deltaCopy is a delta entry as copyDelta saw it.
+type deltaCopy struct {
+	e   entry
+	del bool
+}
+
+type copiedDelta struct {
+	items []deltaCopy
+	i     int
+}
+
+func (c *copiedDelta) peek() (*entry, bool) {
+	if c.i >= len(c.items) {
+		return nil, false
+	}
+	return &c.items[c.i].e, c.items[c.i].del
+}
+
+func (c *copiedDelta) pop() { c.i++ }
+
+// mergeDelta calls fn for the live cells after after, in key-hash order: the
+// entries of ix merged with ds (which holds only entries after after), the
+// delta's version replacing or hiding the index's. With a bound, index
+// entries past it are not visited (ds ends at the bound). It reports false
+// when fn stopped it.
+func mergeDelta(ix *CellIndex, after *schemas.Hash, ds deltaSeq, bound *schemas.Hash, fn func(*entry) (bool, error)) (bool, error) {
 	// emitDelta yields delta entries ordered before kh (all of them for nil).
 	emitDelta := func(kh *schemas.Hash) (bool, error) {
-		for ; i < len(ds); i++ {
-			d := ds[i]
-			if kh != nil && bytes.Compare(d.e.kh[:], kh[:]) >= 0 {
+		for {
+			d, del := ds.peek()
+			if d == nil || (kh != nil && bytes.Compare(d.kh[:], kh[:]) >= 0) {
 				return true, nil
 			}
-			if d.del {
+			ds.pop()
+			if del {
 				continue
 			}
-			if more, err := fn(d.e.public(true)); !more || err != nil {
+			if more, err := fn(d); !more || err != nil {
 				return false, err
 			}
 		}
-		return true, nil
 	}
-	more, err := h.ix.walk(h.ix.root, func(e *entry) (bool, error) {
+	stopped := false // by fn, not by the bound
+	_, err := ix.walkFrom(ix.root, 0, after, func(e *entry) (bool, error) {
+		if bound != nil && bytes.Compare(e.kh[:], bound[:]) > 0 {
+			return false, nil
+		}
 		if more, err := emitDelta(&e.kh); !more || err != nil {
+			stopped = true
 			return false, err
 		}
-		if i < len(ds) && ds[i].e.kh == e.kh {
-			d := ds[i] // the delta's version replaces or hides the indexed one
-			i++
-			if d.del {
-				return true, nil
+		more, err := true, error(nil)
+		if d, del := ds.peek(); d != nil && d.kh == e.kh {
+			ds.pop() // the delta's version replaces or hides the indexed one
+			if !del {
+				more, err = fn(d)
 			}
-			return fn(d.e.public(true))
+		} else {
+			more, err = fn(e)
 		}
-		return fn(e.public(true))
+		stopped = !more
+		return more, err
 	})
-	if !more || err != nil {
-		return err
+	if stopped || err != nil {
+		return false, err
 	}
-	_, err = emitDelta(nil)
-	return err
+	return emitDelta(nil)
 }
 
 // Materialize writes the delta into the index: resident dirty states go to the
@@ -644,6 +755,8 @@ func (h *Head) Materialize() (schemas.Hash, error) {
 	h.ix = ix
 	h.promote()
 	h.delta = map[schemas.Hash]*dirty{}
+	h.order.Clear()
+	h.unknowns = nil
 	h.first, h.last = nil, nil
 	h.residentBytes, h.resident, h.spilled, h.deletes, h.unknown, h.adjust = 0, 0, 0, 0, 0, 0
 	return ix.Root(), nil

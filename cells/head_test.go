@@ -54,10 +54,94 @@ func checkAgainst(t *testing.T, h *cells.Head, ref map[string]refCell, keyspace 
 	if err := h.Ascend(func(cells.Entry) (bool, error) { n++; return n < 3, nil }); err != nil || n != min(3, len(want)) {
 		t.Fatalf("early stop: %d calls, %v", n, err)
 	}
+	checkPages(t, h, want)
 	// Point reads: every key of a small keyspace, a rotating sample of a large one.
 	stride := keyspace/200 + 1
 	for i := len(got) % stride; i < keyspace; i += stride {
 		checkKey(t, h, ref, cellKey(i))
+	}
+}
+
+// checkPages checks AscendFrom and Page against want, the live cells in
+// key-hash order: paging through with several limits yields every cell once,
+// in order; AscendFrom and Page from a cell's key hash start strictly after
+// it, and from an absent key hash at the first cell above it.
+func checkPages(t *testing.T, h *cells.Head, want []cells.Entry) {
+	t.Helper()
+	same := func(what string, got, want []cells.Entry) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d cells, want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Key, want[i].Key) || got[i].StateHash != want[i].StateHash ||
+				got[i].Size != want[i].Size || got[i].LastActive != want[i].LastActive {
+				t.Fatalf("%s: [%d] = %+v, want %+v", what, i, got[i], want[i])
+			}
+		}
+	}
+	limits := []int{97, len(want) + 1}
+	if len(want) <= 300 {
+		limits = append(limits, 1, 2, 7)
+	}
+	for _, limit := range limits {
+		var all []cells.Entry
+		var after *schemas.Hash
+		for pages := 0; ; pages++ {
+			page, err := h.Page(after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > limit || pages > len(want) {
+				t.Fatalf("limit %d: page %d holds %d cells", limit, pages, len(page))
+			}
+			all = append(all, page...)
+			if len(page) < limit {
+				break
+			}
+			kh := page[len(page)-1].KeyHash()
+			after = &kh
+		}
+		same(fmt.Sprintf("paging by %d", limit), all, want)
+	}
+	khs := make([]schemas.Hash, len(want))
+	for i, e := range want {
+		khs[i] = e.KeyHash()
+	}
+	from := func(after schemas.Hash) []cells.Entry {
+		i, found := slices.BinarySearchFunc(khs, after, func(a, b schemas.Hash) int { return bytes.Compare(a[:], b[:]) })
+		if found {
+			i++
+		}
+		return want[i:]
+	}
+	stride := len(want)/10 + 1
+	for i := 0; i < len(want)+stride; i += stride {
+		cursors := []schemas.Hash{schemas.HashBytes([]byte(fmt.Sprint("absent-", i)))}
+		if i < len(want) {
+			cursors = append(cursors, khs[i])
+		}
+		for _, after := range cursors {
+			exp := from(after)
+			// To the end from the first cursors, then the first 5 (stopping early).
+			n := len(exp)
+			if i > 0 {
+				n = min(5, n)
+			}
+			var got []cells.Entry
+			if err := h.AscendFrom(&after, func(e cells.Entry) (bool, error) {
+				got = append(got, e)
+				return len(got) < n, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			same(fmt.Sprintf("AscendFrom %x", after[:4]), got, exp[:n])
+			page, err := h.Page(&after, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(fmt.Sprintf("Page from %x", after[:4]), page, exp[:min(5, len(exp))])
+		}
 	}
 }
 
@@ -388,6 +472,24 @@ func TestHeadConcurrentReaders(t *testing.T) {
 				if i%50 == 0 {
 					h.Ascend(func(cells.Entry) (bool, error) { return true, nil })
 				}
+				// A page read races the writes and drains: whatever it sees,
+				// its cells are in strictly increasing key-hash order after
+				// the cursor.
+				after := schemas.HashBytes([]byte{byte(i)})
+				page, err := h.Page(&after, 1+i%40)
+				if err != nil {
+					t.Errorf("concurrent Page: %v", err)
+					return
+				}
+				prev := after
+				for _, e := range page {
+					kh := e.KeyHash()
+					if bytes.Compare(kh[:], prev[:]) <= 0 {
+						t.Errorf("concurrent Page from %x: %x after %x", after[:4], kh[:4], prev[:4])
+						return
+					}
+					prev = kh
+				}
 			}
 		}()
 	}
@@ -398,6 +500,19 @@ func TestHeadConcurrentReaders(t *testing.T) {
 			} else {
 				h.Put(cellKey(i), cellState(i, v), uint64(v))
 			}
+		}
+		if v%2 == 0 {
+			// A background drain, as the kernel runs them, between writes.
+			if dr := h.PrepareDrain(30); dr != nil {
+				go dr.Run()
+				for i := range 20 {
+					h.Put(cellKey(i), cellState(i, v+100), uint64(v))
+				}
+				if _, err := h.Install(dr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			continue
 		}
 		if _, err := h.Materialize(); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -169,6 +170,52 @@ func (ix *CellIndex) lookup(kh *schemas.Hash) (*entry, bool, error) {
 func (ix *CellIndex) Ascend(fn func(Entry) (bool, error)) error {
 	_, err := ix.walk(ix.root, func(e *entry) (bool, error) { return fn(e.public(true)) })
 	return err
+}
+
+// walkFrom is walk of the subtree h at depth restricted to the entries whose
+// key hashes are greater than after (all of them when after is nil): it
+// descends along after's path, skipping every subtree that lies before it,
+// so reaching the first entry reads depth+1 nodes.
+func (ix *CellIndex) walkFrom(h schemas.Hash, depth int, after *schemas.Hash, fn func(*entry) (bool, error)) (bool, error) {
+	if after == nil {
+		return ix.walk(h, fn)
+	}
+	if h.IsZero() {
+		return true, nil
+	}
+	n, err := ix.r.load(h)
+	if err != nil {
+		return false, err
+	}
+	if n.leaf {
+		i := sort.Search(len(n.entries), func(i int) bool { return bytes.Compare(n.entries[i].kh[:], after[:]) > 0 })
+		for ; i < len(n.entries); i++ {
+			if more, err := fn(&n.entries[i]); !more || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	if depth >= maxDepth {
+		return false, fmt.Errorf("%w: index %s deeper than %d", ErrBadNode, ix.root, maxDepth)
+	}
+	first := nibble(after, depth)
+	for nb := first; nb < FanOut; nb++ {
+		c, ok := n.slot(nb)
+		if !ok {
+			continue
+		}
+		var more bool
+		if nb == first {
+			more, err = ix.walkFrom(c.hash, depth+1, after, fn)
+		} else {
+			more, err = ix.walk(c.hash, fn)
+		}
+		if !more || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 func (ix *CellIndex) walk(h schemas.Hash, fn func(*entry) (bool, error)) (bool, error) {

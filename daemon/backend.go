@@ -24,13 +24,24 @@ import (
 // Local and Client implement it with the same results.
 type Backend interface {
 	Status(ctx context.Context) (*kernel.Status, error)
-	Cells(ctx context.Context, workflow string, limit int) ([]kernel.CellInfo, error)
+	// Limits are the world's limits; SetLimits changes the non-zero fields
+	// of lim (journaled).
+	Limits(ctx context.Context) (kernel.Limits, error)
+	SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error)
+	// Cells lists one page of a workflow's cells (kernel.World.CellPage).
+	Cells(ctx context.Context, workflow string, q CellsQuery) (*kernel.CellPage, error)
 	// Cell and Trace take the key as the user typed it (see ParseKey).
 	Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error)
 	Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error)
+	// Failed pages through the failed instances (failed.go); Recover
+	// journals an operator's retry, reset or skip of one of them.
+	Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
+	Recover(ctx context.Context, workflow string, req RecoverRequest) (*kernel.RecoverResult, error)
 	// Journal calls fn with each matching record as one JSON object.
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
-	Send(ctx context.Context, evs []EventIn) ([]uint64, error)
+	// Send journals events in order; an event under an idempotency key the
+	// world remembers is answered with the original's seq as a duplicate.
+	Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error)
 	// Apply loads src and applies it. When the world is not quiescent the
 	// result lists the blockers and the error has code not_quiescent.
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
@@ -38,7 +49,9 @@ type Backend interface {
 	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
 	TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error)
 	Keys(ctx context.Context) ([]KeyView, error)
-	AddKey(ctx context.Context, name, pubPEM string) (KeyView, error)
+	// AddKey trusts a PEM public key under executor name for effects
+	// (exact names and "ns/*" namespaces; at least one, no sys/ effect).
+	AddKey(ctx context.Context, name, pubPEM string, effects []string) (KeyView, error)
 	RemoveKey(ctx context.Context, id string) error
 }
 
@@ -51,6 +64,16 @@ var (
 type EventIn struct {
 	Schema string          `json:"schema"`
 	Value  json.RawMessage `json:"value"`
+	// IdempotencyKey makes a resend safe (kernel.Event.IdempotencyKey);
+	// empty: none.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// CellsQuery selects a page of a workflow's cells:
+// GET /v1/cells/{workflow}?limit=N&after=CURSOR.
+type CellsQuery struct {
+	Limit int    // rows: 0 for kernel.DefaultCellPage (100), at most kernel.MaxCellPage (10,000)
+	After string // the next of the page before ("" for the first page)
 }
 
 // JournalQuery selects journal records.
@@ -132,20 +155,26 @@ func NewLocal(w *kernel.World, d Dir, kr *receipts.Keyring) *Local {
 // Status implements Backend.
 func (l *Local) Status(ctx context.Context) (*kernel.Status, error) { return l.W.Status(ctx) }
 
-// Cells implements Backend.
-func (l *Local) Cells(ctx context.Context, workflow string, limit int) ([]kernel.CellInfo, error) {
+// Cells implements Backend. A page size out of range or a cursor that is
+// not one is invalid_input naming the parameter (limit, after).
+func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*kernel.CellPage, error) {
+	if q.Limit < 0 || q.Limit > kernel.MaxCellPage {
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
+			"%d is not a page size: want 1..%d (0 or none: %d)", q.Limit, kernel.MaxCellPage, kernel.DefaultCellPage)
+	}
+	if _, err := kernel.ParseCellCursor(q.After); err != nil {
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "after",
+			"%q is not a cell cursor: want the next of an earlier page (64 hex digits)", q.After)
+	}
 	where := "workflow " + workflow
 	if _, err := l.workflow(workflow); err != nil {
 		return nil, AsError(err, where)
 	}
-	cs, err := l.W.Cells(ctx, workflow, limit)
+	p, err := l.W.CellPage(ctx, workflow, q.After, q.Limit)
 	if err != nil {
 		return nil, AsError(err, where)
 	}
-	if cs == nil {
-		cs = []kernel.CellInfo{}
-	}
-	return cs, nil
+	return p, nil
 }
 
 // Cell implements Backend.
@@ -295,7 +324,7 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 var kindNames = []string{
 	string(journal.KindEvent), string(journal.KindStep), string(journal.KindIntent), string(journal.KindReceipt),
 	string(journal.KindDrop), string(journal.KindFrame), string(journal.KindManifest), string(journal.KindSnapshot),
-	string(journal.KindFault),
+	string(journal.KindFault), string(journal.KindRecover),
 }
 
 func knownKind(k string) bool { return containsString(kindNames, k) }
@@ -310,7 +339,7 @@ func containsString(xs []string, s string) bool {
 }
 
 // Send implements Backend.
-func (l *Local) Send(ctx context.Context, evs []EventIn) ([]uint64, error) {
+func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
 	if len(evs) == 0 {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "events", "no events given")
 	}
@@ -325,17 +354,17 @@ func (l *Local) Send(ctx context.Context, evs []EventIn) ([]uint64, error) {
 		if !json.Valid(e.Value) {
 			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event %s: value is not valid JSON", e.Schema)
 		}
-		kevs[i] = kernel.Event{Schema: e.Schema, JSON: e.Value}
+		kevs[i] = kernel.Event{Schema: e.Schema, JSON: e.Value, IdempotencyKey: e.IdempotencyKey}
 	}
-	seqs, err := l.W.Submit(ctx, kevs...)
+	res, err := l.W.Ingest(ctx, kevs...)
 	if err != nil {
 		where := "events"
 		if len(evs) == 1 {
 			where = "event " + evs[0].Schema
 		}
-		return seqs, AsError(err, where)
+		return res, AsError(err, where)
 	}
-	return seqs, nil
+	return res, nil
 }
 
 func eventWhere(evs []EventIn, i int) string {

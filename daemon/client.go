@@ -100,16 +100,26 @@ func (c *Client) Status(ctx context.Context) (*kernel.Status, error) {
 }
 
 // Cells implements Backend.
-func (c *Client) Cells(ctx context.Context, workflow string, limit int) ([]kernel.CellInfo, error) {
-	var out []kernel.CellInfo
+func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*kernel.CellPage, error) {
+	var out kernel.CellPage
+	v := url.Values{}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
 	p := "/v1/cells/" + url.PathEscape(workflow)
-	if limit > 0 {
-		p += "?limit=" + strconv.Itoa(limit)
+	if len(v) > 0 {
+		p += "?" + v.Encode()
 	}
 	if err := c.call(ctx, "GET", p, nil, &out); err != nil {
 		return nil, err
 	}
-	return out, nil
+	if out.Cells == nil {
+		out.Cells = []kernel.CellInfo{}
+	}
+	return &out, nil
 }
 
 // Cell implements Backend.
@@ -184,14 +194,22 @@ func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMe
 }
 
 // Send implements Backend.
-func (c *Client) Send(ctx context.Context, evs []EventIn) ([]uint64, error) {
+func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
 	var out struct {
-		Seqs []uint64 `json:"seqs"`
+		Seqs       []uint64 `json:"seqs"`
+		Duplicates []bool   `json:"duplicates"`
 	}
 	if err := c.call(ctx, "POST", "/v1/events", evs, &out); err != nil {
 		return nil, err
 	}
-	return out.Seqs, nil
+	if out.Duplicates != nil && len(out.Duplicates) != len(out.Seqs) {
+		return nil, fmt.Errorf("daemon at %s: events: %d seqs but %d duplicate flags", c.Base, len(out.Seqs), len(out.Duplicates))
+	}
+	res := make([]kernel.Ingested, len(out.Seqs))
+	for i, seq := range out.Seqs {
+		res[i] = kernel.Ingested{Seq: seq, Duplicate: out.Duplicates != nil && out.Duplicates[i]}
+	}
+	return res, nil
 }
 
 // Apply implements Backend.

@@ -25,9 +25,14 @@ const (
 	CodeLocked           = "locked"
 	CodeConflict         = "conflict" // the thing already exists (a key already trusted)
 	CodeMethodNotAllowed = "method_not_allowed"
-	CodeUntrusted        = "untrusted"     // a receipt not signed by a trusted executor key
-	CodeDropped          = "dropped"       // a receipt fenced off and journaled as dropped
-	CodeFrameRefused     = "frame_refused" // a stream frame for an intent not pending, or out of order
+	CodeUntrusted        = "untrusted"      // a receipt not signed by a trusted executor key
+	CodeDropped          = "dropped"        // a late receipt journaled as dropped (once per intent)
+	CodeDuplicate        = "duplicate"      // a receipt for an intent already settled by a receipt, or already dropped once
+	CodeUnknownIntent    = "unknown_intent" // a receipt for an intent not pending and not settled recently
+	CodeFrameRefused     = "frame_refused"  // a stream frame for an intent not pending, or out of order
+	// CodeIdempotencyConflict: an event reuses an idempotency key the world
+	// remembers (or one given twice in the request) for another event.
+	CodeIdempotencyConflict = "idempotency_conflict"
 )
 
 // Error is a refusal as the API reports it:
@@ -78,6 +83,8 @@ func AsError(err error, where string) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidManifest, Message: ps.Error(), Where: w, err: err}
 	case errors.Is(err, kernel.ErrInvalid):
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrIdempotencyConflict):
+		return &Error{Status: http.StatusConflict, Code: CodeIdempotencyConflict, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrNoCell):
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrNoManifest):

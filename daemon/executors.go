@@ -23,11 +23,22 @@ import (
 const ExecutorsFile = "executors.json"
 
 // BuiltinExecutor is the name the built-in executors sign receipts as.
-const BuiltinExecutor = "aos/builtin"
+const BuiltinExecutor = receipts.BuiltinExecutor
 
-// Keyring reads the trusted executor keys. The built-in executors' key
-// (executor.key) is always trusted under BuiltinExecutor.
+// Keyring reads the trusted executor keys, with the built-in executors'
+// key trusted for the effects effects.Builtins runs (see keyring).
 func (d Dir) Keyring() (*receipts.Keyring, error) {
+	return d.keyring(effects.BuiltinEffects())
+}
+
+// keyring reads the trusted executor keys from the keyring file. The
+// built-in executors' key (executor.key) is trusted under BuiltinExecutor
+// for exactly the builtin effects, whatever the file says: the file is
+// rewritten by `keys add` and `rm`, and may predate keys having effects or
+// a daemon with other built-in executors. Any other key named
+// BuiltinExecutor in the file is left out: only executor.key may sign as
+// the built-in executors.
+func (d Dir) keyring(builtin []string) (*receipts.Keyring, error) {
 	kr := receipts.NewKeyring()
 	if _, err := os.Stat(d.Path(ExecutorsFile)); err == nil {
 		if kr, err = receipts.ReadKeyringFile(d.Path(ExecutorsFile)); err != nil {
@@ -38,15 +49,16 @@ func (d Dir) Keyring() (*receipts.Keyring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor key: %w", err)
 	}
-	pub := priv.Public().(ed25519.PublicKey)
-	id := receipts.KeyID(pub)
 	for _, k := range kr.List() {
-		if k.ID == id {
-			return kr, nil
+		if k.Name == BuiltinExecutor {
+			_ = kr.Remove(k.ID)
 		}
 	}
-	if err := kr.Add(BuiltinExecutor, pub); err != nil {
-		return nil, err
+	if len(builtin) == 0 {
+		return kr, nil
+	}
+	if err := kr.Add(BuiltinExecutor, priv.Public().(ed25519.PublicKey), builtin); err != nil {
+		return nil, fmt.Errorf("executor key: %w", err)
 	}
 	return kr, nil
 }
@@ -56,13 +68,21 @@ type KeyView struct {
 	Name      string `json:"name"`
 	ID        string `json:"id"`
 	PublicKey string `json:"public_key"` // PEM
+	// Effects the key may settle and send frames for: effect names and
+	// "ns/*" namespaces. Empty for a key from a keyring file written before
+	// keys had effects: it settles nothing until added again with effects.
+	Effects []string `json:"effects"`
+}
+
+func keyView(k receipts.Key) KeyView {
+	pem, _ := receipts.EncodePublicKey(k.Public)
+	return KeyView{Name: k.Name, ID: k.ID, PublicKey: string(pem), Effects: append([]string{}, k.Effects...)}
 }
 
 func keyViews(kr *receipts.Keyring) []KeyView {
 	out := []KeyView{}
 	for _, k := range kr.List() {
-		pem, _ := receipts.EncodePublicKey(k.Public)
-		out = append(out, KeyView{Name: k.Name, ID: k.ID, PublicKey: string(pem)})
+		out = append(out, keyView(k))
 	}
 	return out
 }
@@ -76,25 +96,45 @@ type keyStore struct {
 
 func (k *keyStore) list() []KeyView { return keyViews(k.kr) }
 
-func (k *keyStore) add(name, pubPEM string) (KeyView, error) {
+// add trusts a key for the effects named. The built-in executors' name is
+// refused (only executor.key signs as them), and so are no effects, "*",
+// and sys/ effects (receipts.CheckEffects). Adding a key the file holds
+// without effects (written before keys had effects) gives it the effects.
+func (k *keyStore) add(name, pubPEM string, effs []string) (KeyView, error) {
 	pub, err := receipts.DecodePublicKey([]byte(pubPEM))
 	if err != nil {
 		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "public_key", Message: err.Error(), err: err}
 	}
+	if name == BuiltinExecutor {
+		return KeyView{}, newError(http.StatusBadRequest, CodeInvalidInput, "name",
+			"%s is the built-in executors' name; only the world's executor.key signs as it", BuiltinExecutor)
+	}
+	if _, err := receipts.CheckEffects(name, effs); err != nil {
+		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "effects", Message: err.Error(), err: err}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.kr.Add(name, pub); err != nil {
+	before, err := k.kr.MarshalCBOR()
+	if err != nil {
+		return KeyView{}, err
+	}
+	if err := k.kr.Add(name, pub, effs); err != nil {
 		if errors.Is(err, receipts.ErrDuplicateKey) {
 			return KeyView{}, &Error{Status: http.StatusConflict, Code: CodeConflict, Where: "public_key", Message: err.Error(), err: err}
 		}
 		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "name", Message: err.Error(), err: err}
 	}
 	if err := receipts.WriteKeyringFile(k.dir.Path(ExecutorsFile), k.kr); err != nil {
-		_ = k.kr.Remove(receipts.KeyID(pub))
+		_ = k.kr.UnmarshalCBOR(before) // as it was: the file was not changed
 		return KeyView{}, err
 	}
-	pem, _ := receipts.EncodePublicKey(pub)
-	return KeyView{Name: name, ID: receipts.KeyID(pub), PublicKey: string(pem)}, nil
+	id := receipts.KeyID(pub)
+	for _, key := range k.kr.List() {
+		if key.ID == id {
+			return keyView(key), nil
+		}
+	}
+	return KeyView{}, fmt.Errorf("key %s vanished from the keyring", id)
 }
 
 func (k *keyStore) remove(id string) error {
@@ -174,27 +214,23 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 	return out, nil
 }
 
-// receiptError maps the kernel's receipt outcomes to API errors.
+// receiptError maps the kernel's receipt and frame outcomes to API errors.
 func receiptError(err error, where string) *Error {
 	switch {
 	case errors.Is(err, kernel.ErrUntrusted):
 		return &Error{Status: http.StatusForbidden, Code: CodeUntrusted, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrReceiptDropped):
 		return &Error{Status: http.StatusConflict, Code: CodeDropped, Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, kernel.ErrReceiptDuplicate):
+		return &Error{Status: http.StatusConflict, Code: CodeDuplicate, Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, kernel.ErrReceiptUnknown):
+		return &Error{Status: http.StatusNotFound, Code: CodeUnknownIntent, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrFrameRefused):
 		return &Error{Status: http.StatusConflict, Code: CodeFrameRefused, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, receipts.ErrMalformed):
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: where, Message: err.Error(), err: err}
 	}
 	return AsError(err, where)
-}
-
-// FrameIn is POST /v1/frames.
-type FrameIn struct {
-	Intent   string          `json:"intent"`
-	Seq      uint64          `json:"seq"`
-	Executor string          `json:"executor"`
-	Payload  json.RawMessage `json:"payload"`
 }
 
 func (s *Server) claimRoute(w http.ResponseWriter, r *http.Request) {
@@ -233,33 +269,20 @@ func (s *Server) receiptRoute(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// frameRoute takes a signed frame in the JSON form of receipts.FrameFromJSON.
 func (s *Server) frameRoute(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
-	var f FrameIn
-	if err := strictDecode(body, &f); err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
-		return
-	}
-	h, err := schemas.ParseHash(f.Intent)
+	sf, err := receipts.FrameFromJSON(body)
 	if err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "intent", "%v", err))
+		writeError(w, receiptError(err, "frame"))
 		return
 	}
-	if f.Executor == "" || f.Seq == 0 {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", `"executor" and a "seq" of 1 or more are required`))
-		return
-	}
-	payload, err := receipts.PayloadFromJSON(f.Payload)
+	seq, err := s.Executors.W.SubmitFrame(r.Context(), sf)
 	if err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "payload", "%v", err))
-		return
-	}
-	seq, err := s.Executors.W.SubmitFrame(r.Context(), kernel.Frame{Intent: h, Seq: f.Seq, Executor: f.Executor, Payload: payload})
-	if err != nil {
-		writeError(w, receiptError(err, "frame for intent "+f.Intent))
+		writeError(w, receiptError(err, "frame for intent "+sf.Intent.String()))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]uint64{"seq": seq})
@@ -285,8 +308,9 @@ func (s *Server) keysRoute(w http.ResponseWriter, r *http.Request) {
 
 // AddKeyRequest is POST /v1/keys.
 type AddKeyRequest struct {
-	Name      string `json:"name"`
-	PublicKey string `json:"public_key"` // PEM (PKIX)
+	Name      string   `json:"name"`
+	PublicKey string   `json:"public_key"` // PEM (PKIX)
+	Effects   []string `json:"effects"`    // what the key may settle: effect names, "ns/*" namespaces
 }
 
 func (s *Server) addKeyRoute(w http.ResponseWriter, r *http.Request) {
@@ -299,12 +323,12 @@ func (s *Server) addKeyRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
 		return
 	}
-	kv, err := s.Backend.AddKey(r.Context(), req.Name, req.PublicKey)
+	kv, err := s.Backend.AddKey(r.Context(), req.Name, req.PublicKey, req.Effects)
 	if err != nil {
 		s.fail(w, err, "keys")
 		return
 	}
-	s.Logger.Info("executor key trusted", "name", kv.Name, "key_id", kv.ID)
+	s.Logger.Info("executor key trusted", "name", kv.Name, "key_id", kv.ID, "effects", kv.Effects)
 	writeJSON(w, http.StatusOK, kv)
 }
 
@@ -358,12 +382,12 @@ func (l *Local) Keys(context.Context) ([]KeyView, error) {
 }
 
 // AddKey implements Backend.
-func (l *Local) AddKey(_ context.Context, name, pubPEM string) (KeyView, error) {
+func (l *Local) AddKey(_ context.Context, name, pubPEM string, effects []string) (KeyView, error) {
 	ks, err := l.keyStore()
 	if err != nil {
 		return KeyView{}, err
 	}
-	return ks.add(name, pubPEM)
+	return ks.add(name, pubPEM, effects)
 }
 
 // RemoveKey implements Backend.
@@ -390,9 +414,9 @@ func (c *Client) Keys(ctx context.Context) ([]KeyView, error) {
 }
 
 // AddKey implements Backend.
-func (c *Client) AddKey(ctx context.Context, name, pubPEM string) (KeyView, error) {
+func (c *Client) AddKey(ctx context.Context, name, pubPEM string, effects []string) (KeyView, error) {
 	var out KeyView
-	err := c.call(ctx, "POST", "/v1/keys", AddKeyRequest{Name: name, PublicKey: pubPEM}, &out)
+	err := c.call(ctx, "POST", "/v1/keys", AddKeyRequest{Name: name, PublicKey: pubPEM, Effects: effects}, &out)
 	return out, err
 }
 
@@ -406,7 +430,7 @@ func (c *Client) RemoveKey(ctx context.Context, id string) error {
 // take effect at once) and a dispatcher with the built-in executors signing
 // with the world's executor key. Start the dispatcher once the world is open.
 func NewExecutors(d Dir, builtins map[string]effects.Executor, log *slog.Logger) (*receipts.Keyring, *effects.Dispatcher, error) {
-	kr, err := d.Keyring()
+	kr, err := d.keyring(effects.EffectsOf(builtins))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -176,8 +179,9 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	stranger, _ := receipts.GenerateKey()
-	signed := func(priv ed25519.PrivateKey, executor string) string {
-		sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: claim.Intents[0].Effect, Executor: executor,
+	const charge = "com.example/payment.charge@1"
+	signedFor := func(priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash) string {
+		sr := receipts.Sign(priv, receipts.Receipt{Intent: intent, Effect: effect, Executor: executor,
 			Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"charge_id": "x", "status": "succeeded"})})
 		js, err := receipts.ToJSON(sr)
 		if err != nil {
@@ -185,6 +189,22 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 		}
 		return string(js)
 	}
+	signed := func(priv ed25519.PrivateKey, executor string) string { return signedFor(priv, executor, charge, h) }
+	frame := func(priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, seq uint64) string {
+		js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{Intent: intent, Effect: effect, Seq: seq,
+			Executor: executor, Payload: schemas.MustMarshal(map[string]any{"pct": uint64(seq)})}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(js)
+	}
+	payments, _ := receipts.GenerateKey()
+	paymentsPEM := pubPEM(t, payments.Public().(ed25519.PublicKey))
+	keyReq := func(name string, effects ...string) string {
+		b, _ := json.Marshal(daemon.AddKeyRequest{Name: name, PublicKey: paymentsPEM, Effects: effects})
+		return string(b)
+	}
+	ghost := schemas.HashBytes([]byte("no"))
 	before := s.height(t)
 	for _, c := range []struct {
 		name, method, path, body string
@@ -195,11 +215,16 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 		{"claim unknown field", "POST", "/v1/effects/claim", `{"executor":"p","effects":["x"],"lease":5}`, 400, "lease"},
 		{"receipt not JSON", "POST", "/v1/receipts", `{"intent_hash":`, 400, "invalid_input"},
 		{"receipt unknown signer", "POST", "/v1/receipts", signed(stranger, "payments"), 403, "untrusted"},
-		{"frame seq 0", "POST", "/v1/frames", `{"intent":"` + h.String() + `","seq":0,"executor":"p","payload":{}}`, 400, "of 1 or more are required"},
-		{"frame bad hash", "POST", "/v1/frames", `{"intent":"sha256:zz","seq":1,"executor":"p","payload":{}}`, 400, "intent"},
-		{"frame unknown intent", "POST", "/v1/frames", `{"intent":"` + schemas.HashBytes([]byte("no")).String() + `","seq":1,"executor":"p","payload":{}}`, 409, "frame_refused"},
-		{"key bad PEM", "POST", "/v1/keys", `{"name":"payments","public_key":"not a key"}`, 400, ""},
+		{"frame unsigned (the old form)", "POST", "/v1/frames", `{"intent":"` + h.String() + `","seq":1,"executor":"p","payload":{}}`, 400, "invalid_input"},
+		{"frame seq 0", "POST", "/v1/frames", frame(stranger, "p", charge, h, 0), 400, "seq is 0"},
+		{"frame unknown signer", "POST", "/v1/frames", frame(stranger, "payments", charge, h, 1), 403, "untrusted"},
+		{"key bad PEM", "POST", "/v1/keys", `{"name":"payments","public_key":"not a key","effects":["a/b@1"]}`, 400, ""},
 		{"key unknown field", "POST", "/v1/keys", `{"name":"payments","pem":"x"}`, 400, "pem"},
+		{"key without effects", "POST", "/v1/keys", keyReq("payments"), 400, "no effects"},
+		{"key for every effect", "POST", "/v1/keys", keyReq("payments", "*"), 400, "every effect"},
+		{"key for a built-in effect", "POST", "/v1/keys", keyReq("payments", charge, "sys/timer.set@1"), 400, "only the built-in executors' key"},
+		{"key for the built-in namespace", "POST", "/v1/keys", keyReq("payments", "sys/*"), 400, "only the built-in executors' key"},
+		{"key under the built-in name", "POST", "/v1/keys", keyReq(daemon.BuiltinExecutor, "sys/timer.set@1"), 400, "built-in executors' name"},
 		{"remove unknown key", "DELETE", "/v1/keys/ed25519:00000000000000000000000000000000", "", 404, "not_found"},
 	} {
 		code, body := s.do(t, c.method, c.path, c.body)
@@ -211,24 +236,41 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 		t.Fatalf("bad requests changed the journal: height %d -> %d", before, after)
 	}
 
-	// The built-in key cannot be removed; a trusted key can be added,
-	// persists in executors.json, and then its receipts are accepted.
+	// The built-in key, trusted for exactly the built-in effects, cannot be
+	// removed; a key can be added for its effects, persists in
+	// executors.json, and then its receipts are accepted.
 	var keys []daemon.KeyView
 	_, body = s.do(t, "GET", "/v1/keys", "")
 	if err := json.Unmarshal([]byte(body), &keys); err != nil || len(keys) != 1 || keys[0].Name != daemon.BuiltinExecutor {
 		t.Fatalf("keys: %s", body)
 	}
+	if got, want := strings.Join(keys[0].Effects, ","), strings.Join(effects.BuiltinEffects(), ","); got != want || !strings.Contains(got, "sys/timer.set@1") {
+		t.Fatalf("built-in key's effects %q, want %q", got, want)
+	}
 	if code, body := s.do(t, "DELETE", "/v1/keys/"+keys[0].ID, ""); code != 400 || !strings.Contains(body, "cannot be removed") {
 		t.Fatalf("remove builtin key: %d %s", code, body)
 	}
-	payments, _ := receipts.GenerateKey()
-	req, _ := json.Marshal(daemon.AddKeyRequest{Name: "payments", PublicKey: pubPEM(t, payments.Public().(ed25519.PublicKey))})
-	code, body = s.do(t, "POST", "/v1/keys", string(req))
+	builtinPriv, err := s.dir.LoadExecutorKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = s.height(t)
+	if code, body := s.do(t, "POST", "/v1/receipts", signed(builtinPriv, daemon.BuiltinExecutor)); code != 403 || !strings.Contains(body, "may not settle effect "+charge) {
+		t.Fatalf("built-in key's receipt for an external effect: %d %s", code, body)
+	}
+	if code, body := s.do(t, "POST", "/v1/frames", frame(builtinPriv, daemon.BuiltinExecutor, charge, h, 1)); code != 403 || !strings.Contains(body, "untrusted") {
+		t.Fatalf("built-in key's frame for an external effect: %d %s", code, body)
+	}
+	if after := s.height(t); after != before {
+		t.Fatalf("refused built-in receipt changed the journal: height %d -> %d", before, after)
+	}
+	code, body = s.do(t, "POST", "/v1/keys", keyReq("payments", charge, "com.example/refunds/*"))
 	var added daemon.KeyView
-	if code != 200 || json.Unmarshal([]byte(body), &added) != nil || !strings.Contains(added.PublicKey, "BEGIN PUBLIC KEY") {
+	if code != 200 || json.Unmarshal([]byte(body), &added) != nil || !strings.Contains(added.PublicKey, "BEGIN PUBLIC KEY") ||
+		strings.Join(added.Effects, ",") != charge+",com.example/refunds/*" {
 		t.Fatalf("add key: %d %s", code, body)
 	}
-	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 409 || !strings.Contains(body, `"conflict"`) {
+	if code, body := s.do(t, "POST", "/v1/keys", keyReq("payments", charge)); code != 409 || !strings.Contains(body, `"conflict"`) {
 		t.Fatalf("add the same key again: %d %s", code, body)
 	}
 	if code, body := s.do(t, "GET", "/v1/journal?kind=bogus&follow=true", ""); code != 400 || !strings.Contains(body, "unknown record kind") {
@@ -238,17 +280,127 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	if err != nil || kr.Len() != 2 {
 		t.Fatalf("executors.json after add: %v keys, %v", kr.Len(), err)
 	}
+	for _, k := range kr.List() {
+		if k.Name == "payments" && strings.Join(k.Effects, ",") != charge+",com.example/refunds/*" {
+			t.Fatalf("executors.json holds payments for %v", k.Effects)
+		}
+	}
 	if code, body := s.do(t, "POST", "/v1/receipts", signed(payments, "builtin-impostor")); code != 403 || !strings.Contains(body, "untrusted") {
 		t.Fatalf("executor name not the key's: %d %s", code, body)
 	}
-	if code, body := s.do(t, "POST", "/v1/receipts", signed(payments, "payments")); code != 200 || !strings.Contains(body, `"seq"`) {
+	// Frames: signed by the allowed key for the intent's effect.
+	if code, body := s.do(t, "POST", "/v1/frames", frame(payments, "payments", charge, h, 1)); code != 200 || !strings.Contains(body, `"seq"`) {
+		t.Fatalf("trusted frame: %d %s", code, body)
+	}
+	before = s.height(t)
+	for _, c := range []struct {
+		name, path, body string
+		code             int
+		want             string
+	}{
+		{"frame repeating its seq", "/v1/frames", frame(payments, "payments", charge, h, 1), 409, "frame_refused"},
+		{"frame for an unknown intent", "/v1/frames", frame(payments, "payments", charge, ghost, 1), 409, "frame_refused"},
+		{"frame for an effect not allowed", "/v1/frames", frame(payments, "payments", "com.example/payout@1", h, 2), 403, "may not settle effect com.example/payout@1"},
+		{"frame for another effect than the intent's", "/v1/frames", frame(payments, "payments", "com.example/refunds/full@1", h, 2), 403, "but the intent is for effect " + charge},
+		{"receipt for an unknown intent", "/v1/receipts", signedFor(payments, "payments", charge, ghost), 404, "unknown_intent"},
+		{"receipt for another effect than the intent's", "/v1/receipts", signedFor(payments, "payments", "com.example/refunds/full@1", h), 403, "untrusted"},
+	} {
+		code, body := s.do(t, "POST", c.path, c.body)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s; want %d containing %q", c.name, code, body, c.code, c.want)
+		}
+	}
+	if after := s.height(t); after != before {
+		t.Fatalf("refused frames and receipts changed the journal: height %d -> %d", before, after)
+	}
+	code, body = s.do(t, "POST", "/v1/receipts", signed(payments, "payments"))
+	var res kernel.ReceiptResult
+	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || res.Seq == 0 {
 		t.Fatalf("trusted receipt: %d %s", code, body)
 	}
-	if code, body := s.do(t, "POST", "/v1/receipts", signed(payments, "payments")); code != 409 || !strings.Contains(body, "dropped") {
+	before = s.height(t)
+	if code, body := s.do(t, "POST", "/v1/receipts", signed(payments, "payments")); code != 409 || !strings.Contains(body, `"duplicate"`) ||
+		!strings.Contains(body, fmt.Sprintf("seq %d", res.Seq)) {
 		t.Fatalf("duplicate receipt: %d %s", code, body)
 	}
+	if after := s.height(t); after != before {
+		t.Fatalf("duplicate receipt changed the journal: height %d -> %d", before, after)
+	}
 	code, body = s.do(t, "GET", "/v1/intents/"+h.String(), "")
-	if code != 200 || !bytes.Contains([]byte(body), []byte(`"kind":"receipt"`)) || !strings.Contains(body, `"kind":"drop"`) {
+	if code != 200 || !bytes.Contains([]byte(body), []byte(`"kind":"receipt"`)) || !strings.Contains(body, `"kind":"frame"`) || strings.Contains(body, `"kind":"drop"`) {
 		t.Fatalf("intent trace: %d %s", code, body)
+	}
+}
+
+// TestKeyringFileMigration: an executors.json written before keys had
+// effects still loads. Its keys settle nothing (the refusal names the key
+// and says how to fix it) until added again with effects; the built-in key
+// is trusted for the built-in effects whatever the file says, and no other
+// key keeps the built-in name.
+func TestKeyringFileMigration(t *testing.T) {
+	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := daemon.Init(dir, dir.Config(kernel.Config{})); err != nil {
+		t.Fatal(err)
+	}
+	builtinPriv, err := dir.LoadExecutorKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payments, _ := receipts.GenerateKey()
+	impostor, _ := receipts.GenerateKey()
+	b64 := func(k ed25519.PrivateKey) string {
+		return base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey))
+	}
+	old := `{
+  "keys": [
+    {"name": "aos/builtin", "key_id": "` + receipts.KeyID(builtinPriv.Public().(ed25519.PublicKey)) + `", "public_key": "` + b64(builtinPriv) + `"},
+    {"name": "aos/builtin", "key_id": "` + receipts.KeyID(impostor.Public().(ed25519.PublicKey)) + `", "public_key": "` + b64(impostor) + `"},
+    {"name": "payments", "key_id": "` + receipts.KeyID(payments.Public().(ed25519.PublicKey)) + `", "public_key": "` + b64(payments) + `"}
+  ]
+}
+`
+	if err := os.WriteFile(dir.Path(daemon.ExecutorsFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := &daemon.Local{Dir: dir}
+	ks, err := l.Keys(context.Background())
+	if err != nil {
+		t.Fatalf("old executors.json: %v", err)
+	}
+	got := map[string]string{}
+	for _, k := range ks {
+		got[k.Name] = strings.Join(k.Effects, ",")
+	}
+	if len(ks) != 2 || got[daemon.BuiltinExecutor] != strings.Join(effects.BuiltinEffects(), ",") || got["payments"] != "" {
+		t.Fatalf("keys from the old file: %+v", ks)
+	}
+	const charge = "com.example/payment.charge@1"
+	kr, err := dir.Keyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := receipts.Sign(payments, receipts.Receipt{Intent: schemas.HashBytes([]byte("i")), Effect: charge, Executor: "payments",
+		Status: receipts.StatusOK, Payload: schemas.MustMarshal(1)})
+	if _, err := kr.Verify(sr); !errors.Is(err, receipts.ErrEffectNotAllowed) || !strings.Contains(err.Error(), "add it again") {
+		t.Fatalf("receipt from a key of the old file: %v", err)
+	}
+	imp := sr.Receipt
+	imp.Executor, imp.Effect = daemon.BuiltinExecutor, "sys/timer.set@1"
+	if _, err := kr.Verify(receipts.Sign(impostor, imp)); !errors.Is(err, receipts.ErrUnknownSigner) {
+		t.Fatalf("another key named %s: %v", daemon.BuiltinExecutor, err)
+	}
+	kv, err := l.AddKey(context.Background(), "payments", pubPEM(t, payments.Public().(ed25519.PublicKey)), []string{charge})
+	if err != nil || strings.Join(kv.Effects, ",") != charge {
+		t.Fatalf("adding the old key again with effects: %+v %v", kv, err)
+	}
+	if kr, err = dir.Keyring(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Verify(sr); err != nil {
+		t.Fatalf("after adding it again: %v", err)
+	}
+	text, _ := os.ReadFile(dir.Path(daemon.ExecutorsFile))
+	if bytes.Contains(text, []byte(b64(impostor))) {
+		t.Fatalf("the other key named %s is still in executors.json:\n%s", daemon.BuiltinExecutor, text)
 	}
 }

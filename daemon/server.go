@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aos-kernel/aos/kernel"
 )
 
 // DefaultMaxBodyBytes bounds a request body (413 beyond it).
@@ -56,10 +58,14 @@ func (s *Server) routes() []route {
 	return []route{
 		{"POST", "/v1/events", s.events},
 		{"GET", "/v1/status", s.status},
+		{"GET", "/v1/limits", s.limitsRoute},
+		{"POST", "/v1/limits", s.setLimitsRoute},
 		{"GET", "/v1/quiescent", s.quiescent},
 		{"GET", "/v1/cells/{workflow}", s.cells},
 		{"GET", "/v1/cells/{workflow}/{key}", s.cell},
 		{"GET", "/v1/trace/{workflow}/{key}", s.trace},
+		{"GET", "/v1/failed", s.failedRoute},
+		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
 		{"GET", "/v1/journal", s.journal},
 		{"POST", "/v1/apply", s.apply},
 		{"GET", "/v1/intents/{hash}", s.intentRoute},
@@ -227,7 +233,9 @@ func strictDecode(b []byte, v any) error {
 	return nil
 }
 
-// events: body {"schema","value"} -> {"seq"}; or [{...}, ...] -> {"seqs"}.
+// events: body {"schema","value","idempotency_key"?} -> {"seq","duplicate"};
+// or [{...}, ...] -> {"seqs","duplicates"}. A single event may take its
+// idempotency key from the Idempotency-Key header instead.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -235,30 +243,39 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	batch := len(trimmed) > 0 && trimmed[0] == '['
-	var evs []EventIn
+	var wire []eventWire
 	var err error
 	if batch {
-		err = strictDecode(body, &evs)
+		err = strictDecode(body, &wire)
 	} else {
-		var ev EventIn
+		var ev eventWire
 		err = strictDecode(body, &ev)
-		evs = []EventIn{ev}
+		wire = []eventWire{ev}
 	}
 	if err != nil {
 		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
-			`body is not {"schema": NAME, "value": JSON} or an array of them: %v`, err))
+			`body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them: %v`, err))
 		return
 	}
-	seqs, err := s.Backend.Send(r.Context(), evs)
+	evs, e := eventsIn(wire, batch, r.Header.Values("Idempotency-Key"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	res, err := s.Backend.Send(r.Context(), evs)
 	if err != nil {
 		s.fail(w, err, "events")
 		return
 	}
-	if batch {
-		writeJSON(w, http.StatusOK, map[string]any{"seqs": seqs})
+	if !batch {
+		writeJSON(w, http.StatusOK, map[string]any{"seq": res[0].Seq, "duplicate": res[0].Duplicate})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"seq": seqs[0]})
+	seqs, dups := make([]uint64, len(res)), make([]bool, len(res))
+	for i, x := range res {
+		seqs[i], dups[i] = x.Seq, x.Duplicate
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"seqs": seqs, "duplicates": dups})
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -289,21 +306,23 @@ func (s *Server) quiescent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cells(w http.ResponseWriter, r *http.Request) {
-	limit := 0
+	var q CellsQuery
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "limit", "limit %q is not a non-negative integer", v))
+		if err != nil {
+			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
+				"%q is not a page size: want 1..%d", v, kernel.MaxCellPage))
 			return
 		}
-		limit = n
+		q.Limit = n
 	}
-	cs, err := s.Backend.Cells(r.Context(), r.PathValue("workflow"), limit)
+	q.After = r.URL.Query().Get("after")
+	p, err := s.Backend.Cells(r.Context(), r.PathValue("workflow"), q)
 	if err != nil {
 		s.fail(w, err, "cells")
 		return
 	}
-	writeJSON(w, http.StatusOK, cs)
+	writeJSON(w, http.StatusOK, p)
 }
 
 func (s *Server) cell(w http.ResponseWriter, r *http.Request) {

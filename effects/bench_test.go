@@ -68,7 +68,7 @@ func (r *roundTrip) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt
 	return res, err
 }
 
-func (r *roundTrip) SubmitFrame(ctx context.Context, f kernel.Frame) (uint64, error) {
+func (r *roundTrip) SubmitFrame(ctx context.Context, f receipts.SignedFrame) (uint64, error) {
 	return r.w.SubmitFrame(ctx, f)
 }
 
@@ -147,7 +147,7 @@ func BenchmarkReceiptRoundTrip(b *testing.B) {
 			}
 			defer db.Close()
 			kr := receipts.NewKeyring()
-			_ = kr.Add("aos/builtin", builtinKey.Public().(ed25519.PublicKey))
+			_ = kr.Add(receipts.BuiltinExecutor, builtinKey.Public().(ed25519.PublicKey), []string{"com.test/charge@1"})
 			rt := &roundTrip{start: map[string]time.Time{}, key: map[schemas.Hash]string{}, done: map[string]chan time.Duration{}}
 			rt.d = effects.New(effects.Config{Key: builtinKey, Executors: map[string]effects.Executor{"com.test/charge@1": instant{}}})
 			w, err := kernel.OpenDB(db, kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: rt})
@@ -234,7 +234,7 @@ func (s *errSink) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) 
 	return res, err
 }
 
-func (s *errSink) SubmitFrame(ctx context.Context, f kernel.Frame) (uint64, error) {
+func (s *errSink) SubmitFrame(ctx context.Context, f receipts.SignedFrame) (uint64, error) {
 	return s.w.SubmitFrame(ctx, f)
 }
 
@@ -248,7 +248,7 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 	}
 	defer db.Close()
 	kr := receipts.NewKeyring()
-	if err := kr.Add("aos/builtin", builtinKey.Public().(ed25519.PublicKey)); err != nil {
+	if err := kr.Add(receipts.BuiltinExecutor, builtinKey.Public().(ed25519.PublicKey), []string{"com.test/charge@1"}); err != nil {
 		t.Fatal(err)
 	}
 	d := effects.New(effects.Config{Key: builtinKey, Executors: map[string]effects.Executor{"com.test/charge@1": instant{}}})

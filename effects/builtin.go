@@ -30,6 +30,20 @@ func Builtins(store cas.Store, client *http.Client) map[string]Executor {
 	}
 }
 
+// BuiltinEffects are the effects Builtins executes, sorted: what the
+// built-in executors' key is trusted for.
+func BuiltinEffects() []string { return EffectsOf(Builtins(nil, nil)) }
+
+// EffectsOf lists the effects of an executor map, sorted.
+func EffectsOf(exs map[string]Executor) []string {
+	out := make([]string, 0, len(exs))
+	for e := range exs {
+		out = append(out, e)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func decodeParams(it kernel.OpenIntent) (map[string]any, error) {
 	v, err := schemas.Decode(it.Params)
 	if err != nil {

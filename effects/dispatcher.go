@@ -28,13 +28,13 @@ type Executor interface {
 // Sink is where receipts and frames go: the kernel World.
 type Sink interface {
 	SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (kernel.ReceiptResult, error)
-	SubmitFrame(ctx context.Context, f kernel.Frame) (uint64, error)
+	SubmitFrame(ctx context.Context, f receipts.SignedFrame) (uint64, error)
 }
 
 // Config configures a Dispatcher.
 type Config struct {
-	Name      string             // executor name for built-in receipts (default "aos/builtin")
-	Key       ed25519.PrivateKey // signs built-in receipts; its public key must be in the world's keyring
+	Name      string             // executor name for built-in receipts (default receipts.BuiltinExecutor, the only name a keyring trusts for sys/ effects)
+	Key       ed25519.PrivateKey // signs built-in receipts and frames; its public key must be in the world's keyring, allowed the Executors' effects
 	Executors map[string]Executor
 	Logger    *slog.Logger
 	// DefaultRetry applies to effects that declare no retry policy.
@@ -84,7 +84,7 @@ type entry struct {
 // New makes a dispatcher; Start connects it to the world.
 func New(cfg Config) *Dispatcher {
 	if cfg.Name == "" {
-		cfg.Name = "aos/builtin"
+		cfg.Name = receipts.BuiltinExecutor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -210,7 +210,8 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 		}
 		wait := pol.backoff(attempt)
 		frame := schemas.MustMarshal(map[string]any{"attempt": uint64(attempt), "error": err.Error(), "retry_in_ms": uint64(wait.Milliseconds())})
-		if _, ferr := d.sink.SubmitFrame(ctx, kernel.Frame{Intent: it.Hash, Seq: uint64(attempt), Executor: d.cfg.Name, Payload: frame}); ferr != nil {
+		sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{Intent: it.Hash, Effect: it.Effect, Seq: uint64(attempt), Executor: d.cfg.Name, Payload: frame})
+		if _, ferr := d.sink.SubmitFrame(ctx, sf); ferr != nil {
 			d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", ferr)
 		}
 		t := time.NewTimer(wait)
@@ -231,7 +232,7 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 
 func (d *Dispatcher) submit(ctx context.Context, r receipts.Receipt) {
 	sr := receipts.Sign(d.cfg.Key, r)
-	if _, err := d.sink.SubmitReceipt(ctx, sr); err != nil && !errors.Is(err, kernel.ErrReceiptDropped) {
+	if _, err := d.sink.SubmitReceipt(ctx, sr); err != nil && !errors.Is(err, kernel.ErrReceiptDropped) && !errors.Is(err, kernel.ErrReceiptDuplicate) {
 		d.cfg.Logger.Warn("receipt not admitted", "intent", r.Intent, "effect", r.Effect, "err", err)
 	}
 }

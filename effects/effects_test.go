@@ -167,10 +167,10 @@ func open(t testing.TB, dir string, now func() time.Time) *world {
 		t.Fatal(err)
 	}
 	kr := receipts.NewKeyring()
-	if err := kr.Add("aos/builtin", builtinKey.Public().(ed25519.PublicKey)); err != nil {
+	if err := kr.Add(receipts.BuiltinExecutor, builtinKey.Public().(ed25519.PublicKey), effects.BuiltinEffects()); err != nil {
 		t.Fatal(err)
 	}
-	if err := kr.Add("payments", externalKey.Public().(ed25519.PublicKey)); err != nil {
+	if err := kr.Add("payments", externalKey.Public().(ed25519.PublicKey), []string{"com.test/charge@1"}); err != nil {
 		t.Fatal(err)
 	}
 	d := effects.New(effects.Config{Key: builtinKey, Executors: effects.Builtins(cas.NewBadger(db), nil), Now: now})

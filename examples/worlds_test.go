@@ -130,7 +130,7 @@ func receiptFor(t *testing.T, it kernel.OpenIntent) receipts.SignedReceipt {
 	default:
 		t.Fatalf("no receipt for effect %s", it.Effect)
 	}
-	return receipts.Sign(executorKey, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: "test",
+	return receipts.Sign(executorKey, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: receipts.BuiltinExecutor,
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(payload), Attempt: 1})
 }
 
@@ -151,7 +151,7 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 	}
 	defer db.Close()
 	kr := receipts.NewKeyring()
-	if err := kr.Add("test", executorKey.Public().(ed25519.PublicKey)); err != nil {
+	if err := kr.Add(receipts.BuiltinExecutor, executorKey.Public().(ed25519.PublicKey), []string{"sys/timer.set@1", "com.example/payment.charge@1"}); err != nil {
 		t.Fatal(err)
 	}
 	b := modules.NewBuiltins()

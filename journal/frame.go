@@ -100,7 +100,7 @@ func head(b []byte, i int) (major byte, arg uint64, next int, ok bool) {
 // internKind returns the constant for a known kind, so decoding a frame
 // allocates no strings.
 func internKind(b []byte) Kind {
-	for _, k := range [...]Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest, KindSnapshot, KindFault} {
+	for _, k := range [...]Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest, KindSnapshot, KindFault, KindRecover} {
 		if string(b) == string(k) {
 			return k
 		}

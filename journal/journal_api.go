@@ -14,6 +14,8 @@ const (
 	KindManifest Kind = "manifest" // a manifest applied
 	KindSnapshot Kind = "snapshot" // a snapshot taken
 	KindFault    Kind = "fault"    // an instance failed
+	KindConfig   Kind = "config"   // the world's limits changed
+	KindRecover  Kind = "recover"  // an operator recovered a failed instance
 )
 
 // Record is one journal entry. Seq is gap-free and strictly increasing from 1.

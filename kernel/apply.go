@@ -75,7 +75,19 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 		res.Unchanged = true
 	case dryRun:
 	default:
-		res.Seq = st.installManifest(m, wfs, mods)
+		// The artifacts go into the CAS first, so the world carries its
+		// code: the manifest record names them by hash, and they become
+		// durable with it (the CAS and the journal share one store and one
+		// sync). A store that fails here stops the world.
+		if _, arts := artifactsOf(m); len(arts) > 0 {
+			if _, err := st.w.cas.PutBatch(arts); err != nil {
+				closeModules(mods)
+				st.stop("store the wasm artifacts of "+m.Name, err)
+				return res, st.stopped
+			}
+		}
+		lim := st.limits
+		res.Seq = st.installManifest(m, wfs, mods, &lim, st.newStateChange(m))
 		res.Applied = true
 		return res, nil
 	}
@@ -83,21 +95,16 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 	return res, err
 }
 
-// installManifest journals m and makes it current. Its wasm artifacts go
-// into the CAS first, so the world carries its code: the journal's manifest
-// record names them by hash, and they become durable with it (the CAS and
-// the journal share one store and one sync). Every wasm module starts on a
-// fresh instance here, a journaled point replay passes in the same place.
-// wfs and mods are what runtimes bound for m.
-func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule) uint64 {
-	if !st.replaying {
-		if _, arts := artifactsOf(m); len(arts) > 0 {
-			if _, err := st.w.cas.PutBatch(arts); err != nil {
-				panic(fmt.Sprintf("kernel: store wasm artifacts of %s: %v", m.Name, err))
-			}
-		}
-	}
-	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source}))
+// installManifest journals m and makes it current (apply has stored its wasm
+// artifacts). Every wasm module starts on a fresh instance here, a journaled
+// point replay passes in the same place. wfs and mods are what runtimes bound
+// for m. lim is journaled with it: the limits in force (nil only when
+// replaying a journal that predates journaled limits). So is sc, the
+// workflows whose state schema m changes (nil likewise for a journal that
+// predates that check); their schema epochs start here (schema_epoch.go).
+func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule, lim *Limits, sc *StateChangeRec) uint64 {
+	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source, Limits: lim, StateChange: sc}))
+	st.installStateChange(m, sc)
 	router, err := routing.New(m)
 	if err != nil {
 		panic(fmt.Sprintf("kernel: router for loaded manifest: %v", err))

@@ -85,10 +85,10 @@ func appendOrigin(b []byte, o *OriginRec) []byte {
 }
 
 // encodeEvent is schemas.MustMarshal(rec). Key order: stamp, value, origin?,
-// schema, targets.
+// schema, targets, idempotency_key?.
 func encodeEvent(rec *EventRec) []byte {
-	b := make([]byte, 0, 160+len(rec.Value)+len(rec.Schema)+48*len(rec.Targets))
-	b = appendHead(b, majMap, mapSize(4, rec.Origin != nil))
+	b := make([]byte, 0, 160+len(rec.Value)+len(rec.Schema)+48*len(rec.Targets)+len(rec.IdempotencyKey))
+	b = appendHead(b, majMap, mapSize(4, rec.Origin != nil, rec.IdempotencyKey != ""))
 	b = appendStamp(appendText(b, "stamp"), &rec.Stamp)
 	b = appendBytes(appendText(b, "value"), rec.Value)
 	if rec.Origin != nil {
@@ -97,11 +97,15 @@ func encodeEvent(rec *EventRec) []byte {
 	b = appendText(appendText(b, "schema"), rec.Schema)
 	b = appendText(b, "targets")
 	if rec.Targets == nil {
-		return append(b, cborNull)
+		b = append(b, cborNull)
+	} else {
+		b = appendHead(b, majArray, uint64(len(rec.Targets)))
+		for i := range rec.Targets {
+			b = appendTarget(b, &rec.Targets[i])
+		}
 	}
-	b = appendHead(b, majArray, uint64(len(rec.Targets)))
-	for i := range rec.Targets {
-		b = appendTarget(b, &rec.Targets[i])
+	if rec.IdempotencyKey != "" {
+		b = appendText(appendText(b, "idempotency_key"), rec.IdempotencyKey)
 	}
 	return b
 }

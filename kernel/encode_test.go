@@ -76,6 +76,13 @@ func TestRecordEncodersMatchMarshal(t *testing.T) {
 		if r.IntN(2) == 0 {
 			ev.Origin = &OriginRec{Workflow: str(), Key: bs(), Step: num(), Depth: num()}
 		}
+		if r.IntN(2) == 0 { // an ingress idempotency key, at every text head width
+			k := make([]byte, 1+r.IntN([]int{23, 255, 300}[r.IntN(3)]))
+			for i := range k {
+				k[i] = byte('!' + r.IntN(94))
+			}
+			ev.IdempotencyKey = string(k)
+		}
 		check("event", encodeEvent(&ev), &ev)
 
 		st := StepRec{Input: num(), Workflow: str(), WorkflowHash: hash(), Key: bs()}

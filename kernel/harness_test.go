@@ -280,7 +280,7 @@ func compact(d map[string]any) string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		switch k {
-		case "stamp", "workflow_hash", "hash", "source_bytes":
+		case "stamp", "workflow_hash", "hash", "source_bytes", "limits":
 			continue
 		}
 		v := m[k]

@@ -19,11 +19,20 @@ type Event struct {
 	// through the schema) or as canonical CBOR.
 	JSON json.RawMessage
 	CBOR []byte
+	// IdempotencyKey, when not empty, makes a resend safe: an event submitted
+	// with a key the world remembers (idempotency.go; Limits bound how long)
+	// is not journaled again, and the answer is the original's seq, marked
+	// as a duplicate; the same key with another schema or value is refused
+	// with ErrIdempotencyConflict. 1-256 bytes of visible ASCII.
+	IdempotencyKey string
 }
 
 type ingressEvent struct {
 	schema   string
 	value    []byte
+	key      string             // idempotency key, "" for none
+	keyID    idemID             // idemKeyID(key), when key is set
+	sum      idemID             // idemSum(schema, value), when key is set
 	manifest *manifest.Manifest // validated and routed against
 	targets  []routing.Target   // routed by the caller; valid while manifest is current
 }
@@ -32,13 +41,38 @@ type ingressEvent struct {
 // runs each to idle. It returns their journal seqs once they are durable.
 // If an event is refused, the events before it stand (they were durable) and
 // nothing of it or after it is journaled; the error says which one and why.
+// An idempotency key the world remembers gives the original event's seq and
+// journals nothing (Ingest says which events those were); a key conflict
+// refuses the whole call before anything is journaled.
 func (w *World) Submit(ctx context.Context, evs ...Event) ([]uint64, error) {
+	res, err := w.submit(ctx, evs)
+	return res.seqs, err
+}
+
+// Ingest is Submit, saying for each event whether it was a duplicate: a
+// resend under an idempotency key the world remembers, answered with the
+// original event's seq and not journaled again.
+func (w *World) Ingest(ctx context.Context, evs ...Event) ([]Ingested, error) {
+	res, err := w.submit(ctx, evs)
+	out := make([]Ingested, len(res.seqs))
+	for i, seq := range res.seqs {
+		out[i] = Ingested{Seq: seq, Duplicate: res.dups[i]}
+	}
+	return out, err
+}
+
+func (w *World) submit(ctx context.Context, evs []Event) (result, error) {
 	cur := w.current.Load()
 	if cur == nil {
-		return nil, ErrNoManifest
+		return result{}, ErrNoManifest
 	}
 	in := make([]ingressEvent, len(evs))
 	for i, ev := range evs {
+		if ev.IdempotencyKey != "" {
+			if err := checkIdempotencyKey(ev.IdempotencyKey); err != nil {
+				return result{}, fmt.Errorf("%w: event %d (%s): %v", ErrInvalid, i, ev.Schema, err)
+			}
+		}
 		v, err := w.canonicalEvent(cur.m, ev)
 		if err == nil {
 			// Routing is a pure function of (manifest, schema, value), so it
@@ -51,20 +85,22 @@ func (w *World) Submit(ctx context.Context, evs ...Event) ([]uint64, error) {
 		}
 		if err != nil {
 			if len(evs) > 1 {
-				return nil, fmt.Errorf("event %d: %w", i, err)
+				return result{}, fmt.Errorf("event %d: %w", i, err)
 			}
-			return nil, err
+			return result{}, err
 		}
 		in[i].schema, in[i].value, in[i].manifest = ev.Schema, v, cur.m
+		if ev.IdempotencyKey != "" {
+			in[i].key, in[i].keyID, in[i].sum = ev.IdempotencyKey, idemKeyID(ev.IdempotencyKey), idemSum(ev.Schema, v)
+		}
 	}
-	res, err := w.send(ctx, request{events: in})
-	return res.seqs, err
+	return w.send(ctx, request{events: in})
 }
 
 // canonicalEvent does the expensive validation outside the loop, so many
 // clients validate in parallel.
 func (w *World) canonicalEvent(m *manifest.Manifest, ev Event) ([]byte, error) {
-	lim := w.cfg.Limits.MaxEventBytes
+	lim := w.Limits().MaxEventBytes
 	if !m.Registry.Has(ev.Schema) {
 		return nil, fmt.Errorf("%w: unknown event schema %q", ErrInvalid, ev.Schema)
 	}
@@ -116,7 +152,10 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 			return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
-	seq := st.emitEvent(&EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp()}, targets, 0)
+	st.beginInput()
+	rec := &EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp(), IdempotencyKey: ev.key}
+	seq := st.emitEvent(rec, targets, 0)
+	st.noteIngress(rec, seq)
 	st.w.cfg.Observer.Ingested(1)
 	st.runToIdle()
 	return seq, nil
@@ -161,7 +200,8 @@ func (st *state) emitEvent(rec *EventRec, targets []routing.Target, depth uint64
 	for _, t := range targets {
 		inst := st.instance(t.Workflow, t.Key)
 		if inst.failed {
-			continue // sticky failure: the event is journaled, the instance does not step
+			inst.skipEvent() // sticky failure: the event is journaled, the instance does not step
+			continue
 		}
 		inst.mailbox = append(inst.mailbox, delivery{seq: seq, schema: t.Schema, value: t.Value,
 			stamp: &stamp, eventHash: eh, depth: depth})
@@ -178,6 +218,9 @@ func (r *EventRec) LogicalNs() uint64 { return r.Stamp.LogicalNs }
 
 // emit assigns the next seq to a record and queues it for the committer.
 func (st *state) emit(kind journal.Kind, body []byte) uint64 {
+	st.work.records++
+	st.work.bytes += len(body)
+	st.outBytes += len(body)
 	st.seq++
 	st.out = append(st.out, journal.Record{Seq: st.seq, Kind: kind, Body: body})
 	return st.seq

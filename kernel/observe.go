@@ -101,6 +101,9 @@ func (st *state) quiescent() bool {
 // the split between index and delta does. Otherwise the slice is written on
 // the loop (MaterializeSome).
 func (st *state) maybeMaterialize() {
+	if st.stopped != nil {
+		return
+	}
 	st.inputs++
 	at, chunk := st.w.cfg.MaterializeAt, st.w.cfg.MaterializeChunk
 	if st.inputs%uint64(max(1, chunk/16)) != 0 {
@@ -122,7 +125,9 @@ func (st *state) maybeMaterialize() {
 					continue // still writing; look again at the next check
 				}
 			}
-			st.installDrain(n)
+			if !st.installDrain(n) {
+				return
+			}
 			dirty = h.Stats().Dirty
 		}
 		if dirty > at {
@@ -134,7 +139,8 @@ func (st *state) maybeMaterialize() {
 		switch {
 		case dirty > 4*at:
 			if _, err := h.Materialize(); err != nil {
-				panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+				st.stop("materialize cells of "+n, err)
+				return
 			}
 		case st.w.cfg.MaterializeInBackground:
 			if dr := h.PrepareDrain(chunk); dr != nil {
@@ -143,7 +149,8 @@ func (st *state) maybeMaterialize() {
 			}
 		default:
 			if _, err := h.MaterializeSome(chunk); err != nil {
-				panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+				st.stop("materialize cells of "+n, err)
+				return
 			}
 		}
 		if h.Stats().Dirty <= at/2 {
@@ -152,13 +159,16 @@ func (st *state) maybeMaterialize() {
 	}
 }
 
-// installDrain waits for the drain of head n to finish writing and installs it.
-func (st *state) installDrain(n string) {
+// installDrain waits for the drain of head n to finish writing and installs
+// it. False: the drain failed and the world stops.
+func (st *state) installDrain(n string) bool {
 	dr := st.drains[n]
 	delete(st.drains, n)
 	if _, err := st.heads[n].Install(dr); err != nil {
-		panic(fmt.Sprintf("kernel: materialize cells of %s: %v", n, err))
+		st.stop("materialize cells of "+n, err)
+		return false
 	}
+	return true
 }
 
 // waitDrains lets every drain in flight finish, so none writes to the store

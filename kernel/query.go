@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -31,6 +30,7 @@ type Status struct {
 	Inflight      int            `json:"inflight"`
 	QueuedEffects int            `json:"queued_effects"`
 	Cells         map[string]int `json:"cells"`
+	Limits        Limits         `json:"limits"`
 }
 
 // Status reports the world's state after every request queued before it.
@@ -61,6 +61,7 @@ func (w *World) Status(ctx context.Context) (*Status, error) {
 			}
 		}
 		s.Inflight = len(st.inflight)
+		s.Limits = st.limits
 		s.Quiescent = s.Instances.Running == 0 && s.Instances.Waiting == 0 && s.Inflight == 0 && s.QueuedEffects == 0
 	})
 	s.JournalHeight = w.journal.Height()
@@ -80,7 +81,8 @@ func (in *instance) hasCell(st *state) bool {
 	return ok
 }
 
-// CellInfo is one row of `aosd cells ls`.
+// CellInfo is one row of `aosd cells ls` (see CellPage): a cell, or an
+// instance not at rest that has no cell (zero StateHash and Size).
 type CellInfo struct {
 	Key        json.RawMessage `json:"key"`
 	StateHash  schemas.Hash    `json:"state_hash"`
@@ -88,57 +90,6 @@ type CellInfo struct {
 	Status     string          `json:"status"`
 	LastActive uint64          `json:"last_active_ns"`
 	Reason     string          `json:"reason,omitempty"`
-}
-
-// Cells lists the cells of a workflow in key-hash order, then the instances
-// that are not at rest and have no cell (a failure on the first event, say)
-// in key order; at most limit rows (0: all).
-func (w *World) Cells(ctx context.Context, workflow string, limit int) ([]CellInfo, error) {
-	var out []CellInfo
-	var qerr error
-	err := w.do(ctx, func(st *state) {
-		rt := st.wfs[workflow]
-		if rt == nil {
-			qerr = fmt.Errorf("%w: unknown workflow %q", ErrInvalid, workflow)
-			return
-		}
-		qerr = rt.head.Ascend(func(e cells.Entry) (bool, error) {
-			ci := CellInfo{Key: KeyJSON(e.Key), StateHash: e.StateHash, Size: e.Size, LastActive: e.LastActive, Status: StatusCompleted}
-			if in := st.instances[instanceID(workflow, e.Key)]; in != nil {
-				ci.Status, ci.Reason = in.status(), in.reason
-			}
-			out = append(out, ci)
-			return limit <= 0 || len(out) < limit, nil
-		})
-		if qerr != nil || (limit > 0 && len(out) >= limit) {
-			return
-		}
-		// Instances that are not at rest but have no cell (failed on their
-		// first event, or waiting before their first state), in key order.
-		var extra []*instance
-		for _, in := range st.instances {
-			if in.wf != workflow || in.status() == StatusCompleted {
-				continue
-			}
-			if _, ok, err := rt.head.Lookup(in.key); err != nil {
-				qerr = err
-				return
-			} else if !ok {
-				extra = append(extra, in)
-			}
-		}
-		sort.Slice(extra, func(i, j int) bool { return bytes.Compare(extra[i].key, extra[j].key) < 0 })
-		for _, in := range extra {
-			if limit > 0 && len(out) >= limit {
-				break
-			}
-			out = append(out, CellInfo{Key: KeyJSON(in.key), Status: in.status(), Reason: in.reason})
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, qerr
 }
 
 // CellView is `aosd cells show`.
@@ -229,6 +180,9 @@ type TraceEntry struct {
 	Attempt   uint64          `json:"attempt,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	Value     json.RawMessage `json:"value,omitempty"`
+	Action    string          `json:"action,omitempty"`  // a recover: retry, reset or skip
+	Fault     uint64          `json:"fault,omitempty"`   // a recover: the fault record it answers
+	Skipped   uint64          `json:"skipped,omitempty"` // a recover: events not delivered while failed
 }
 
 // Trace returns the durable timeline of one instance: events delivered to it,
@@ -369,6 +323,13 @@ func traceEntry(r journal.Record, match matchFilter) (TraceEntry, bool, error) {
 		}
 		e.Input, e.Reason = f.Input, f.Reason
 		return e, match(r.Kind, f.Workflow, f.Key, none), nil
+	case journal.KindRecover:
+		var rr RecoverRec
+		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
+			return e, false, err
+		}
+		e.Input, e.Action, e.Fault, e.Skipped = rr.Input, rr.Action, rr.Fault, rr.Skipped
+		return e, match(r.Kind, rr.Workflow, rr.Key, none), nil
 	case journal.KindIntent:
 		var it IntentRec
 		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
@@ -427,6 +388,9 @@ func Describe(r journal.Record) (map[string]any, error) {
 		if ev.Origin != nil {
 			m["origin"] = map[string]any{"workflow": ev.Origin.Workflow, "key": KeyJSON(ev.Origin.Key), "step": ev.Origin.Step}
 		}
+		if ev.IdempotencyKey != "" {
+			m["idempotency_key"] = ev.IdempotencyKey
+		}
 		body = m
 	case journal.KindStep:
 		var s StepRec
@@ -458,7 +422,26 @@ func Describe(r journal.Record) (map[string]any, error) {
 		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
 			return nil, err
 		}
-		body = map[string]any{"hash": mr.Hash, "name": mr.Name, "source_bytes": len(mr.Source)}
+		mb := map[string]any{"hash": mr.Hash, "name": mr.Name, "source_bytes": len(mr.Source)}
+		if mr.Limits != nil {
+			mb["limits"] = mr.Limits
+		}
+		body = mb
+	case journal.KindConfig:
+		var cr ConfigRec
+		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
+			return nil, err
+		}
+		body = map[string]any{"limits": cr.Limits}
+	case journal.KindRecover:
+		var rr RecoverRec
+		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
+			return nil, err
+		}
+		body = map[string]any{"workflow": rr.Workflow, "key": KeyJSON(rr.Key), "action": rr.Action,
+			"fault": rr.Fault, "input": rr.Input, "skipped": rr.Skipped,
+			"stamp": map[string]any{"now_ns": rr.Stamp.NowNs, "logical_ns": rr.Stamp.LogicalNs,
+				"height": rr.Stamp.Height, "manifest_hash": rr.Stamp.ManifestHash}}
 	case journal.KindReceipt, journal.KindDrop, journal.KindFrame:
 		e, _, err := traceEntry(r, func(journal.Kind, string, []byte, schemas.Hash) bool { return true })
 		if err != nil {

@@ -12,17 +12,28 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// Receipt outcomes callers branch on.
+// Receipt and frame outcomes callers branch on. Only ErrReceiptDropped
+// journals anything (one drop record); every other refusal journals nothing.
 var (
-	// ErrReceiptDropped: the receipt was signed by a trusted executor but its
-	// intent is not pending (never issued, or already settled). It is
-	// journaled as dropped and delivered to no one.
+	// ErrReceiptDropped: a trusted late receipt for an intent this world
+	// settled recently without a receipt (its instance failed). It is
+	// journaled as dropped, once per intent, and delivered to no one.
 	ErrReceiptDropped = errors.New("kernel: receipt dropped")
-	// ErrUntrusted: unknown signer, bad signature or malformed receipt.
-	// Refused before the journal: nothing is recorded.
+	// ErrReceiptDuplicate: a receipt for an intent already settled by a
+	// receipt, or whose late receipt was already journaled as dropped.
+	// Nothing is recorded; the error names the seq that settled it.
+	ErrReceiptDuplicate = errors.New("kernel: duplicate receipt")
+	// ErrReceiptUnknown: a receipt for an intent that is not pending and
+	// that this world did not settle recently (never issued, or settled more
+	// than Limits.MaxSettledIntents settlements ago). Nothing is recorded.
+	ErrReceiptUnknown = errors.New("kernel: receipt for an unknown intent")
+	// ErrUntrusted: unknown signer, bad signature, malformed receipt or
+	// frame, a key not allowed for the effect it signs for, or a receipt or
+	// frame whose effect is not its intent's. Nothing is recorded.
 	ErrUntrusted = errors.New("kernel: receipt refused")
-	// ErrFrameRefused: a stream frame for an intent that is not pending, or
-	// out of sequence. Nothing is recorded.
+	// ErrFrameRefused: a stream frame for an intent that is not pending, out
+	// of sequence, beyond Limits.MaxFramesPerIntent, or with a payload over
+	// Limits.MaxFrameBytes. Nothing is recorded.
 	ErrFrameRefused = errors.New("kernel: stream frame refused")
 )
 
@@ -33,28 +44,40 @@ type ReceiptRec struct {
 	Rejected string                 `cbor:"rejected,omitempty"` // payload failed validation
 }
 
-// DropRec is a validly signed receipt fenced off: its intent was not pending.
+// DropRec is a validly signed receipt fenced off: its intent was not
+// pending. Since drops were bounded (fence.go) the kernel journals one only
+// for the first late receipt for an intent settled without a receipt;
+// older journals hold drops for every receipt of an intent not pending, and
+// replay re-emits whatever drops the journal holds.
 type DropRec struct {
 	Receipt receipts.SignedReceipt `cbor:"receipt"`
 	Reason  string                 `cbor:"reason"`
 }
 
 // FrameRec is a stream frame: non-authoritative progress of one intent.
+// Effect, KeyID and Signature are the signed frame's (receipts.SignedFrame);
+// they are absent from frames journaled before frames were signed, and
+// replay, which trusts what the journal admitted, does not verify them.
 type FrameRec struct {
-	Intent   schemas.Hash `cbor:"intent"`
-	Seq      uint64       `cbor:"seq"`
-	Executor string       `cbor:"executor"`
-	Payload  []byte       `cbor:"payload"`
-	Stamp    Stamp        `cbor:"stamp"`
+	Intent    schemas.Hash `cbor:"intent"`
+	Seq       uint64       `cbor:"seq"`
+	Executor  string       `cbor:"executor"`
+	Payload   []byte       `cbor:"payload"`
+	Stamp     Stamp        `cbor:"stamp"`
+	Effect    string       `cbor:"effect,omitempty"`
+	KeyID     string       `cbor:"key_id,omitempty"`
+	Signature []byte       `cbor:"signature,omitempty"`
 }
 
-// Frame is a stream frame offered by an executor.
-type Frame struct {
-	Intent   schemas.Hash
-	Seq      uint64
-	Executor string
-	Payload  []byte // canonical CBOR
+// signed is the frame the record journaled.
+func (fr *FrameRec) signed() *receipts.SignedFrame {
+	return &receipts.SignedFrame{Frame: receipts.Frame{Intent: fr.Intent, Effect: fr.Effect, Seq: fr.Seq,
+		Executor: fr.Executor, Payload: fr.Payload}, KeyID: fr.KeyID, Signature: fr.Signature}
 }
+
+// Frame is a stream frame offered by an executor, signed by a key trusted
+// for its effect (see receipts.SignFrame).
+type Frame = receipts.SignedFrame
 
 // receiptEnvelope is sys/EffectReceiptEnvelope@1.
 type receiptEnvelope struct {
@@ -100,8 +123,12 @@ type ReceiptResult struct {
 // SubmitReceipt verifies a signed receipt against the trusted keys and hands
 // it to the loop, which settles its intent and delivers it to the origin
 // instance. It returns once the outcome is durable. A forged or malformed
-// receipt is refused (ErrUntrusted) and nothing is recorded; a receipt for an
-// intent that is not pending is journaled as dropped (ErrReceiptDropped).
+// receipt, or one signed by a key not allowed for its effect, is refused
+// (ErrUntrusted) before it reaches the loop, and nothing is recorded. For
+// an intent that is not pending: the first late receipt for an intent
+// recently settled without a receipt is journaled as dropped
+// (ErrReceiptDropped); any other is refused and journals nothing
+// (ErrReceiptDuplicate, ErrReceiptUnknown).
 func (w *World) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (ReceiptResult, error) {
 	if w.verifier == nil {
 		return ReceiptResult{}, fmt.Errorf("%w: this world trusts no executor keys", ErrUntrusted)
@@ -122,16 +149,28 @@ func (w *World) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (R
 		return ReceiptResult{}, err
 	}
 	if res.receipt.Dropped {
-		return res.receipt, fmt.Errorf("%w: intent %s: %s", ErrReceiptDropped, sr.Intent, res.receipt.Reason)
+		return res.receipt, fmt.Errorf("%w: intent %s: journaled as dropped at seq %d (%s)", ErrReceiptDropped, sr.Intent, res.receipt.Seq, res.receipt.Reason)
 	}
 	return res.receipt, nil
 }
 
-// SubmitFrame records a stream frame for a pending intent. Frame seqs per
-// intent must strictly increase.
+// SubmitFrame records a signed stream frame for a pending intent and returns
+// its journal seq once durable. Refused, journaling nothing: a payload over
+// Limits.MaxFrameBytes or beyond Limits.MaxFramesPerIntent frames for the
+// intent, an intent not pending, or a seq that does not rise
+// (ErrFrameRefused); a frame that is malformed, not signed by a trusted key,
+// signed by a key not allowed for its effect, or whose effect is not its
+// intent's (ErrUntrusted).
 func (w *World) SubmitFrame(ctx context.Context, f Frame) (uint64, error) {
-	if err := schemas.CheckCanonical(f.Payload); err != nil {
-		return 0, fmt.Errorf("%w: intent %s: payload: %v", ErrFrameRefused, f.Intent, err)
+	if limit := w.Limits().MaxFrameBytes; len(f.Payload) > limit {
+		return 0, fmt.Errorf("%w: frame %d for intent %s: payload is %d bytes; the limit (max_frame_bytes) is %d",
+			ErrFrameRefused, f.Seq, f.Intent, len(f.Payload), limit)
+	}
+	if w.cfg.Keyring == nil {
+		return 0, fmt.Errorf("%w: frame for intent %s: this world trusts no executor keys", ErrUntrusted, f.Intent)
+	}
+	if _, err := w.cfg.Keyring.VerifyFrame(f); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUntrusted, err)
 	}
 	res, err := w.send(ctx, request{frame: &f})
 	if err != nil {
@@ -148,20 +187,17 @@ func (w *World) PendingIntents(ctx context.Context) ([]OpenIntent, error) {
 }
 
 // ingestReceipt admits one verified receipt. stamp is nil live (a new stamp
-// is taken if the receipt is delivered) and the journaled stamp in replay.
-func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) ReceiptResult {
+// is taken if the receipt is delivered) and the journaled stamp in replay,
+// where a refusal is a divergence (the journal holds only admitted receipts).
+func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) (ReceiptResult, error) {
 	it := st.inflight[sr.Intent]
-	reason := ""
-	switch {
-	case it == nil:
-		reason = "intent is not pending (never issued, or already settled)"
-	case it.Effect != sr.Effect:
-		reason = fmt.Sprintf("receipt is for effect %s but the intent is for %s", sr.Effect, it.Effect)
+	if it == nil {
+		return st.lateReceipt(sr)
 	}
-	if reason != "" {
-		seq := st.emit(journal.KindDrop, schemas.MustMarshal(&DropRec{Receipt: *sr, Reason: reason}))
-		return ReceiptResult{Seq: seq, Dropped: true, Reason: reason}
+	if it.Effect != sr.Effect {
+		return ReceiptResult{}, effectMismatch("receipt", sr.Intent, sr.KeyID, sr.Executor, sr.Effect, it.Effect)
 	}
+	st.beginInput()
 	if stamp == nil {
 		s := st.newStamp()
 		stamp = &s
@@ -182,10 +218,11 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) Receipt
 	}
 	in := st.instance(it.OriginWorkflow, it.OriginKey)
 	st.settleIntent(in, it.Hash)
+	st.fence.settledByReceipt(it.Hash)
 	res := ReceiptResult{Seq: seq, Rejected: rejected}
 	if in.failed {
 		st.settle(in)
-		return res
+		return res, nil
 	}
 	rt := st.wfs[it.OriginWorkflow]
 	var schema string
@@ -206,29 +243,87 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) Receipt
 		reason := fmt.Sprintf("receipt for intent %s rejected (%s) and the workflow's event %s cannot carry %s",
 			it.Hash, rejected, rt.def.Event, schema)
 		st.failInstance(in, seq, reason)
-		return res
+		return res, nil
 	}
 	st.deliver(in, delivery{seq: seq, schema: rt.def.Event, value: delivered, stamp: stamp, eventHash: schemas.HashBytes(body)})
-	return res
+	return res, nil
 }
 
-// ingestFrame records a stream frame and delivers it when the origin
-// workflow's event accepts sys/EffectStreamFrame@1.
+// lateReceipt judges a receipt for an intent that is not pending (fence.go):
+// the first for an intent recently settled without a receipt is journaled as
+// a drop; any other is refused and journals nothing.
+func (st *state) lateReceipt(sr *receipts.SignedReceipt) (ReceiptResult, error) {
+	e, ok := st.fence.lookup(sr.Intent)
+	switch {
+	case !ok:
+		return ReceiptResult{}, fmt.Errorf("%w: intent %s is not pending, and is not among the %d intents this world settled last "+
+			"(never issued here, or settled long ago); nothing was journaled", ErrReceiptUnknown, sr.Intent, st.fence.rememberedSettled())
+	case e.effect != sr.Effect:
+		return ReceiptResult{}, effectMismatch("receipt", sr.Intent, sr.KeyID, sr.Executor, sr.Effect, e.effect)
+	case e.receipt:
+		return ReceiptResult{}, fmt.Errorf("%w: intent %s was settled by the receipt at seq %d; nothing was journaled", ErrReceiptDuplicate, sr.Intent, e.seq)
+	case e.dropSeq != 0:
+		return ReceiptResult{}, fmt.Errorf("%w: intent %s was settled at seq %d without a receipt, and a late receipt for it was journaled as dropped at seq %d; nothing was journaled",
+			ErrReceiptDuplicate, sr.Intent, e.seq, e.dropSeq)
+	}
+	reason := fmt.Sprintf("late receipt: intent settled at seq %d without a receipt (its instance failed)", e.seq)
+	st.beginInput()
+	seq := st.emit(journal.KindDrop, schemas.MustMarshal(&DropRec{Receipt: *sr, Reason: reason}))
+	st.fence.noteDrop(sr.Intent, seq)
+	return ReceiptResult{Seq: seq, Dropped: true, Reason: reason}, nil
+}
+
+// replayDrop re-emits a journaled drop record as it is: a journal written
+// before drops were bounded may hold drops the live loop would now refuse
+// to journal (repeats, intents never issued), and they stay part of it.
+func (st *state) replayDrop(dr *DropRec, body []byte) {
+	st.beginInput()
+	seq := st.emit(journal.KindDrop, body)
+	st.fence.noteDrop(dr.Receipt.Intent, seq)
+}
+
+// effectMismatch refuses a receipt or frame whose signed effect is not its
+// intent's: its key's authority was judged on an effect the intent is not for.
+func effectMismatch(what string, h schemas.Hash, keyID, executor, claimed, actual string) error {
+	return fmt.Errorf("%w: %s for intent %s signed by key %s (executor %s) is for effect %s, but the intent is for effect %s; nothing was journaled",
+		ErrUntrusted, what, h, keyID, executor, claimed, actual)
+}
+
+// ingestFrame records a verified stream frame and delivers it when the
+// origin workflow's event accepts sys/EffectStreamFrame@1. The frame's
+// effect and the per-intent frame count are judged live only: replay trusts
+// the frames the journal admitted (and frames journaled before frames were
+// signed carry no effect).
 func (st *state) ingestFrame(f *Frame, stamp *Stamp) (uint64, error) {
 	it := st.inflight[f.Intent]
 	if it == nil {
 		return 0, fmt.Errorf("%w: intent %s is not pending", ErrFrameRefused, f.Intent)
 	}
+	if !st.replaying {
+		if f.Effect != it.Effect {
+			return 0, effectMismatch("frame", f.Intent, f.KeyID, f.Executor, f.Effect, it.Effect)
+		}
+		if n, limit := st.fence.frameCount(f.Intent), st.limits.MaxFramesPerIntent; n >= limit {
+			return 0, fmt.Errorf("%w: intent %s already has %d frames journaled; the limit (max_frames_per_intent) is %d",
+				ErrFrameRefused, f.Intent, n, limit)
+		}
+	}
 	if last := st.frameSeq[f.Intent]; f.Seq <= last {
 		return 0, fmt.Errorf("%w: intent %s: frame seq %d does not follow %d", ErrFrameRefused, f.Intent, f.Seq, last)
 	}
+	st.beginInput()
 	if stamp == nil {
 		s := st.newStamp()
 		stamp = &s
 	}
-	body := schemas.MustMarshal(&FrameRec{Intent: f.Intent, Seq: f.Seq, Executor: f.Executor, Payload: f.Payload, Stamp: *stamp})
+	body := schemas.MustMarshal(&FrameRec{Intent: f.Intent, Seq: f.Seq, Executor: f.Executor, Payload: f.Payload, Stamp: *stamp,
+		Effect: f.Effect, KeyID: f.KeyID, Signature: f.Signature})
 	seq := st.emit(journal.KindFrame, body)
+	if stamp.LogicalNs > st.logical { // logical time never runs backwards (newStamp)
+		st.logical = stamp.LogicalNs
+	}
 	st.frameSeq[f.Intent] = f.Seq
+	st.fence.noteFrame(f.Intent)
 	in := st.instance(it.OriginWorkflow, it.OriginKey)
 	rt := st.wfs[it.OriginWorkflow]
 	value := schemas.MustMarshal(&streamFrame{IntentHash: f.Intent.String(), Seq: f.Seq, Executor: f.Executor, Payload: f.Payload})
@@ -269,10 +364,16 @@ func (st *state) deliver(in *instance, d delivery) {
 	st.runToIdle()
 }
 
-// settleIntent removes an intent from flight.
+// settleIntent removes an intent from flight and remembers it as settled by
+// the record just journaled (its receipt, or its instance's fault), so a
+// late receipt for it is judged by the fence (fence.go).
 func (st *state) settleIntent(in *instance, h schemas.Hash) {
+	if it := st.inflight[h]; it != nil {
+		st.fence.noteSettled(h, settledIntent{effect: it.Effect, seq: st.seq}, st.limits.MaxSettledIntents)
+	}
 	delete(st.inflight, h)
 	delete(st.frameSeq, h)
+	st.fence.forgetFrames(h)
 	delete(in.inflight, h)
 	if !st.replaying {
 		st.settled = append(st.settled, h)
@@ -287,20 +388,45 @@ func (st *state) failInstance(in *instance, input uint64, reason string) {
 
 // failInstanceClass is failInstance with a fault class. An environmental
 // fault also discards the module's warm instance, in the live world (the
-// runtime already did) and in replay (which adopts the record) alike.
+// runtime already did) and in replay (which adopts the record) alike. When
+// the input that failed is still at the head of the mailbox (a budget fault,
+// or replay adopting a fault record) it is kept for a retry; the rest of the
+// mailbox is skipped.
 func (st *state) failInstanceClass(in *instance, input uint64, reason, class string) {
+	var d *delivery
+	if len(in.mailbox) > 0 && in.mailbox[0].seq == input {
+		first := in.mailbox[0]
+		d = &first
+		in.mailbox = in.mailbox[1:]
+	}
+	st.failDelivery(in, input, d, reason, class)
+}
+
+// failDelivery fails in on input, whose delivery d (nil when the input never
+// reached the mailbox, e.g. a receipt the workflow cannot take) is kept so
+// that an operator's retry can deliver it again (recover.go). Whatever else
+// is in the mailbox is dropped and counted as skipped.
+func (st *state) failDelivery(in *instance, input uint64, d *delivery, reason, class string) {
 	reason = capReason(reason)
-	st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
+	seq := st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
 	if class == FaultEnvironmental {
 		if rt := st.wfs[in.wf]; rt != nil && rt.mod != nil && rt.mod.runner != nil {
 			rt.mod.runner.Reset()
 		}
 	}
-	in.failed, in.reason, in.mailbox = true, reason, nil
+	f := &failure{seq: seq, input: input, class: class, skipped: uint64(len(in.mailbox))}
+	if d != nil {
+		kept := *d
+		f.retry = &kept
+	}
+	in.failed, in.reason, in.mailbox, in.fault = true, reason, nil, f
+	st.failed.insert(in)
 	for _, h := range sortedHashes(in.inflight) {
 		st.settleIntent(in, h)
 	}
-	st.w.cfg.Logger.Warn("instance failed", "workflow", in.wf, "input", input, "reason", reason)
+	if !st.replaying { // replay re-lives old failures: the live world logged them
+		st.w.cfg.Logger.Warn("instance failed", "workflow", in.wf, "input", input, "fault", seq, "reason", reason)
+	}
 }
 
 func sortedHashes(m map[schemas.Hash]struct{}) []schemas.Hash {

@@ -91,10 +91,13 @@ func (c *capture) intents() []kernel.OpenIntent {
 
 var executorKey = ed25519.NewKeyFromSeed(make([]byte, 32))
 
+// paymentEffects are what executorKey ("payments") may settle.
+var paymentEffects = []string{"com.test/payment.charge@1"}
+
 func newOrderHarness(t testing.TB, onDisk bool) (*harness, *capture) {
 	pub := &capture{}
 	kr := receipts.NewKeyring()
-	if err := kr.Add("payments", executorKey.Public().(ed25519.PublicKey)); err != nil {
+	if err := kr.Add("payments", executorKey.Public().(ed25519.PublicKey), paymentEffects); err != nil {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
@@ -191,31 +194,29 @@ func TestAdversarialReceipts(t *testing.T) {
 			t.Fatalf("%s: journal grew from %d to %d", name, before, height())
 		}
 	}
-	// Never-issued intent: validly signed, journaled as dropped, delivered to no one.
+	// Never-issued intent: validly signed, refused as unknown, journals nothing.
 	ghost := it
 	ghost.Hash = schemas.HashBytes([]byte("never issued"))
+	before := height()
 	res, err := h.w.SubmitReceipt(ctx, chargeReceipt(ghost, receipts.StatusOK, map[string]any{"charge_id": "x"}))
-	if !errors.Is(err, kernel.ErrReceiptDropped) || !res.Dropped {
-		t.Fatalf("never-issued intent: %v %+v", err, res)
+	if !errors.Is(err, kernel.ErrReceiptUnknown) || res.Dropped || height() != before {
+		t.Fatalf("never-issued intent: %v %+v, journal %d -> %d", err, res, before, height())
 	}
-	// The real receipt, then a duplicate.
-	if _, err := h.w.SubmitReceipt(ctx, good); err != nil {
+	// The real receipt, then a duplicate, refused and journaling nothing.
+	res, err = h.w.SubmitReceipt(ctx, good)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.w.SubmitReceipt(ctx, good); !errors.Is(err, kernel.ErrReceiptDropped) {
-		t.Fatalf("duplicate: %v, want ErrReceiptDropped", err)
+	before = height()
+	_, err = h.w.SubmitReceipt(ctx, good)
+	if !errors.Is(err, kernel.ErrReceiptDuplicate) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", res.Seq)) || height() != before {
+		t.Fatalf("duplicate: %v (want ErrReceiptDuplicate naming seq %d), journal %d -> %d", err, res.Seq, before, height())
 	}
 	if got := orderState(t, h, "o1"); got["receipts"] != float64(1) || got["pc"] != "done" {
 		t.Fatalf("after duplicate: %v (delivered twice?)", got)
 	}
-	drops := 0
-	for _, r := range allRecords(t, h.w) {
-		if r.Kind == journal.KindDrop {
-			drops++
-		}
-	}
-	if drops != 2 {
-		t.Fatalf("%d drop records, want 2", drops)
+	if n := countKind(t, h.w, journal.KindDrop); n != 0 {
+		t.Fatalf("%d drop records, want none", n)
 	}
 	// Malformed payload (fails the receipt schema): settles the intent and
 	// delivers sys/EffectReceiptRejected@1, which this workflow accepts.
@@ -232,13 +233,13 @@ func TestAdversarialReceipts(t *testing.T) {
 	if got := orderState(t, h, "o2"); got["pc"] != "rejected" {
 		t.Fatalf("after reopen: %v", got)
 	}
-	checkTracePrefilter(t, h, it, it2, ghost)
+	checkTracePrefilter(t, h, it, it2)
 }
 
 // checkTracePrefilter: Trace and TraceIntent skip records by their bytes
 // before decoding; the timelines must equal those found by decoding every
 // record, and hold what this world is known to have.
-func checkTracePrefilter(t *testing.T, h *harness, it, it2, ghost kernel.OpenIntent) {
+func checkTracePrefilter(t *testing.T, h *harness, it, it2 kernel.OpenIntent) {
 	t.Helper()
 	ctx := context.Background()
 	kinds := func(es []kernel.TraceEntry) string {
@@ -261,11 +262,11 @@ func checkTracePrefilter(t *testing.T, h *harness, it, it2, ghost kernel.OpenInt
 		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 			t.Fatalf("trace %s with the prefilter: %s\nwithout: %s", id, kinds(got), kinds(want))
 		}
-		if id == "o1" && !strings.Contains(kinds(got), ":receipt") || id == "o1" && !strings.Contains(kinds(got), ":drop") {
-			t.Fatalf("o1's trace lacks its receipt or its duplicate's drop: %s", kinds(got))
+		if id == "o1" && !strings.Contains(kinds(got), ":receipt") {
+			t.Fatalf("o1's trace lacks its receipt: %s", kinds(got))
 		}
 	}
-	for _, x := range []kernel.OpenIntent{it, it2, ghost} {
+	for _, x := range []kernel.OpenIntent{it, it2} {
 		got, err := h.w.TraceIntent(ctx, x.Hash)
 		if err != nil {
 			t.Fatal(err)
@@ -334,7 +335,7 @@ func TestIdenticalParamsDistinctIntents(t *testing.T) {
 // an intent and the flush that records it: no executor saw the intent, and
 // after restart it does not exist. A second round kills the process while a
 // receipt is being flushed: after restart the intent is still pending, the
-// same receipt is delivered once, and a third copy is dropped.
+// same receipt is delivered once, and a third copy is refused as a duplicate.
 func TestNoEffectBeforeDurable(t *testing.T) {
 	if mode := os.Getenv("AOS_FLUSH_CHILD"); mode != "" {
 		flushChild(mode)
@@ -406,8 +407,8 @@ func TestNoEffectBeforeDurable(t *testing.T) {
 	if _, err := h.w.SubmitReceipt(context.Background(), sr); err != nil {
 		t.Fatalf("resubmitted receipt: %v", err)
 	}
-	if _, err := h.w.SubmitReceipt(context.Background(), sr); !errors.Is(err, kernel.ErrReceiptDropped) {
-		t.Fatalf("third copy: %v, want dropped", err)
+	if _, err := h.w.SubmitReceipt(context.Background(), sr); !errors.Is(err, kernel.ErrReceiptDuplicate) {
+		t.Fatalf("third copy: %v, want refused as a duplicate", err)
 	}
 	if n := countKind(t, h.w, journal.KindReceipt); n != 1 {
 		t.Fatalf("%d receipts delivered, want exactly 1", n)
@@ -441,7 +442,7 @@ func reopenAt(t testing.TB, world string) *harness {
 	h := &harness{t: t, db: db, clock: &stepClock{now: 1 << 40}, entropy: newEntropy(5), builtins: testBuiltins()}
 	h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
 	kr := receipts.NewKeyring()
-	_ = kr.Add("payments", executorKey.Public().(ed25519.PublicKey))
+	_ = kr.Add("payments", executorKey.Public().(ed25519.PublicKey), paymentEffects)
 	h.extra = func(c *kernel.Config) { c.Keyring = kr }
 	h.open()
 	return h
@@ -455,7 +456,7 @@ func flushChild(mode string) {
 	b := testBuiltins()
 	b.MustRegister("test/order", "test/order@1", "step", orderStep)
 	kr := receipts.NewKeyring()
-	_ = kr.Add("payments", executorKey.Public().(ed25519.PublicKey))
+	_ = kr.Add("payments", executorKey.Public().(ed25519.PublicKey), paymentEffects)
 	var armed sync.Mutex
 	killNext := false
 	pub := publisherFunc(func(o []kernel.OpenIntent, _ []schemas.Hash) {

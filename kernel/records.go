@@ -35,6 +35,9 @@ type EventRec struct {
 	Stamp   Stamp       `cbor:"stamp" json:"stamp"`
 	Targets []TargetRec `cbor:"targets" json:"targets"`
 	Origin  *OriginRec  `cbor:"origin,omitempty" json:"origin,omitempty"`
+	// IdempotencyKey is the key an ingress event was submitted with, if any
+	// (idempotency.go); replay rebuilds the key table from it.
+	IdempotencyKey string `cbor:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
 }
 
 // StepRec is one workflow step that succeeded.
@@ -86,6 +89,12 @@ type ManifestRec struct {
 	Hash   schemas.Hash `cbor:"hash" json:"hash"`
 	Name   string       `cbor:"name" json:"name"`
 	Source []byte       `cbor:"source" json:"-"`
+	// Limits are the limits in force from this manifest on; nil in journals
+	// written before limits were journaled (replay then uses legacyLimits).
+	Limits *Limits `cbor:"limits,omitempty" json:"limits,omitempty"`
+	// StateChange says which workflows this apply changed the state schema
+	// of (schema_epoch.go); nil in journals written before that was checked.
+	StateChange *StateChangeRec `cbor:"state_change,omitempty" json:"state_change,omitempty"`
 }
 
 // workflowContext is sys/WorkflowContext@1.

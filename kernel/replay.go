@@ -36,9 +36,9 @@ func (e *ReplayError) Error() string {
 }
 
 // recover rebuilds the loop's state by replaying the journal from genesis.
-// Each driver record (an ingress event, a step, a fault, a manifest) is
-// re-executed by the same code the live loop runs; every record that produces
-// must equal the journaled one byte for byte.
+// Each driver record (an ingress event, a step, a fault, a manifest, an
+// operator's recover) is re-executed by the same code the live loop runs;
+// every record that produces must equal the journaled one byte for byte.
 func (st *state) recover() error {
 	st.replaying = true
 	defer func() { st.replaying = false }()
@@ -53,6 +53,9 @@ func (st *state) recover() error {
 			return false, err
 		}
 		st.maybeMaterialize()
+		if st.stopped != nil {
+			return false, fmt.Errorf("replay at seq %d: %w", r.Seq, st.stopped)
+		}
 		return true, st.match(r)
 	})
 	if err != nil {
@@ -61,6 +64,7 @@ func (st *state) recover() error {
 	if len(st.out) > 0 {
 		return &ReplayError{Seq: st.out[0].Seq, Kind: st.out[0].Kind, Msg: "journal ends inside a step's output"}
 	}
+	st.outBytes = 0
 	for _, in := range st.instances {
 		if len(in.mailbox) > 0 {
 			return &ReplayError{Seq: in.mailbox[0].seq, Workflow: in.wf, Key: in.key,
@@ -105,7 +109,18 @@ func (st *state) drive(r journal.Record) error {
 		if err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		st.installManifest(m, wfs, mods)
+		if mr.Limits != nil {
+			st.setLimits(*mr.Limits)
+		}
+		st.installManifest(m, wfs, mods, mr.Limits, st.replayStateChange(m, mr.StateChange))
+	case journal.KindConfig:
+		var cr ConfigRec
+		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		if st.changeLimits(cr.Limits) == 0 {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "limits record changes nothing"}
+		}
 	case journal.KindEvent:
 		var ev EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
@@ -121,7 +136,12 @@ func (st *state) drive(r journal.Record) error {
 		if err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		st.emitEvent(&EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp}, targets, 0)
+		if err := st.idem.fresh(ev.IdempotencyKey); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		st.beginInput()
+		rec := &EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp, IdempotencyKey: ev.IdempotencyKey}
+		st.noteIngress(rec, st.emitEvent(rec, targets, 0))
 	case journal.KindStep, journal.KindFault:
 		var sr StepRec // FaultRec shares input, workflow and key
 		var fr FaultRec
@@ -138,10 +158,27 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: sr.Workflow, Key: sr.Key,
 				Msg: fmt.Sprintf("step consumes event %d, which is not next in that mailbox", sr.Input)}
 		}
+		if fr.Class == FaultBudget {
+			// The live loop cut this instance's work off here; the budget
+			// counts are the journal's, so replay must find the budget spent
+			// too, and its record (reason included) must match.
+			reason, over := st.budgetReason()
+			if !over {
+				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: sr.Workflow, Key: sr.Key,
+					Msg: fmt.Sprintf("budget fault, but input %d has not used up its work budget on replay", st.work.input)}
+			}
+			// failInstanceClass takes the failed input off the head of the
+			// mailbox and keeps it for a retry, as the live loop did.
+			in.lastSeq = sr.Input
+			in.queued = false
+			st.failInstanceClass(in, sr.Input, reason, FaultBudget)
+			break
+		}
 		if fr.Class == FaultEnvironmental {
 			// The host stopped this step live; nothing here could judge it
 			// again, so replay adopts the record without running the step.
-			in.mailbox = in.mailbox[1:]
+			// failInstanceClass takes the failed input off the head of the
+			// mailbox and keeps it for a retry, as the live step did.
 			in.lastSeq = sr.Input
 			st.failInstanceClass(in, sr.Input, fr.Reason, fr.Class)
 			break
@@ -157,24 +194,37 @@ func (st *state) drive(r journal.Record) error {
 		if len(in.mailbox) == 0 {
 			st.settle(in)
 		}
+	case journal.KindRecover:
+		var rr RecoverRec
+		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		// The same checks and the same action as live; the record it
+		// produces (recomputed input and skipped count included) must match.
+		stamp := rr.Stamp
+		if _, err := st.recoverInstance(rr.Workflow, rr.Key, rr.Action, rr.Fault, &stamp); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: rr.Workflow, Key: rr.Key, Msg: err.Error()}
+		}
 	case journal.KindReceipt:
 		var rr ReceiptRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		st.ingestReceipt(&rr.Receipt, &rr.Stamp)
+		if _, err := st.ingestReceipt(&rr.Receipt, &rr.Stamp); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
 	case journal.KindDrop:
 		var dr DropRec
 		if err := schemas.UnmarshalTrusted(r.Body, &dr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		st.ingestReceipt(&dr.Receipt, nil)
+		st.replayDrop(&dr, r.Body)
 	case journal.KindFrame:
 		var fr FrameRec
 		if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		if _, err := st.ingestFrame(&Frame{Intent: fr.Intent, Seq: fr.Seq, Executor: fr.Executor, Payload: fr.Payload}, &fr.Stamp); err != nil {
+		if _, err := st.ingestFrame(fr.signed(), &fr.Stamp); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 	default:

@@ -34,6 +34,8 @@ type instance struct {
 	reason   string
 	lastSeq  uint64
 	inflight map[schemas.Hash]struct{}
+	fault    *failure     // while failed: what failed (recover.go)
+	kh       schemas.Hash // cells.KeyHash(key): its place in cell listings (cellpage.go)
 }
 
 func (in *instance) status() string {
@@ -67,6 +69,7 @@ func (st *state) instance(wf string, key []byte) *instance {
 	}
 	in := &instance{id: id, wf: wf, key: key}
 	st.instances[id] = in
+	st.listInstance(in)
 	return in
 }
 
@@ -74,18 +77,34 @@ func (st *state) instance(wf string, key []byte) *instance {
 func (st *state) settle(in *instance) {
 	if in.status() == StatusCompleted && !in.queued {
 		delete(st.instances, in.id)
+		st.unlistInstance(in)
 	}
 }
 
 // runToIdle steps ready instances in round-robin order until no mailbox has
 // work: each ready instance takes one step per round, so a hot key cannot
 // starve the others.
+//
+// Everything it runs counts against the current input's work budget; once
+// the budget is spent, the instances still holding work are failed with a
+// budget fault instead of stepped, so one input cannot hold the loop (and
+// every other client) for ever or grow memory without bound.
 func (st *state) runToIdle() {
 	for i := 0; i < len(st.ready); i++ {
+		if reason, over := st.budgetReason(); over {
+			rest := st.ready[i:]
+			st.ready = st.ready[:0]
+			st.stopCascade(rest, reason)
+			return
+		}
 		in := st.ready[i]
 		st.ready[i] = nil
 		d := in.mailbox[0]
 		st.step(in, &d)
+		if st.stopped != nil {
+			st.ready = st.ready[:0] // the world stops: nothing of this turn stands
+			return
+		}
 		if len(in.mailbox) > 0 && !in.failed {
 			st.ready = append(st.ready, in)
 			continue
@@ -100,6 +119,7 @@ func (st *state) runToIdle() {
 type stepResult struct {
 	fault    string
 	env      *modules.EnvError // the host stopped the step: fault is its reason
+	storage  error             // the store failed: the world stops, nothing is journaled
 	state    []byte
 	events   []emitted
 	intents  []IntentRec
@@ -116,7 +136,12 @@ type emitted struct {
 // step runs one delivery on one instance and applies the result.
 func (st *state) step(in *instance, d *delivery) {
 	t0 := time.Now()
+	st.work.steps++
 	res := st.exec(in, d, st.seq+1)
+	if res.storage != nil {
+		st.stop("step", res.storage)
+		return
+	}
 	st.w.cfg.Observer.Stepped(in.wf, time.Since(t0), res.fault != "")
 	in.mailbox = in.mailbox[1:]
 	if len(in.mailbox) == 0 {
@@ -132,11 +157,11 @@ func (st *state) step(in *instance, d *delivery) {
 				Msg: "environmental failure while replaying (the world was not changed; reopen to retry): " + res.env.Error()}
 			return
 		}
-		st.failInstanceClass(in, d.seq, res.fault, FaultEnvironmental)
+		st.failDelivery(in, d.seq, d, res.fault, FaultEnvironmental)
 		return
 	}
 	if res.fault != "" {
-		st.failInstance(in, d.seq, res.fault)
+		st.failDelivery(in, d.seq, d, res.fault, FaultBusiness)
 		return
 	}
 	rec := StepRec{Input: d.seq, Workflow: in.wf, WorkflowHash: res.rt.def.Hash, Key: in.key}
@@ -154,11 +179,13 @@ func (st *state) step(in *instance, d *delivery) {
 	st.emit(journal.KindStep, encodeStep(&rec))
 	if res.state != nil {
 		if err := res.rt.head.PutHashed(in.key, res.state, stateHash, d.stamp.LogicalNs); err != nil {
-			panic(fmt.Sprintf("kernel: cell store write for %s: %v", in.wf, err))
+			st.stop("cell store write for "+in.wf, err)
+			return
 		}
 	} else if res.deleting {
 		if err := res.rt.head.Delete(in.key); err != nil {
-			panic(fmt.Sprintf("kernel: cell store delete for %s: %v", in.wf, err))
+			st.stop("cell store delete for "+in.wf, err)
+			return
 		}
 	}
 	for i := range res.events {
@@ -189,9 +216,14 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		return res
 	}
 	res.rt = rt
-	prev, exists, err := rt.head.Get(in.key)
+	prev, exists, fault, err := st.readState(rt, in, d) // schema_epoch.go
 	if err != nil {
-		panic(fmt.Sprintf("kernel: cell store read for %s: %v", in.wf, err))
+		res.storage = fmt.Errorf("cell store read for %s: %w", in.wf, err)
+		return res
+	}
+	if fault != "" {
+		res.fault = fault
+		return res
 	}
 	input := &modules.Input{Version: 1, State: prev, Event: modules.EventIn{Schema: d.schema, Value: d.value, Key: in.key}}
 	if rt.ctx {
@@ -224,7 +256,7 @@ func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint6
 }
 
 func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *modules.Output, res *stepResult) error {
-	lim := st.w.cfg.Limits
+	lim := &st.limits
 	reg := st.man.Registry
 	size := len(out.State)
 	if len(out.DomainEvents) > lim.MaxDomainEvents {

@@ -26,7 +26,7 @@ var (
 	ErrClosed       = errors.New("kernel: world is closed")
 	ErrNoManifest   = errors.New("kernel: world has no manifest (run apply first)")
 	ErrNotQuiescent = errors.New("kernel: world is not quiescent")
-	ErrBroken       = errors.New("kernel: world stopped after a journal write failed")
+	ErrBroken       = errors.New("kernel: world stopped after a storage failure (reopen it to go on)")
 	ErrInvalid      = errors.New("kernel: invalid input")
 )
 
@@ -36,7 +36,7 @@ type World struct {
 	db      *badger.DB
 	ownsDB  bool
 	cas     cas.Store
-	journal *journal.Journal
+	journal Log
 
 	// engine is the wasm engine the world made for itself (Config.Wasm was
 	// nil); closed with the world.
@@ -62,6 +62,9 @@ type World struct {
 	// against outside the loop.
 	current atomic.Pointer[installed]
 
+	// limits are st.limits, for the goroutines that check ingress.
+	limits atomic.Pointer[Limits]
+
 	st *state // owned by the loop goroutine
 }
 
@@ -76,17 +79,26 @@ type state struct {
 	draining  map[string]bool         // heads whose delta is being drained (maybeMaterialize)
 	drains    map[string]*cells.Drain // slices being written off the loop, by head
 	instances map[string]*instance    // non-default instances only (see instance)
+	listed    instanceLists           // instances again, by workflow in key-hash order (cellpage.go)
+	failed    failedIndex             // the failed instances, ordered by (workflow, key) (recover.go)
 	ready     []*instance             // round-robin queue of instances with mailbox work
 	seq       uint64                  // last assigned journal seq
 	logical   uint64                  // last logical time stamped
 	out       []journal.Record        // records produced this loop turn, not yet committed
+	outBytes  int                     // their body bytes
 	inflight  map[schemas.Hash]*IntentRec
 	frameSeq  map[schemas.Hash]uint64 // last stream frame seq per pending intent
+	fence     intentFence             // recently settled intents, frames per intent (fence.go)
 	inputs    uint64                  // external inputs handled, for periodic upkeep
 	replaying bool
 	replayErr error          // a replayed step the host could not run (see step)
+	limits    Limits         // the world's limits (journaled; see config.go)
+	work      workBudget     // what the current external input has caused
+	idem      idemTable      // ingress idempotency keys (idempotency.go)
+	stopped   error          // a storage failure: the world stops (failstop.go)
 	opened    []OpenIntent   // intents opened this loop turn, released after flush
 	settled   []schemas.Hash // intents settled this loop turn
+	epochs    schemaEpochs   // state-schema changes (schema_epoch.go)
 }
 
 type wfRuntime struct {
@@ -117,11 +129,43 @@ func Open(dir string, cfg Config) (*World, error) {
 // OpenDB opens a world over an already open Badger database, which the caller
 // keeps owning.
 func OpenDB(db *badger.DB, cfg Config) (*World, error) {
-	cfg = cfg.withDefaults()
 	jn, err := journal.Open(db)
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
+	w, err := OpenStores(Stores{CAS: cas.NewBadger(db), Journal: jn}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w.db = db
+	return w, nil
+}
+
+// Log is the journal port: what the world appends to and replays from
+// (journal.Journal over Badger is the one the world opens itself).
+type Log interface {
+	// Height is the seq of the last durable record.
+	Height() uint64
+	// Append makes records durable, atomically, continuing the seqs.
+	Append(recs []journal.Record) error
+	// Read calls fn for each record from seq on, in order.
+	Read(from uint64, fn func(journal.Record) (bool, error)) error
+	// Wait returns once the height exceeds after (or ctx ends).
+	Wait(ctx context.Context, after uint64) (uint64, error)
+}
+
+// Stores are the storage ports a world runs on. Both usually share one store
+// and one sync (OpenDB); tests wrap them to inject failures.
+type Stores struct {
+	CAS     cas.Store
+	Journal Log
+}
+
+// OpenStores opens a world over the given stores, which the caller keeps
+// owning, and replays the journal to rebuild state.
+func OpenStores(s Stores, cfg Config) (*World, error) {
+	cfg = cfg.withDefaults()
+	var err error
 	var engine *wasm.Engine
 	if cfg.Wasm == nil {
 		engine, err = wasm.NewEngine(context.Background(), wasm.Config{CacheDir: cfg.WasmCacheDir})
@@ -132,9 +176,8 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 	}
 	w := &World{
 		cfg:      cfg,
-		db:       db,
-		cas:      cas.NewBadger(db),
-		journal:  jn,
+		cas:      s.CAS,
+		journal:  s.Journal,
 		reqs:     make(chan request, 1024),
 		commits:  make(chan *batch, 64),
 		loopDone: make(chan struct{}),
@@ -152,6 +195,7 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 		inflight:  map[schemas.Hash]*IntentRec{},
 		frameSeq:  map[schemas.Hash]uint64{},
 	}
+	w.st.setLimits(legacyLimits())
 	if err := w.st.recover(); err != nil {
 		w.st.waitDrains() // none may write after the caller closes the store
 		w.closeEngine()
@@ -166,6 +210,10 @@ func OpenDB(db *badger.DB, cfg Config) (*World, error) {
 	}
 	go w.loop()
 	go w.committer()
+	if err := w.openLimits(); err != nil {
+		w.Close()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -198,7 +246,7 @@ func (w *World) closeEngine() {
 }
 
 // Journal gives read access to the journal (durable records only).
-func (w *World) Journal() *journal.Journal { return w.journal }
+func (w *World) Journal() Log { return w.journal }
 
 // CAS gives read access to the content-addressed store.
 func (w *World) CAS() cas.Store { return w.cas }
@@ -232,11 +280,18 @@ type request struct {
 type result struct {
 	receipt ReceiptResult
 	seqs    []uint64
+	dups    []bool // per seq: a resend under a remembered idempotency key
 	applied *ApplyResult
 	err     error
 }
 
+// maxTurnBytes bounds the journal bytes of one loop turn, and of the batches
+// the committer joins into one append (Badger refuses values over 1 GiB; one
+// input's records are bounded by Limits.MaxBytesPerInput and one step's).
+const maxTurnBytes = 32 << 20
+
 type batch struct {
+	bytes   int
 	recs    []journal.Record
 	reqs    []pending
 	opened  []OpenIntent
@@ -282,7 +337,7 @@ func (w *World) enqueue(ctx context.Context, r request) (err error) {
 
 func (w *World) usable() error {
 	if p := w.broken.Load(); p != nil {
-		return fmt.Errorf("%w: %v", ErrBroken, *p)
+		return fmt.Errorf("%w: %w", ErrBroken, *p)
 	}
 	if w.closed.Load() {
 		return ErrClosed
@@ -296,10 +351,19 @@ func (w *World) loop() {
 	defer close(w.commits)
 	st := w.st
 	for r := range w.reqs {
+		if st.stopped != nil {
+			// Stopped: answer what is still queued, change nothing.
+			if r.done != nil {
+				r.done <- result{err: fmt.Errorf("%w: %w", ErrBroken, st.stopped)}
+			}
+			continue
+		}
 		b := &batch{}
 		st.handle(r, b)
 	drain:
-		for len(b.reqs) < w.cfg.MaxBatch {
+		// A turn also ends once its records are large: they are held in
+		// memory until durable and go to the store as one write.
+		for len(b.reqs) < w.cfg.MaxBatch && st.outBytes < maxTurnBytes && st.stopped == nil {
 			select {
 			case r2, ok := <-w.reqs:
 				if !ok {
@@ -310,8 +374,20 @@ func (w *World) loop() {
 				break drain
 			}
 		}
-		b.recs, b.opened, b.settled = st.out, st.opened, st.settled
-		st.out, st.opened, st.settled = nil, nil, nil
+		if st.stopped != nil {
+			// Nothing of this turn was durable or acknowledged: drop its
+			// records and answer its requests with the failure. The
+			// committer still finishes the turns before it.
+			w.halt(st.stopped)
+			for _, p := range b.reqs {
+				p.done <- result{err: fmt.Errorf("%w: %w", ErrBroken, st.stopped)}
+			}
+			st.out, st.opened, st.settled, st.outBytes = nil, nil, nil, 0
+			w.setQuiet(false)
+			continue
+		}
+		b.recs, b.opened, b.settled, b.bytes = st.out, st.opened, st.settled, st.outBytes
+		st.out, st.opened, st.settled, st.outBytes = nil, nil, nil, 0
 		w.setQuiet(st.quiescent())
 		w.commits <- b
 	}
@@ -332,7 +408,7 @@ func (st *state) handle(r request, b *batch) {
 			res.err = ErrNoManifest
 			break
 		}
-		res.receipt = st.ingestReceipt(r.receipt, nil)
+		res.receipt, res.err = st.ingestReceipt(r.receipt, nil)
 		st.maybeMaterialize()
 	case r.frame != nil:
 		if st.man == nil {
@@ -341,17 +417,7 @@ func (st *state) handle(r request, b *batch) {
 		}
 		res.receipt.Seq, res.err = st.ingestFrame(r.frame, nil)
 	default:
-		res.seqs = make([]uint64, len(r.events))
-		for i := range r.events {
-			seq, err := st.ingestExternal(&r.events[i])
-			st.maybeMaterialize()
-			if err != nil {
-				res.err = err
-				res.seqs = res.seqs[:i]
-				break
-			}
-			res.seqs[i] = seq
-		}
+		res.seqs, res.dups, res.err = st.ingestEvents(r.events)
 	}
 	if r.done != nil {
 		b.reqs = append(b.reqs, pending{done: r.done, res: res})
@@ -363,14 +429,15 @@ func (st *state) handle(r request, b *batch) {
 func (w *World) committer() {
 	defer close(w.comDone)
 	for b := range w.commits {
-		recs, reqs, opened, settled := b.recs, b.reqs, b.opened, b.settled
+		recs, reqs, opened, settled, size := b.recs, b.reqs, b.opened, b.settled, b.bytes
 	more:
-		for {
+		for size < maxTurnBytes {
 			select {
 			case b2, ok := <-w.commits:
 				if !ok {
 					break more
 				}
+				size += b2.bytes
 				recs = append(recs, b2.recs...)
 				reqs = append(reqs, b2.reqs...)
 				opened = append(opened, b2.opened...)
@@ -380,8 +447,8 @@ func (w *World) committer() {
 			}
 		}
 		var err error
-		if w.broken.Load() != nil {
-			err = ErrBroken
+		if p := w.broken.Load(); p != nil {
+			err = *p
 		} else if len(recs) > 0 {
 			if w.cfg.BeforeFlush != nil {
 				w.cfg.BeforeFlush()
@@ -390,17 +457,18 @@ func (w *World) committer() {
 			err = w.journal.Append(recs)
 			w.cfg.Observer.Flushed(len(recs), time.Since(t0), err)
 			if err != nil {
-				e := err
-				w.broken.Store(&e)
-				w.cfg.Logger.Error("journal append failed; world stops accepting work", "err", err)
+				err = fmt.Errorf("%w: journal append of records %d..%d: %w", ErrStorage, recs[0].Seq, recs[len(recs)-1].Seq, err)
+				w.halt(err)
 			}
 		}
 		if err == nil && (len(opened) > 0 || len(settled) > 0) {
 			w.cfg.Publisher.Publish(opened, settled)
 		}
 		for _, p := range reqs {
-			if err != nil && p.res.err == nil {
-				p.res = result{err: fmt.Errorf("%w: %v", ErrBroken, err)}
+			if err != nil {
+				// Not durable: whatever the loop answered, it is not
+				// acknowledged.
+				p.res = result{err: fmt.Errorf("%w: %w", ErrBroken, err)}
 			}
 			p.done <- p.res
 		}

@@ -39,30 +39,6 @@ func BenchmarkFromJSON(b *testing.B) {
 	}
 }
 
-func BenchmarkFenceOpenSettle(b *testing.B) {
-	f := receipts.NewFence()
-	hs := make([]schemas.Hash, 4096)
-	for i := range hs {
-		hs[i] = schemas.HashBytes([]byte{byte(i), byte(i >> 8)})
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		h := hs[i%len(hs)]
-		_ = f.Open(h)
-		_ = f.Check(h)
-		f.Settle(h, uint64(i))
-		if i%len(hs) == len(hs)-1 {
-			f.Forget(uint64(i + 1))
-		}
-		i++
-	}
-}
-
-// BenchmarkVerifyBatch: the cost per receipt of verifying n at once (one
-// key, as for the built-in executors); compare with BenchmarkVerify.
-//
-//	go test ./receipts -run '^$' -bench 'Verify'
 func BenchmarkVerifyBatch(b *testing.B) {
 	a := testKey("a")
 	k := ring(b, "timer", a)

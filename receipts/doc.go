@@ -1,77 +1,73 @@
-// Package receipts owns what an executor sends back for an effect intent:
-// the receipt body, its ed25519 signature, the world's keyring of trusted
-// executor keys, the fence that lets each intent settle at most once, and
-// the ordering of stream frames. It does not own intents (the kernel
-// computes intent hashes from kernel.IntentID), payload schemas (the kernel
-// validates payloads with schemas.Registry), the journal, or delivery. It
-// must not import the kernel; the kernel imports it.
+// Package receipts owns what an executor signs about an effect intent: the
+// receipt that settles it, the stream frames that report progress on it,
+// their ed25519 signatures, and the world's keyring of trusted executor
+// keys, each trusted for named effects only. It does not own intents (the
+// kernel computes intent hashes from kernel.IntentID), pending or settled
+// state (the kernel tracks which intents are in flight, and fences late
+// receipts itself), payload schemas (the kernel validates payloads with
+// schemas.Registry), the journal, or delivery. It must not import the
+// kernel; the kernel imports it.
 //
 // # Signatures
 //
-// A signature covers Domain ("aos/receipt/v1\x00") followed by the
-// canonical CBOR of the Receipt body (see Receipt for the exact map).
+// A receipt's signature covers Domain ("aos/receipt/v1\x00") followed by
+// the canonical CBOR of the Receipt body; a frame's covers FrameDomain
+// ("aos/frame/v1\x00") followed by the canonical CBOR of the Frame body
+// (see Receipt and Frame for the exact maps).
 //
-// Domain separation: the same executor key may one day sign other things
-// (stream frames, claims, health reports). Prefixing a fixed label makes a
-// signature over one kind of message useless as a signature over another,
-// even if their bytes happened to coincide, and the version in the label
-// lets the layout change without old signatures validating new layouts.
+// Domain separation: the same executor key signs receipts and frames.
+// Prefixing a fixed label makes a signature over one kind of message
+// useless as a signature over another, even if their bytes happened to
+// coincide, and the version in the label lets a layout change without old
+// signatures validating new layouts.
 //
 // Canonical body: the signature is over the canonical bytes, not over the
-// JSON an executor posted, so any two encodings of the same receipt (JSON
+// JSON an executor posted, so any two encodings of the same message (JSON
 // key order, number spelling, base64 vs JSON payload) verify the same, and
-// the kernel can journal the decoded receipt in canonical CBOR and
-// re-verify it on replay or audit without keeping the original request.
-// Every field the kernel acts on is inside the signed body: intent hash,
-// effect, executor, status, payload, attempt, issuer_ref. Flipping any of
-// them breaks the signature. The executor name is bound to the key: a key
-// trusted for executor "timer" cannot sign receipts claiming "http".
+// the kernel can journal the decoded message in canonical CBOR without
+// keeping the original request. Every field the kernel acts on is inside
+// the signed body: intent hash, effect, executor, status, payload, attempt,
+// issuer_ref (receipts); intent hash, effect, seq, executor, payload
+// (frames). Flipping any of them breaks the signature.
 //
 // Key ids are "ed25519:" + hex of the first 16 bytes of SHA-256 of the
 // 32-byte public key. The id only selects a key; trust comes from the
 // signature verifying under the key the keyring holds for that id.
 //
-// # Fencing
+// # Authority
 //
-// Fence guarantees, for calls made in journal order:
+// A key is trusted under one executor name and for a list of effects:
+// exact effect names ("com.acme/charge@1") and namespaces ("com.acme/*").
+// Keyring.Verify and VerifyFrame accept a message only if its executor is
+// the key's name and its effect is one the key is allowed (Key.Allows); the
+// kernel then checks that the effect is the intent's. So a key compromised
+// or misused can settle only the effects it was added for. There is no key
+// for every effect: Add refuses no effects and "*". The sys/ effects are
+// the daemon's built-in executors': only a key trusted under
+// BuiltinExecutor may be allowed them.
 //
-//   - an intent settles at most once: Settle returns true once per Open;
-//   - a receipt is acceptable only while its intent is pending; afterwards
-//     it is refused with ErrSettled (a duplicate: the kernel journals it as
-//     dropped) and, for intents never opened, ErrUnknownIntent;
-//   - answers depend only on the call sequence, so replay gives the same
-//     answers.
+// A keyring file written before keys had effects still loads; its keys are
+// allowed no effect (every receipt they sign is refused, naming the key and
+// how to fix it) until Add names their effects.
 //
-// Safety rests on the pending set alone; the settled set only classifies
-// refusals, so Forget (after a snapshot) bounds memory without ever
-// letting a duplicate through.
+// # What the kernel does with a posted receipt or frame
 //
-// # What the kernel must do with a posted receipt
+//  1. FromJSON / FrameFromJSON (HTTP): structure.
+//  2. Keyring.Verify / VerifyFrame: trusted key, good signature, executor
+//     bound to the key, effect allowed to the key. Refusals change nothing
+//     (DESIGN.md §10.7). Receipt signatures are the costly step (about 30µs
+//     alone, 16-20µs in a batch; see docs/receipts.md), so the kernel runs
+//     them before its loop through a Verifier, which batches concurrent
+//     receipts (VerifyBatch gives Verify's verdicts).
+//  3. In the kernel loop: the intent must be pending and of the signed
+//     effect, and it settles at most once; late and duplicate receipts, and
+//     frames beyond the limits, are fenced there (kernel/fence.go).
 //
-// All within one step of its loop, so nothing interleaves, and journaled:
-//
-//  1. FromJSON (HTTP) or Unmarshal (journal): structure.
-//  2. Keyring.Verify: trusted key, good signature, executor bound to key.
-//     Refusals change nothing (DESIGN.md §10.7). This is the costly step
-//     (about 30µs alone, 16-20µs in a batch; see docs/receipts.md), so the
-//     kernel runs it before the loop step through a Verifier, which
-//     batches concurrent receipts (VerifyBatch gives Verify's verdicts).
-//  3. Fence.Check: pending? ErrSettled -> journal "dropped duplicate";
-//     ErrUnknownIntent -> refuse.
-//  4. Validate the payload against the effect's receipt schema; a failure
-//     still settles the intent (sys/EffectReceiptRejected@1 or instance
-//     failed).
-//  5. Journal the receipt record, then Fence.Settle(h, seq) and
-//     FrameSeq.Close(h).
-//  6. Deliver sys/EffectReceiptEnvelope@1 to the origin cell's mailbox.
-//
-// On replay the kernel rebuilds the fence by calling Open for each intent
-// record and Settle for each settling record, in journal order. When an
-// instance fails, the kernel settles its remaining pending intents (with
-// the failure's seq) so their late receipts are dropped as duplicates.
+// The keyring is not journaled: replay trusts the receipts and frames the
+// journal admitted and never verifies them again (keys may have been
+// removed since).
 //
 // # Concurrency
 //
-// Keyring, Fence and FrameSeq are safe for concurrent use; each call is
-// atomic. Determinism comes from the kernel calling them in journal order.
+// Keyring and Verifier are safe for concurrent use; each call is atomic.
 package receipts

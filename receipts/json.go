@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,13 +80,11 @@ func ToJSON(sr SignedReceipt) ([]byte, error) {
 	} else {
 		w.PayloadCBOR = sr.Payload
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&w); err != nil {
+	js, err := encodeJSON(&w)
+	if err != nil {
 		return nil, fmt.Errorf("receipt %s to json: %w", sr.Intent, err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return js, nil
 }
 
 func payloadAsJSON(p []byte) (json.RawMessage, bool) {
@@ -110,104 +109,38 @@ func payloadAsJSON(p []byte) (json.RawMessage, bool) {
 // Every error wraps ErrMalformed and names the JSON pointer.
 func FromJSON(data []byte) (SignedReceipt, error) {
 	var sr SignedReceipt
-	v, err := schemas.DecodeJSON(data)
-	if err != nil {
-		return sr, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return sr, fmt.Errorf("%w: receipt is not a JSON object", ErrMalformed)
-	}
-	bad := func(key, format string, a ...any) error {
-		return fmt.Errorf("%w: /%s: %s", ErrMalformed, key, fmt.Sprintf(format, a...))
-	}
-	str := func(key string, required bool) (string, error) {
-		x, ok := m[key]
-		if !ok {
-			if required {
-				return "", bad(key, "missing")
-			}
-			return "", nil
-		}
-		s, ok := x.(string)
-		if !ok {
-			return "", bad(key, "want a string")
-		}
-		return s, nil
-	}
-	b64 := func(key string) ([]byte, error) {
-		s, err := str(key, true)
-		if err != nil {
-			return nil, err
-		}
-		b, err := base64.StdEncoding.Strict().DecodeString(s)
-		if err != nil {
-			return nil, bad(key, "not standard padded base64: %v", err)
-		}
-		return b, nil
-	}
-	for k := range m {
-		switch k {
-		case "attempt", "effect", "executor", "intent_hash", "issuer_ref", "key_id", "payload", "payload_cbor", "signature", "status":
-		default:
-			return sr, bad(k, "unknown field (want attempt, effect, executor, intent_hash, issuer_ref, key_id, payload or payload_cbor, signature, status)")
-		}
-	}
-	ih, err := str("intent_hash", true)
+	o, err := readObject(data, "receipt", "attempt", "effect", "executor", "intent_hash", "issuer_ref", "key_id", "payload", "payload_cbor", "signature", "status")
 	if err != nil {
 		return sr, err
 	}
-	if sr.Intent, err = schemas.ParseHash(ih); err != nil {
-		return sr, bad("intent_hash", "%v", err)
-	}
-	if sr.Effect, err = str("effect", true); err != nil {
+	if sr.Intent, err = o.hash("intent_hash"); err != nil {
 		return sr, err
 	}
-	if sr.Executor, err = str("executor", true); err != nil {
+	if sr.Effect, err = o.str("effect", true); err != nil {
 		return sr, err
 	}
-	st, err := str("status", true)
+	if sr.Executor, err = o.str("executor", true); err != nil {
+		return sr, err
+	}
+	st, err := o.str("status", true)
 	if err != nil {
 		return sr, err
 	}
 	sr.Status = Status(st)
-	if sr.IssuerRef, err = str("issuer_ref", false); err != nil {
+	if sr.IssuerRef, err = o.str("issuer_ref", false); err != nil {
 		return sr, err
 	}
-	if sr.KeyID, err = str("key_id", true); err != nil {
+	if sr.KeyID, err = o.str("key_id", true); err != nil {
 		return sr, err
 	}
-	if sr.Signature, err = b64("signature"); err != nil {
+	if sr.Signature, err = o.b64("signature"); err != nil {
 		return sr, err
 	}
-	if a, ok := m["attempt"]; ok {
-		n, isNum := a.(json.Number)
-		if !isNum {
-			return sr, bad("attempt", "want a non-negative integer")
-		}
-		if sr.Attempt, err = strconv.ParseUint(string(n), 10, 64); err != nil {
-			return sr, bad("attempt", "want a non-negative integer literal below 2^64, got %s", n)
-		}
+	if sr.Attempt, _, err = o.uint("attempt"); err != nil {
+		return sr, err
 	}
-	pv, hasValue := m["payload"]
-	_, hasCBOR := m["payload_cbor"]
-	switch {
-	case hasValue && hasCBOR:
-		return sr, bad("payload", "give payload or payload_cbor, not both")
-	case hasValue:
-		if sr.Payload, err = payloadFromValue(pv); err != nil {
-			var ve *schemas.ValueError
-			if errors.As(err, &ve) {
-				return sr, fmt.Errorf("%w: /payload%s: %s", ErrMalformed, strings.TrimSuffix(ve.Pointer, "/"), ve.Msg)
-			}
-			return sr, bad("payload", "%v", err)
-		}
-	case hasCBOR:
-		if sr.Payload, err = b64("payload_cbor"); err != nil {
-			return sr, err
-		}
-	default:
-		return sr, bad("payload", "missing (give payload or payload_cbor)")
+	if sr.Payload, err = o.payload(); err != nil {
+		return sr, err
 	}
 	if err := sr.Check(); err != nil {
 		return SignedReceipt{}, err
@@ -216,4 +149,122 @@ func FromJSON(data []byte) (SignedReceipt, error) {
 		return SignedReceipt{}, err
 	}
 	return sr, nil
+}
+
+// jsonObject is one strictly parsed JSON object of the HTTP API's signed
+// forms (receipts, frames); its accessors' errors wrap ErrMalformed and
+// name the JSON pointer.
+type jsonObject map[string]any
+
+// readObject parses data as one JSON object (no duplicate keys, nothing
+// after it) whose keys are all among known.
+func readObject(data []byte, what string, known ...string) (jsonObject, error) {
+	v, err := schemas.DecodeJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not a JSON object", ErrMalformed, what)
+	}
+	for k := range m {
+		if !slices.Contains(known, k) {
+			return nil, badField(k, "unknown field (want %s)", strings.Join(known, ", "))
+		}
+	}
+	return m, nil
+}
+
+func badField(key, format string, a ...any) error {
+	return fmt.Errorf("%w: /%s: %s", ErrMalformed, key, fmt.Sprintf(format, a...))
+}
+
+func (o jsonObject) str(key string, required bool) (string, error) {
+	x, ok := o[key]
+	if !ok {
+		if required {
+			return "", badField(key, "missing")
+		}
+		return "", nil
+	}
+	s, ok := x.(string)
+	if !ok {
+		return "", badField(key, "want a string")
+	}
+	return s, nil
+}
+
+func (o jsonObject) b64(key string) ([]byte, error) {
+	s, err := o.str(key, true)
+	if err != nil {
+		return nil, err
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, badField(key, "not standard padded base64: %v", err)
+	}
+	return b, nil
+}
+
+func (o jsonObject) hash(key string) (schemas.Hash, error) {
+	s, err := o.str(key, true)
+	if err != nil {
+		return schemas.Hash{}, err
+	}
+	h, err := schemas.ParseHash(s)
+	if err != nil {
+		return schemas.Hash{}, badField(key, "%v", err)
+	}
+	return h, nil
+}
+
+// uint reads an optional non-negative integer literal.
+func (o jsonObject) uint(key string) (uint64, bool, error) {
+	a, ok := o[key]
+	if !ok {
+		return 0, false, nil
+	}
+	n, isNum := a.(json.Number)
+	if !isNum {
+		return 0, true, badField(key, "want a non-negative integer")
+	}
+	u, err := strconv.ParseUint(string(n), 10, 64)
+	if err != nil {
+		return 0, true, badField(key, "want a non-negative integer literal below 2^64, got %s", n)
+	}
+	return u, true, nil
+}
+
+// payload reads exactly one of payload (a JSON value) and payload_cbor.
+func (o jsonObject) payload() ([]byte, error) {
+	pv, hasValue := o["payload"]
+	_, hasCBOR := o["payload_cbor"]
+	switch {
+	case hasValue && hasCBOR:
+		return nil, badField("payload", "give payload or payload_cbor, not both")
+	case hasValue:
+		p, err := payloadFromValue(pv)
+		if err != nil {
+			var ve *schemas.ValueError
+			if errors.As(err, &ve) {
+				return nil, fmt.Errorf("%w: /payload%s: %s", ErrMalformed, strings.TrimSuffix(ve.Pointer, "/"), ve.Msg)
+			}
+			return nil, badField("payload", "%v", err)
+		}
+		return p, nil
+	case hasCBOR:
+		return o.b64("payload_cbor")
+	}
+	return nil, badField("payload", "missing (give payload or payload_cbor)")
+}
+
+// encodeJSON writes v compactly without HTML escaping.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -105,7 +105,7 @@ func TestFromJSONStrict(t *testing.T) {
 		"signature b64":     edit(`"signature":"`, `"signature":"*`),
 		"short signature":   edit(`"signature":"`, `"signature":"AAAA`),
 		"key id":            edit(`"key_id":"ed25519:`, `"key_id":"rsa:`),
-		"effect not string": edit(`"effect":"sys/timer.set@1"`, `"effect":1`),
+		"effect not string": edit(`"effect":"com.test/timer.set@1"`, `"effect":1`),
 		"trailing":          string(good) + `{}`,
 		"huge number":       edit(`"delivered_at_ns":42`, `"delivered_at_ns":1e999`),
 	}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
@@ -21,22 +23,102 @@ var (
 	ErrKeyNotFound      = errors.New("receipts: key not in keyring")
 	ErrExecutorMismatch = errors.New("receipts: receipt names another executor than its key")
 	ErrBadKeyring       = errors.New("receipts: bad keyring")
+	// ErrEffectNotAllowed: the key is trusted, but not for the effect the
+	// receipt or frame is about.
+	ErrEffectNotAllowed = errors.New("receipts: key not allowed for effect")
 )
+
+// BuiltinExecutor is the executor name of the built-in executors that run
+// inside the daemon. Only a key trusted under this name may be allowed
+// effects in the sys/ namespace.
+const BuiltinExecutor = "aos/builtin"
+
+// SysPrefix starts the names of the built-in effects.
+const SysPrefix = "sys/"
 
 // Key is one trusted executor key.
 type Key struct {
 	Name   string            // executor name receipts signed by this key must carry
 	ID     string            // KeyID(Public)
 	Public ed25519.PublicKey // 32 bytes
+	// Effects are what the key may settle (receipts) and report progress on
+	// (frames): exact effect names ("com.acme/charge@1") and namespace
+	// patterns ("com.acme/*", every effect whose name starts with
+	// "com.acme/"), sorted and without repeats. Empty only for a key read
+	// from a keyring written before keys were bound to effects: such a key
+	// may settle nothing until it is added again with its effects.
+	Effects []string
 
 	expanded *voi.ExpandedPublicKey // Public, precomputed for verification
 }
 
+// Allows reports whether the key may settle effect.
+func (key *Key) Allows(effect string) bool {
+	for _, p := range key.Effects {
+		if p == effect || strings.HasSuffix(p, "/*") && strings.HasPrefix(effect, p[:len(p)-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// notAllowed is the refusal of a receipt or frame about effect, signed by
+// key, for intent h.
+func (key *Key) notAllowed(what string, h schemas.Hash, effect string) error {
+	if len(key.Effects) == 0 {
+		return fmt.Errorf("%w: %s for intent %s: key %s (executor %s) may not settle effect %s: it may settle no effect, "+
+			"because it was trusted before keys were bound to effects; add it again naming its effects (aosd keys add %s PUBLIC_KEY_FILE --effects %s)",
+			ErrEffectNotAllowed, what, h, key.ID, key.Name, effect, key.Name, effect)
+	}
+	return fmt.Errorf("%w: %s for intent %s: key %s (executor %s) may not settle effect %s (it may settle %s)",
+		ErrEffectNotAllowed, what, h, key.ID, key.Name, effect, strings.Join(key.Effects, ", "))
+}
+
+// CheckEffects validates the effects a key trusted under executor name may
+// settle and returns them sorted without repeats. Each is an effect name or
+// a namespace pattern "ns/*"; "*" alone (every effect) is refused, and so is
+// any sys/ effect unless name is BuiltinExecutor. At least one is required.
+// Errors wrap ErrBadKeyring.
+func CheckEffects(name string, effects []string) ([]string, error) {
+	if len(effects) == 0 {
+		return nil, fmt.Errorf("%w: executor %s: no effects: name the effects the key may settle (a key is never trusted for every effect)", ErrBadKeyring, name)
+	}
+	out := make([]string, 0, len(effects))
+	for _, e := range effects {
+		if err := checkEffect(name, e); err != nil {
+			return nil, fmt.Errorf("%w: executor %s: %v", ErrBadKeyring, name, err)
+		}
+		out = append(out, e)
+	}
+	sort.Strings(out)
+	return slices.Compact(out), nil
+}
+
+func checkEffect(name, e string) error {
+	if err := checkName("effect", e, true); err != nil {
+		return err
+	}
+	if i := strings.IndexByte(e, '*'); i >= 0 {
+		if e == "*" {
+			return fmt.Errorf("effect pattern \"*\" would allow every effect; name the effects, or a namespace as \"ns/*\"")
+		}
+		if i != len(e)-1 || i < 2 || e[i-1] != '/' {
+			return fmt.Errorf("effect %q: a wildcard is allowed only as a whole last segment, as in \"ns/*\"", e)
+		}
+	}
+	if strings.HasPrefix(e, SysPrefix) && name != BuiltinExecutor {
+		return fmt.Errorf("effect %s is built in: only the built-in executors' key (%s) may settle %s effects", e, BuiltinExecutor, SysPrefix)
+	}
+	return nil
+}
+
 // Keyring holds the world's trusted executor keys. One executor name may
 // have several keys (rotation: add the new key, move the executor, remove
-// the old one); a key belongs to one name. Methods are safe for concurrent
-// use, so HTTP handlers can verify receipts off the kernel loop; the kernel
-// changes the keyring only in its loop, journaling each change.
+// the old one); a key belongs to one name, and is allowed the effects it
+// was added for. Methods are safe for concurrent use, so HTTP handlers can
+// verify receipts off the kernel loop. The keyring is not journaled: the
+// kernel consults it only to admit a receipt or frame, and replay trusts
+// what the journal admitted (keys may have been removed since).
 type Keyring struct {
 	mu   sync.RWMutex
 	keys map[string]Key // by key id
@@ -45,9 +127,26 @@ type Keyring struct {
 // NewKeyring returns an empty keyring.
 func NewKeyring() *Keyring { return &Keyring{keys: map[string]Key{}} }
 
-// Add trusts pub for executor name. A key already trusted (under any name)
-// is refused with ErrDuplicateKey.
-func (k *Keyring) Add(name string, pub ed25519.PublicKey) error {
+// Add trusts pub for executor name, for the effects given (see
+// CheckEffects). A key already trusted is refused with ErrDuplicateKey,
+// unless it is trusted under the same name for no effect (read from a
+// keyring written before keys were bound to effects): then it gains them.
+func (k *Keyring) Add(name string, pub ed25519.PublicKey, effects []string) error {
+	if err := checkName("executor name", name, true); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadKeyring, err)
+	}
+	effs, err := CheckEffects(name, effects)
+	if err != nil {
+		return err
+	}
+	return k.add(name, pub, effs, true)
+}
+
+// add is Add with effects already checked; none is allowed here, for keys
+// read from keyrings written before keys were bound to effects. upgrade
+// lets a key allowed no effect gain effects (Add); a keyring being loaded
+// refuses every repeated key.
+func (k *Keyring) add(name string, pub ed25519.PublicKey, effects []string, upgrade bool) error {
 	if err := checkName("executor name", name, true); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadKeyring, err)
 	}
@@ -65,9 +164,14 @@ func (k *Keyring) Add(name string, pub ed25519.PublicKey) error {
 		k.keys = map[string]Key{}
 	}
 	if old, ok := k.keys[id]; ok {
+		if upgrade && len(old.Effects) == 0 && len(effects) > 0 && old.Name == name {
+			old.Effects = effects
+			k.keys[id] = old
+			return nil
+		}
 		return fmt.Errorf("%w: %s (executor %s)", ErrDuplicateKey, id, old.Name)
 	}
-	k.keys[id] = Key{Name: name, ID: id, Public: bytes.Clone(pub), expanded: x}
+	k.keys[id] = Key{Name: name, ID: id, Public: bytes.Clone(pub), Effects: effects, expanded: x}
 	return nil
 }
 
@@ -95,7 +199,7 @@ func (k *Keyring) List() []Key {
 	k.mu.RLock()
 	out := make([]Key, 0, len(k.keys))
 	for _, e := range k.keys {
-		out = append(out, Key{Name: e.Name, ID: e.ID, Public: bytes.Clone(e.Public)})
+		out = append(out, Key{Name: e.Name, ID: e.ID, Public: bytes.Clone(e.Public), Effects: append([]string(nil), e.Effects...)})
 	}
 	k.mu.RUnlock()
 	sortKeys(out)
@@ -119,9 +223,11 @@ func sortKeys(ks []Key) {
 //  2. the key id is trusted                                        -> ErrUnknownSigner
 //  3. the ed25519 signature over SigningMessage verifies            -> ErrBadSignature
 //  4. the receipt's executor is the key's executor name            -> ErrExecutorMismatch
-//  5. the payload is one canonical CBOR item                       -> ErrMalformed
+//  5. the key is allowed the receipt's effect (Key.Allows)          -> ErrEffectNotAllowed
+//  6. the payload is one canonical CBOR item                       -> ErrMalformed
 //
-// Verify does not look at pending intents (see Fence) or payload schemas.
+// Verify does not look at pending intents or payload schemas: the kernel
+// does, and checks that the intent's effect is the receipt's.
 func (k *Keyring) Verify(sr SignedReceipt) (executorName string, err error) {
 	key, err := k.precheck(&sr)
 	if err != nil {
@@ -134,25 +240,29 @@ func (k *Keyring) Verify(sr SignedReceipt) (executorName string, err error) {
 }
 
 // keyringCBOR is the canonical CBOR form: version 1, entries in List order.
-// Key ids are derived, so they are not stored.
+// Key ids are derived, so they are not stored. "effects" is omitted for a
+// key allowed no effect, so keyrings written before keys were bound to
+// effects keep their bytes (and load, their keys allowed nothing).
 type keyringCBOR struct {
 	V    uint64    `cbor:"v"`
 	Keys []keyCBOR `cbor:"keys"`
 }
 
 type keyCBOR struct {
-	Name   string `cbor:"name"`
-	Public []byte `cbor:"public"`
+	Name    string   `cbor:"name"`
+	Public  []byte   `cbor:"public"`
+	Effects []string `cbor:"effects,omitempty"`
 }
 
 // MarshalCBOR encodes the keyring as canonical CBOR:
-// {"v": 1, "keys": [{"name": text, "public": bytes(32)}, ...]} with keys in
-// List order, so equal keyrings give equal bytes (and hashes).
+// {"v": 1, "keys": [{"name": text, "public": bytes(32), "effects": [text, ...]}, ...]}
+// with keys in List order and effects sorted, so equal keyrings give equal
+// bytes (and hashes).
 func (k *Keyring) MarshalCBOR() ([]byte, error) {
 	ks := k.List()
 	doc := keyringCBOR{V: 1, Keys: make([]keyCBOR, len(ks))}
 	for i, e := range ks {
-		doc.Keys[i] = keyCBOR{Name: e.Name, Public: e.Public}
+		doc.Keys[i] = keyCBOR{Name: e.Name, Public: e.Public, Effects: e.Effects}
 	}
 	return schemas.Marshal(&doc)
 }
@@ -170,7 +280,7 @@ func (k *Keyring) UnmarshalCBOR(data []byte) error {
 	}
 	n := NewKeyring()
 	for i, e := range doc.Keys {
-		if err := n.Add(e.Name, e.Public); err != nil {
+		if err := n.addStored(e.Name, e.Public, e.Effects); err != nil {
 			return fmt.Errorf("%w: entry %d: %v", ErrBadKeyring, i, err)
 		}
 	}
@@ -180,6 +290,19 @@ func (k *Keyring) UnmarshalCBOR(data []byte) error {
 	}
 	k.replace(n)
 	return nil
+}
+
+// addStored adds a key read from a keyring file or its CBOR form: its
+// effects are checked like Add's, but may be absent (a keyring written
+// before keys were bound to effects), leaving the key allowed nothing.
+func (k *Keyring) addStored(name string, pub ed25519.PublicKey, effects []string) error {
+	if effects != nil {
+		var err error
+		if effects, err = CheckEffects(name, effects); err != nil {
+			return err
+		}
+	}
+	return k.add(name, pub, effects, false)
 }
 
 func (k *Keyring) replace(n *Keyring) {
@@ -194,27 +317,33 @@ type keyringJSON struct {
 }
 
 type keyJSON struct {
-	Name      string `json:"name"`
-	KeyID     string `json:"key_id"`
-	PublicKey string `json:"public_key"` // standard base64 of the 32 raw bytes
+	Name      string   `json:"name"`
+	KeyID     string   `json:"key_id"`
+	PublicKey string   `json:"public_key"` // standard base64 of the 32 raw bytes
+	Effects   []string `json:"effects,omitempty"`
 }
 
 // MarshalJSON renders the keyring file form, indented, keys in List order:
 //
-//	{"keys": [{"name": "timer", "key_id": "ed25519:...", "public_key": "<base64>"}]}
+//	{"keys": [{"name": "payments", "key_id": "ed25519:...", "public_key": "<base64>",
+//	           "effects": ["com.acme/charge@1", "com.acme/refunds/*"]}]}
+//
+// "effects" is left out for a key allowed no effect.
 func (k *Keyring) MarshalJSON() ([]byte, error) {
 	ks := k.List()
 	doc := keyringJSON{Keys: make([]keyJSON, len(ks))}
 	for i, e := range ks {
-		doc.Keys[i] = keyJSON{Name: e.Name, KeyID: e.ID, PublicKey: base64.StdEncoding.EncodeToString(e.Public)}
+		doc.Keys[i] = keyJSON{Name: e.Name, KeyID: e.ID, PublicKey: base64.StdEncoding.EncodeToString(e.Public), Effects: e.Effects}
 	}
 	return json.MarshalIndent(&doc, "", "  ")
 }
 
 // UnmarshalJSON replaces the keyring's contents with the file form. Entries
 // may come in any order; unknown fields, duplicate keys, a key_id that does
-// not match public_key, and bad base64 are errors naming the entry. On
-// error the keyring is unchanged.
+// not match public_key, bad base64 and effects CheckEffects refuses are
+// errors naming the entry. An entry without "effects" (a file written
+// before keys were bound to effects) loads as a key allowed no effect; an
+// empty "effects" list is refused. On error the keyring is unchanged.
 func (k *Keyring) UnmarshalJSON(data []byte) error {
 	// DecodeJSON refuses duplicate object keys, which encoding/json accepts.
 	if _, err := schemas.DecodeJSON(data); err != nil {
@@ -235,7 +364,10 @@ func (k *Keyring) UnmarshalJSON(data []byte) error {
 		if e.KeyID != "" && len(pub) == ed25519.PublicKeySize && e.KeyID != KeyID(pub) {
 			return fmt.Errorf("%w: /keys/%d/key_id: %s does not match public_key (its id is %s)", ErrBadKeyring, i, e.KeyID, KeyID(pub))
 		}
-		if err := n.Add(e.Name, pub); err != nil {
+		if e.Effects != nil && len(e.Effects) == 0 {
+			return fmt.Errorf("%w: /keys/%d/effects: empty; name the effects the key may settle, or leave the field out (the key then settles nothing)", ErrBadKeyring, i)
+		}
+		if err := n.addStored(e.Name, pub, e.Effects); err != nil {
 			return fmt.Errorf("/keys/%d: %w", i, err)
 		}
 	}

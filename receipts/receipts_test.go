@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aos-kernel/aos/receipts"
@@ -27,7 +25,7 @@ func pub(priv ed25519.PrivateKey) ed25519.PublicKey { return priv.Public().(ed25
 func sampleReceipt() receipts.Receipt {
 	return receipts.Receipt{
 		Intent:    schemas.HashBytes([]byte("intent-1")),
-		Effect:    "sys/timer.set@1",
+		Effect:    "com.test/timer.set@1",
 		Executor:  "timer",
 		Status:    receipts.StatusOK,
 		Payload:   schemas.MustMarshal(map[string]any{"delivered_at_ns": uint64(42), "key": "k"}),
@@ -36,11 +34,15 @@ func sampleReceipt() receipts.Receipt {
 	}
 }
 
+// testEffects is what ring's keys may settle: sampleReceipt's effect and
+// every other com.test/ effect.
+var testEffects = []string{"com.test/*"}
+
 func ring(t testing.TB, entries ...any) *receipts.Keyring {
 	t.Helper()
 	k := receipts.NewKeyring()
 	for i := 0; i < len(entries); i += 2 {
-		if err := k.Add(entries[i].(string), pub(entries[i+1].(ed25519.PrivateKey))); err != nil {
+		if err := k.Add(entries[i].(string), pub(entries[i+1].(ed25519.PrivateKey)), testEffects); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,7 +107,7 @@ func TestVerifyRefusesForgeries(t *testing.T) {
 		}, receipts.ErrBadSignature},
 		{"intent bit", func(s *receipts.SignedReceipt) { s.Intent[0] ^= 1 }, receipts.ErrBadSignature},
 		{"status", func(s *receipts.SignedReceipt) { s.Status = receipts.StatusError }, receipts.ErrBadSignature},
-		{"effect", func(s *receipts.SignedReceipt) { s.Effect = "sys/http.request@1" }, receipts.ErrBadSignature},
+		{"effect", func(s *receipts.SignedReceipt) { s.Effect = "com.test/http.request@1" }, receipts.ErrBadSignature},
 		{"attempt", func(s *receipts.SignedReceipt) { s.Attempt = 2 }, receipts.ErrBadSignature},
 		{"issuer_ref", func(s *receipts.SignedReceipt) { s.IssuerRef = "" }, receipts.ErrBadSignature},
 		{"executor", func(s *receipts.SignedReceipt) { s.Executor = "http" }, receipts.ErrBadSignature},
@@ -179,13 +181,13 @@ func TestVerifyRefusesMalformed(t *testing.T) {
 func TestKeyring(t *testing.T) {
 	a, b, c := testKey("a"), testKey("b"), testKey("c")
 	k := ring(t, "timer", a, "http", b, "http", c) // two keys for http: rotation
-	if err := k.Add("other", pub(a)); !errors.Is(err, receipts.ErrDuplicateKey) {
+	if err := k.Add("other", pub(a), testEffects); !errors.Is(err, receipts.ErrDuplicateKey) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if err := k.Add("", pub(a)); !errors.Is(err, receipts.ErrBadKeyring) {
+	if err := k.Add("", pub(a), testEffects); !errors.Is(err, receipts.ErrBadKeyring) {
 		t.Fatalf("empty name: %v", err)
 	}
-	if err := k.Add("x", pub(a)[:31]); !errors.Is(err, receipts.ErrBadKeyring) {
+	if err := k.Add("x", pub(a)[:31], testEffects); !errors.Is(err, receipts.ErrBadKeyring) {
 		t.Fatalf("short key: %v", err)
 	}
 	l := k.List()
@@ -328,124 +330,5 @@ func TestKeyFiles(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
 		t.Fatalf("temp files left behind: %v", ents)
-	}
-}
-
-func TestFence(t *testing.T) {
-	f := receipts.NewFence()
-	h1, h2 := schemas.HashBytes([]byte("1")), schemas.HashBytes([]byte("2"))
-	if err := f.Check(h1); !errors.Is(err, receipts.ErrUnknownIntent) {
-		t.Fatalf("unknown: %v", err)
-	}
-	if f.Settle(h1, 5) {
-		t.Fatal("settled an intent never opened")
-	}
-	if err := f.Check(h1); !errors.Is(err, receipts.ErrUnknownIntent) {
-		t.Fatal("settle of unknown intent changed state")
-	}
-	if err := f.Open(h1); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Open(h1); !errors.Is(err, receipts.ErrAlreadyOpen) {
-		t.Fatalf("reopen: %v", err)
-	}
-	_ = f.Open(h2)
-	if err := f.Check(h1); err != nil {
-		t.Fatal(err)
-	}
-	if !f.Settle(h1, 10) {
-		t.Fatal("first settle")
-	}
-	if f.Settle(h1, 11) {
-		t.Fatal("second settle")
-	}
-	if err := f.Check(h1); !errors.Is(err, receipts.ErrSettled) || !strings.Contains(err.Error(), "seq 10") {
-		t.Fatalf("duplicate: %v", err)
-	}
-	if err := f.Open(h1); !errors.Is(err, receipts.ErrSettled) {
-		t.Fatalf("open settled: %v", err)
-	}
-	if p := f.Pending(); len(p) != 1 || p[0] != h2 {
-		t.Fatalf("pending %v", p)
-	}
-	if n := f.Forget(10); n != 0 {
-		t.Fatalf("forgot %d settled at seq >= before", n)
-	}
-	if n := f.Forget(11); n != 1 {
-		t.Fatalf("forgot %d", n)
-	}
-	// Forgotten: still refused, now as unknown.
-	if err := f.Check(h1); !errors.Is(err, receipts.ErrUnknownIntent) {
-		t.Fatalf("forgotten: %v", err)
-	}
-	if p, s := f.Len(); p != 1 || s != 0 {
-		t.Fatalf("len %d %d", p, s)
-	}
-}
-
-func TestFenceSettleOnceConcurrently(t *testing.T) {
-	f := receipts.NewFence()
-	const intents, racers = 64, 16
-	hs := make([]schemas.Hash, intents)
-	for i := range hs {
-		hs[i] = schemas.HashBytes([]byte{byte(i)})
-		if err := f.Open(hs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var wins [intents]atomic.Int32
-	var wg sync.WaitGroup
-	for g := 0; g < racers; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i, h := range hs {
-				_ = f.Check(h)
-				if f.Settle(h, uint64(g)) {
-					wins[i].Add(1)
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	for i := range wins {
-		if n := wins[i].Load(); n != 1 {
-			t.Fatalf("intent %d settled %d times", i, n)
-		}
-		if err := f.Check(hs[i]); !errors.Is(err, receipts.ErrSettled) {
-			t.Fatal(err)
-		}
-	}
-}
-
-func TestFrameSeq(t *testing.T) {
-	s := receipts.NewFrameSeq()
-	h, o := schemas.HashBytes([]byte("h")), schemas.HashBytes([]byte("o"))
-	steps := []struct {
-		h   schemas.Hash
-		seq uint64
-		ok  bool
-	}{
-		{h, 0, false}, // sequences start at 1
-		{h, 1, true},
-		{h, 1, false}, // repeat
-		{h, 2, true},
-		{h, 5, true}, // gap allowed
-		{h, 4, false},
-		{o, 3, true}, // per intent
-		{h, 6, true},
-	}
-	for i, st := range steps {
-		err := s.Accept(st.h, st.seq)
-		if st.ok != (err == nil) || (err != nil && !errors.Is(err, receipts.ErrFrameOrder)) {
-			t.Fatalf("step %d seq %d: %v", i, st.seq, err)
-		}
-	}
-	if s.Last(h) != 6 || s.Last(o) != 3 {
-		t.Fatal("last")
-	}
-	s.Close(h)
-	if s.Last(h) != 0 {
-		t.Fatal("close")
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // The signature scheme is plain Ed25519 (RFC 8032): an executor signs with
@@ -116,11 +118,16 @@ func (k *Keyring) precheck(sr *SignedReceipt) (Key, error) {
 	if err := sr.checkEnvelope(); err != nil {
 		return Key{}, err
 	}
+	return k.lookup(sr.KeyID, sr.Intent)
+}
+
+// lookup finds the trusted key with id keyID, for a message about intent h.
+func (k *Keyring) lookup(keyID string, h schemas.Hash) (Key, error) {
 	k.mu.RLock()
-	key, ok := k.keys[sr.KeyID]
+	key, ok := k.keys[keyID]
 	k.mu.RUnlock()
 	if !ok {
-		return Key{}, fmt.Errorf("%w: intent %s: key %s is not trusted", ErrUnknownSigner, sr.Intent, sr.KeyID)
+		return Key{}, fmt.Errorf("%w: intent %s: key %s is not trusted", ErrUnknownSigner, h, keyID)
 	}
 	return key, nil
 }
@@ -129,10 +136,14 @@ func badSignature(sr *SignedReceipt, key Key) error {
 	return fmt.Errorf("%w: intent %s: signature does not verify under key %s (executor %s)", ErrBadSignature, sr.Intent, sr.KeyID, key.Name)
 }
 
-// postcheck runs Verify's steps after the signature: executor name, payload.
+// postcheck runs Verify's steps after the signature: executor name, the
+// key's authority over the effect, payload.
 func postcheck(sr *SignedReceipt, key Key) (string, error) {
 	if sr.Executor != key.Name {
 		return "", fmt.Errorf("%w: intent %s: receipt says executor %q, key %s belongs to %q", ErrExecutorMismatch, sr.Intent, sr.Executor, sr.KeyID, key.Name)
+	}
+	if !key.Allows(sr.Effect) {
+		return "", key.notAllowed("receipt", sr.Intent, sr.Effect)
 	}
 	if err := sr.checkPayload(); err != nil {
 		return "", err

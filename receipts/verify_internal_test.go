@@ -16,7 +16,7 @@ func TestVerifierBatchesWhatIsWaiting(t *testing.T) {
 	seed := sha256.Sum256([]byte("batch"))
 	priv := ed25519.NewKeyFromSeed(seed[:])
 	k := NewKeyring()
-	if err := k.Add("timer", priv.Public().(ed25519.PublicKey)); err != nil {
+	if err := k.Add("timer", priv.Public().(ed25519.PublicKey), []string{"com.test/*"}); err != nil {
 		t.Fatal(err)
 	}
 	v := newVerifier(k) // no workers yet: requests queue up
@@ -27,7 +27,7 @@ func TestVerifierBatchesWhatIsWaiting(t *testing.T) {
 	queued := make(chan struct{}, n)
 	srs := make([]SignedReceipt, n)
 	for i := range srs {
-		srs[i] = Sign(priv, Receipt{Intent: schemas.HashBytes([]byte(fmt.Sprint(i))), Effect: "sys/timer.set@1", Executor: "timer",
+		srs[i] = Sign(priv, Receipt{Intent: schemas.HashBytes([]byte(fmt.Sprint(i))), Effect: "com.test/timer.set@1", Executor: "timer",
 			Status: StatusOK, Payload: schemas.MustMarshal(map[string]any{"i": uint64(i)}), Attempt: 1})
 	}
 	for i := range srs {
@@ -80,14 +80,14 @@ func TestBodyMatchesLibrary(t *testing.T) {
 	for _, n := range sizes {
 		s := string(make([]byte, n))
 		for _, a := range []uint64{0, 23, 24, 255, 256, 65536, 1 << 32, 1<<64 - 1} {
-			checkBody(t, Receipt{Intent: schemas.HashBytes([]byte(s)), Effect: "sys/timer.set@1" + s, Executor: s,
+			checkBody(t, Receipt{Intent: schemas.HashBytes([]byte(s)), Effect: "com.test/timer.set@1" + s, Executor: s,
 				Status: StatusTimeout, Payload: []byte(s), Attempt: a, IssuerRef: s})
 		}
 	}
 }
 
 func FuzzBody(f *testing.F) {
-	f.Add("sys/timer.set@1", "aos/builtin", "ok", []byte{0xa0}, uint64(1), "", []byte("i"))
+	f.Add("com.test/timer.set@1", "aos/builtin", "ok", []byte{0xa0}, uint64(1), "", []byte("i"))
 	f.Add("", "", "", []byte(nil), uint64(1<<40), "ref", []byte(""))
 	f.Fuzz(func(t *testing.T, effect, executor, status string, payload []byte, attempt uint64, ref string, intent []byte) {
 		checkBody(t, Receipt{Intent: schemas.HashBytes(intent), Effect: effect, Executor: executor, Status: Status(status),

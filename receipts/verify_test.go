@@ -58,7 +58,7 @@ func TestWeakKeysRefused(t *testing.T) {
 	}
 	k := ring(t, "timer", testKey("a"))
 	for name, h := range small {
-		err := k.Add("evil", mustHex(h))
+		err := k.Add("evil", mustHex(h), testEffects)
 		if !errors.Is(err, receipts.ErrBadKeyring) || !strings.Contains(err.Error(), "small order") && !strings.Contains(err.Error(), "canonical") {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -69,7 +69,7 @@ func TestWeakKeysRefused(t *testing.T) {
 	for d := 2; d <= 18; d++ {
 		b := mustHex("edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f")
 		b[0] += byte(d)
-		err := k.Add("evil", b)
+		err := k.Add("evil", b, testEffects)
 		switch {
 		case err == nil:
 			t.Fatalf("y = p+%d accepted", d)
@@ -90,7 +90,8 @@ func TestWeakKeysRefused(t *testing.T) {
 }
 
 // mixedBatch is receipts each with a different fate: valid from two keys,
-// forged, unknown signer, wrong executor name, tampered body, malformed.
+// forged, unknown signer, wrong executor name, tampered body, malformed,
+// an effect the key is not allowed.
 func mixedBatch(t *testing.T) (*receipts.Keyring, []receipts.SignedReceipt) {
 	a, b, stranger := testKey("a"), testKey("b"), testKey("stranger")
 	k := ring(t, "timer", a, "http", b)
@@ -100,7 +101,7 @@ func mixedBatch(t *testing.T) (*receipts.Keyring, []receipts.SignedReceipt) {
 		r.Intent = schemas.HashBytes([]byte(fmt.Sprint("intent-", i)))
 		signer := a
 		if i%2 == 1 {
-			r.Executor, r.Effect, signer = "http", "sys/http.request@1", b
+			r.Executor, r.Effect, signer = "http", "com.test/http.request@1", b
 		}
 		sr := receipts.Sign(signer, r)
 		switch i {
@@ -118,6 +119,9 @@ func mixedBatch(t *testing.T) (*receipts.Keyring, []receipts.SignedReceipt) {
 		case 29:
 			r.Payload = []byte{0xa1, 0x61} // truncated CBOR, signed
 			sr = receipts.Sign(a, r)
+		case 31:
+			r.Effect = "org.other/charge@1" // an effect b's key is not allowed
+			sr = receipts.Sign(b, r)
 		}
 		out = append(out, sr)
 	}
@@ -145,12 +149,15 @@ func TestVerifyBatchMatchesVerify(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 6 {
-		t.Fatalf("%d refused, want the 6 bad ones", refused)
+	if refused != 7 {
+		t.Fatalf("%d refused, want the 7 bad ones", refused)
+	}
+	if v := k.VerifyBatch(srs)[31]; !errors.Is(v.Err, receipts.ErrEffectNotAllowed) {
+		t.Fatalf("receipt for an effect its key is not allowed: %v", v.Err)
 	}
 	var good []receipts.SignedReceipt
 	for i, sr := range srs {
-		if i != 3 && i != 7 && i != 11 && i != 17 && i != 23 && i != 29 {
+		if i != 3 && i != 7 && i != 11 && i != 17 && i != 23 && i != 29 && i != 31 {
 			good = append(good, sr)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -164,19 +165,26 @@ func (a *app) readValue(arg string) (json.RawMessage, error) {
 
 func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 	wait := fs.Duration("wait", 0, "after the event is durable, wait up to this long for the world to be quiescent again")
+	key := fs.String("idempotency-key", "", "send under this key: a resend with the same key (a retry after a timeout) is not journaled again and prints the original seq")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 2, 2, "SCHEMA VALUE"); err != nil {
 			return err
+		}
+		keySet := false
+		fs.Visit(func(f *flag.Flag) { keySet = keySet || f.Name == "idempotency-key" })
+		if keySet && *key == "" {
+			return fmt.Errorf("--idempotency-key is empty; omit it, or give 1-%d visible ASCII characters", kernel.MaxIdempotencyKeyBytes)
 		}
 		val, err := a.readValue(pos[1])
 		if err != nil {
 			return err
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			seqs, err := c.Send(a.ctx, []daemon.EventIn{{Schema: pos[0], Value: val}})
+			res, err := c.Send(a.ctx, []daemon.EventIn{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
 			if err != nil {
 				return err
 			}
+			sent := res[0]
 			quiet := (*bool)(nil)
 			if *wait > 0 {
 				q, err := c.WaitQuiescent(a.ctx, *wait)
@@ -186,13 +194,17 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 				quiet = &q
 			}
 			if a.json {
-				out := map[string]any{"seq": seqs[0]}
+				out := map[string]any{"seq": sent.Seq, "duplicate": sent.Duplicate}
 				if quiet != nil {
 					out["quiescent"] = *quiet
 				}
 				return a.printJSON(out)
 			}
-			fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], seqs[0])
+			if sent.Duplicate {
+				fmt.Fprintf(a.stdout, "event %s already journaled at seq %d under idempotency key %s; nothing journaled\n", pos[0], sent.Seq, *key)
+			} else {
+				fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], sent.Seq)
+			}
 			if quiet != nil && !*quiet {
 				fmt.Fprintf(a.stdout, "world not quiescent after %s (instances running or waiting on effects)\n", *wait)
 			}
@@ -243,8 +255,61 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
+// listCells fetches one page of a workflow's cells or, with all, every page
+// from q.After on, one request per page (q.Limit rows each, the maximum when
+// 0), so the world is never held for more than a page.
+func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.CellsQuery, all bool) (*kernel.CellPage, error) {
+	if !all {
+		return c.Cells(ctx, workflow, q)
+	}
+	if q.Limit == 0 {
+		q.Limit = kernel.MaxCellPage
+	}
+	out := &kernel.CellPage{Cells: []kernel.CellInfo{}}
+	for {
+		p, err := c.Cells(ctx, workflow, q)
+		if err != nil {
+			return nil, err
+		}
+		out.Cells = append(out.Cells, p.Cells...)
+		if p.Next == "" {
+			return out, nil
+		}
+		q.After = p.Next
+	}
+}
+
+// printCells prints a page as a table, then how many rows it held and, when
+// more follow, the command that lists the next page.
+func (a *app) printCells(workflow string, p *kernel.CellPage) error {
+	w := newTable(a.stdout)
+	w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
+	for _, ci := range p.Cells {
+		last := "-"
+		if ci.LastActive > 0 {
+			last = time.Unix(0, int64(ci.LastActive)).UTC().Format(time.RFC3339)
+		}
+		st := ci.Status
+		if ci.Reason != "" {
+			st += " (" + ci.Reason + ")"
+		}
+		w.row(string(ci.Key), ci.StateHash.String(), ci.Size, st, last)
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%d cell(s)\n", len(p.Cells))
+	if p.Next != "" {
+		fmt.Fprintf(a.stdout, "next page: aosd cells ls %s --after %s\n", workflow, p.Next)
+	}
+	return nil
+}
+
 func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
-	limit := fs.Int("limit", 0, "ls: at most this many cells (0: all)")
+	limit := fs.Int("limit", 0, fmt.Sprintf("ls: cells per page (0: %d; at most %d; with --all, 0 means %d)",
+		kernel.DefaultCellPage, kernel.MaxCellPage, kernel.MaxCellPage))
+	after := fs.String("after", "", "ls: start after this cursor (the next of an earlier page)")
+	all := fs.Bool("all", false, "ls: every cell from the cursor on, fetched a page at a time")
 	return func(pos []string) error {
 		if len(pos) == 0 {
 			return usagef("want ls WORKFLOW or show WORKFLOW [KEY]")
@@ -255,31 +320,14 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 				return err
 			}
 			return a.withConn(a.ctx, func(c *daemon.Conn) error {
-				cs, err := c.Cells(a.ctx, pos[1], *limit)
+				p, err := listCells(a.ctx, c, pos[1], daemon.CellsQuery{Limit: *limit, After: *after}, *all)
 				if err != nil {
 					return err
 				}
 				if a.json {
-					return a.printJSON(cs)
+					return a.printJSON(p)
 				}
-				w := newTable(a.stdout)
-				w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
-				for _, ci := range cs {
-					last := "-"
-					if ci.LastActive > 0 {
-						last = time.Unix(0, int64(ci.LastActive)).UTC().Format(time.RFC3339)
-					}
-					st := ci.Status
-					if ci.Reason != "" {
-						st += " (" + ci.Reason + ")"
-					}
-					w.row(string(ci.Key), ci.StateHash.String(), ci.Size, st, last)
-				}
-				if err := w.flush(); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "%d cell(s)\n", len(cs))
-				return nil
+				return a.printCells(pos[1], p)
 			})
 		case "show":
 			if err := wantArgs(pos, 2, 3, "show WORKFLOW [KEY]"); err != nil {
@@ -389,6 +437,8 @@ func traceDetail(e kernel.TraceEntry) string {
 		return fmt.Sprintf("%s %s (emitted at %d)", e.Effect, h, e.Input)
 	case "fault":
 		return fmt.Sprintf("input %d: %s", e.Input, e.Reason)
+	case "recover":
+		return fmt.Sprintf("%s of fault %d (input %d, %d skipped)", e.Action, e.Fault, e.Input, e.Skipped)
 	case "receipt", "drop":
 		s := fmt.Sprintf("%s %s from %s", e.Effect, e.Status, e.Executor)
 		if e.Attempt > 0 {
@@ -409,9 +459,13 @@ func traceDetail(e kernel.TraceEntry) string {
 }
 
 func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
+	effs := fs.String("effects", "", "with add: the effects the key may settle and send frames for, comma-separated: effect names (com.acme/charge@1) and namespaces (com.acme/*); required")
 	return func(pos []string) error {
 		if len(pos) == 0 {
-			return usagef("keys: want ls | add NAME PUBLIC_KEY_FILE | rm KEY_ID")
+			return usagef("keys: want ls | add NAME PUBLIC_KEY_FILE --effects E[,E...] | rm KEY_ID")
+		}
+		if *effs != "" && pos[0] != "add" {
+			return usagef("keys %s: --effects goes with add", pos[0])
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
 			switch pos[0] {
@@ -427,27 +481,35 @@ func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
 					return a.printJSON(ks)
 				}
 				w := newTable(a.stdout)
-				w.row("NAME", "KEY ID")
+				w.row("NAME", "KEY ID", "EFFECTS")
 				for _, k := range ks {
-					w.row(k.Name, k.ID)
+					e := strings.Join(k.Effects, ",")
+					if e == "" {
+						e = "(none: add it again with --effects)"
+					}
+					w.row(k.Name, k.ID, e)
 				}
 				return w.flush()
 			case "add":
-				if err := wantArgs(pos[1:], 2, 2, "NAME PUBLIC_KEY_FILE"); err != nil {
+				if err := wantArgs(pos[1:], 2, 2, "NAME PUBLIC_KEY_FILE --effects E[,E...]"); err != nil {
 					return err
+				}
+				effects := splitList(*effs)
+				if len(effects) == 0 {
+					return usagef("keys add: --effects is required: name the effects the key may settle (e.g. --effects com.acme/charge@1,com.acme/refunds/*); a key is never trusted for every effect")
 				}
 				pem, err := os.ReadFile(pos[2])
 				if err != nil {
 					return fmt.Errorf("read public key: %w", err)
 				}
-				kv, err := c.AddKey(a.ctx, pos[1], string(pem))
+				kv, err := c.AddKey(a.ctx, pos[1], string(pem), effects)
 				if err != nil {
 					return err
 				}
 				if a.json {
 					return a.printJSON(kv)
 				}
-				fmt.Fprintf(a.stdout, "trusted %s as executor %q\n", kv.ID, kv.Name)
+				fmt.Fprintf(a.stdout, "trusted %s as executor %q for %s\n", kv.ID, kv.Name, strings.Join(kv.Effects, ", "))
 				return nil
 			case "rm":
 				if err := wantArgs(pos[1:], 1, 1, "KEY_ID"); err != nil {
@@ -465,6 +527,18 @@ func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
 			return usagef("keys: unknown subcommand %q (want ls, add or rm)", pos[0])
 		})
 	}
+}
+
+// splitList splits a comma-separated flag value, dropping blanks around
+// and between items.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
@@ -556,6 +630,8 @@ func journalDetail(kind string, body json.RawMessage) string {
 		return fmt.Sprintf("%s %s", str("name"), str("hash"))
 	case "fault":
 		return fmt.Sprintf("%s key %s: %s", str("workflow"), m["key"], str("reason"))
+	case "recover":
+		return fmt.Sprintf("%s %s key %s: fault %s (input %s, %s skipped)", str("action"), str("workflow"), m["key"], m["fault"], m["input"], m["skipped"])
 	}
 	return compact(body, 120)
 }

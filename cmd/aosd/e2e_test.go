@@ -227,14 +227,17 @@ func TestCounterLifecycle(t *testing.T) {
 			t.Fatalf("send from stdin: %v\n%s", err, out)
 		}
 
-		var cells []struct {
-			Key       json.RawMessage `json:"key"`
-			StateHash string          `json:"state_hash"`
-			Size      int             `json:"size"`
-			Status    string          `json:"status"`
+		var cells struct {
+			Cells []struct {
+				Key       json.RawMessage `json:"key"`
+				StateHash string          `json:"state_hash"`
+				Size      int             `json:"size"`
+				Status    string          `json:"status"`
+			} `json:"cells"`
+			Next *string `json:"next"`
 		}
 		jsonOut(t, w, &cells, "cells", "ls", counterWF)
-		if len(cells) != 2 {
+		if len(cells.Cells) != 2 || cells.Next != nil {
 			t.Fatalf("cells ls: %+v", cells)
 		}
 		var show struct {
@@ -318,6 +321,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"schema violation", []string{"send", countEv, `{"key":"a","by":"x"}`}, "/by"},
 			{"empty key", []string{"send", countEv, `{"key":"","by":1}`}, "/key"},
 			{"unknown workflow", []string{"cells", "ls", "com.example/nope@1"}, `unknown workflow "com.example/nope@1"`},
+			{"bad cursor", []string{"cells", "ls", counterWF, "--after", "nope"}, `after: "nope" is not a cell cursor`},
+			{"page too large", []string{"cells", "ls", counterWF, "--limit", "10001"}, "limit: 10001 is not a page size: want 1..10000"},
 			{"key does not validate", []string{"cells", "show", counterWF, `""`}, "does not match com.example/CounterKey@1"},
 			{"no such cell", []string{"cells", "show", counterWF, "zzz"}, "no such cell"},
 			{"manifest does not load", []string{"apply", badManifest}, "bad.json"},

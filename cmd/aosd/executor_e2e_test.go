@@ -31,9 +31,10 @@ func post(t *testing.T, d *daemon, tok, path string, body []byte) (int, []byte) 
 
 // TestExternalExecutor drives the executor protocol over HTTP: a payments
 // executor whose key was trusted with `aosd keys add` claims the charge
-// intent, signs a receipt, and the order is paid; a duplicate is dropped
-// (409) and journaled, a forged receipt is refused (403) and journals
-// nothing; `aosd trace --intent` shows the intent's life.
+// intent, signs a receipt, and the order is paid; a duplicate is refused
+// (409 duplicate), a forged receipt is refused (403), and neither journals
+// anything; `aosd trace --intent` shows the intent's life. `keys add`
+// without --effects, or for a built-in effect, is refused.
 func TestExternalExecutor(t *testing.T) {
 	world := newWorld(t)
 	priv, err := receipts.GenerateKey()
@@ -44,7 +45,14 @@ func TestExternalExecutor(t *testing.T) {
 	if err := receipts.WritePublicKeyFile(pubFile, priv.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatal(err)
 	}
-	ok(t, world, "keys", "add", "payments", pubFile) // no daemon: edits the world's keyring
+	if r := aosd(t, world, "keys", "add", "payments", pubFile); r.code != 2 || !strings.Contains(r.stderr, "--effects is required") {
+		t.Fatalf("keys add without --effects: exit %d: %s", r.code, r.stderr)
+	}
+	if r := aosd(t, world, "keys", "add", "payments", pubFile, "--effects", "com.example/payment.charge@1,sys/timer.set@1"); r.code != 1 ||
+		!strings.Contains(r.stderr, "only the built-in executors' key") {
+		t.Fatalf("keys add for a built-in effect: exit %d: %s", r.code, r.stderr)
+	}
+	ok(t, world, "keys", "add", "payments", pubFile, "--effects", "com.example/payment.charge@1") // no daemon: edits the world's keyring
 	d := startDaemon(t, world)
 	var keys []struct{ Name, ID string }
 	jsonOut(t, world, &keys, "keys", "ls")
@@ -90,10 +98,10 @@ func TestExternalExecutor(t *testing.T) {
 	if cell.State["status"] != "paid" || cell.State["charge_id"] != "ch_1" {
 		t.Fatalf("order after receipt: %+v", cell)
 	}
-	if code, body := post(t, d, tok, "/v1/receipts", rj); code != 409 || !strings.Contains(string(body), `"dropped"`) {
+	before := getStatus(t, world)
+	if code, body := post(t, d, tok, "/v1/receipts", rj); code != 409 || !strings.Contains(string(body), `"duplicate"`) {
 		t.Fatalf("duplicate receipt: %d %s", code, body)
 	}
-	before := getStatus(t, world)
 	forged := sr
 	forged.Signature = append([]byte(nil), sr.Signature...)
 	forged.Signature[5] ^= 0x40
@@ -105,7 +113,7 @@ func TestExternalExecutor(t *testing.T) {
 		t.Fatalf("forged receipt changed the journal: %d -> %d", before.JournalHeight, after.JournalHeight)
 	}
 	tr := ok(t, world, "trace", "--intent", it.Hash)
-	for _, want := range []string{"intent", "receipt", "drop", "from payments"} {
+	for _, want := range []string{"intent", "receipt", "from payments"} {
 		if !strings.Contains(tr, want) {
 			t.Fatalf("trace --intent lacks %q:\n%s", want, tr)
 		}
@@ -161,7 +169,7 @@ func TestExampleExecutorProcess(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "aosd keys add payments") {
 		t.Fatalf("first run should create the key and say how to trust it: %v\n%s", err, out)
 	}
-	ok(t, world, "keys", "add", "payments", key+".pub.pem")
+	ok(t, world, "keys", "add", "payments", key+".pub.pem", "--effects", "com.example/payment.charge@1")
 	startDaemon(t, world)
 	ok(t, world, "apply", examples.Path(t, "orders"))
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"small","amount_cents":900,"customer":"ada"}`)

@@ -4,7 +4,8 @@
 // recipe for writing one in any language:
 //
 //  1. make an ed25519 key and have the world trust its public half
-//     (`aosd keys add payments payments.pub.pem`);
+//     for the effects it serves
+//     (`aosd keys add payments payments.pub.pem --effects com.example/payment.charge@1`);
 //  2. long-poll POST /v1/effects/claim for the effects it serves;
 //  3. do the work, idempotently per intent hash;
 //  4. POST /v1/receipts with a receipt signed over its canonical CBOR body.
@@ -53,8 +54,8 @@ func main() {
 		log.Fatal(err)
 	}
 	if created {
-		fmt.Printf("created %s and %s.pub.pem; trust it with:\n  aosd keys add %s %s.pub.pem --world %s\n",
-			*keyFile, *keyFile, *name, *keyFile, *world)
+		fmt.Printf("created %s and %s.pub.pem; trust it with:\n  aosd keys add %s %s.pub.pem --effects %s --world %s\n",
+			*keyFile, *keyFile, *name, *keyFile, *effect, *world)
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -179,7 +180,9 @@ func settle(ctx context.Context, c *client, priv ed25519.PrivateKey, name string
 	case code == http.StatusOK:
 		log.Printf("executor: order %s: %d cents %s (intent %s)", it.Params.OrderID, it.Params.AmountCents, outcome, it.Hash)
 	case code == http.StatusConflict:
-		// Settled already (a redelivery after an expired lease): nothing to do.
+		// Settled already (a redelivery after an expired lease: 409
+		// duplicate), or the intent's cell failed meanwhile (409 dropped):
+		// nothing to do.
 		log.Printf("executor: intent %s already settled: %s", it.Hash, body)
 	default:
 		return fmt.Errorf("receipt for %s: HTTP %d: %s", it.Hash, code, body)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/kernel"
+)
+
+// failedSummary is the `failed` command's help: what recovering does, and
+// what it does not (skipped events stay skipped).
+const failedSummary = "list failed instances, or recover one: retry delivers the input that failed again " +
+	"(to the current manifest's code), reset deletes the cell's state and drops that input, skip keeps the state and drops it. " +
+	"Events that arrived while the instance was failed are never delivered. Without --fault the current fault is looked up"
+
+func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
+	limit := fs.Int("limit", 0, fmt.Sprintf("ls: rows per page (0: %d, at most %d)", kernel.DefaultFailedLimit, kernel.MaxFailedLimit))
+	after := fs.String("after", "", "ls: start after this cursor (the \"next\" of the previous page)")
+	all := fs.Bool("all", false, "ls: list every page")
+	fault := fs.Uint64("fault", 0, "retry/reset/skip: the fault seq being answered; refused if the instance's current fault is another (0: look it up)")
+	return func(pos []string) error {
+		if len(pos) == 0 || pos[0] != kernel.RecoverRetry && pos[0] != kernel.RecoverReset && pos[0] != kernel.RecoverSkip {
+			if len(pos) > 0 && pos[0] == "ls" {
+				pos = pos[1:]
+			}
+			if err := wantArgs(pos, 0, 1, "ls [WORKFLOW]"); err != nil {
+				return err
+			}
+			if *limit < 0 {
+				return usagef("--limit %d is negative", *limit)
+			}
+			wf := ""
+			if len(pos) == 1 {
+				wf = pos[0]
+			}
+			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+				return a.failedList(c, daemon.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
+			})
+		}
+		if err := wantArgs(pos, 2, 3, pos[0]+" WORKFLOW [KEY]"); err != nil {
+			return err
+		}
+		key := ""
+		if len(pos) == 3 {
+			key = pos[2]
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.failedRecover(c, pos[0], pos[1], key, *fault)
+		})
+	}
+}
+
+// failedList prints one page (or, with all, every page) of failed instances.
+func (a *app) failedList(c *daemon.Conn, q daemon.FailedQuery, all bool) error {
+	page, err := c.Failed(a.ctx, q)
+	if err != nil {
+		return err
+	}
+	for all && page.Next != "" {
+		q.After = page.Next
+		more, err := c.Failed(a.ctx, q)
+		if err != nil {
+			return err
+		}
+		page.Failed, page.Next = append(page.Failed, more.Failed...), more.Next
+	}
+	if a.json {
+		return a.printJSON(page)
+	}
+	printFailed(a.stdout, page.Failed)
+	if page.Next != "" {
+		fmt.Fprintf(a.stdout, "more: aosd failed ls %s--after %s (or --all)\n", strings.TrimSpace(q.Workflow+" "), page.Next)
+	}
+	return nil
+}
+
+func printFailed(w io.Writer, rows []kernel.FailedInfo) {
+	t := newTable(w)
+	t.row("WORKFLOW", "KEY", "INPUT", "FAULT", "CLASS", "SKIPPED", "RETRY", "REASON")
+	for _, f := range rows {
+		retry := "yes"
+		if !f.Retryable {
+			retry = "no: " + f.RetryBlocked
+		}
+		t.row(f.Workflow, string(f.Key), f.Input, f.FaultSeq, f.Class, f.Skipped, compactText(retry, 60), compactText(f.Reason, 100))
+	}
+	t.flush()
+	fmt.Fprintf(w, "%d failed instance(s)\n", len(rows))
+}
+
+// compactText puts s on one line, cut to max runes.
+func compactText(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+// failedRecover answers one failed instance's fault with action. A retry
+// that fails again is reported and exits 1: the recover is journaled, the
+// instance is failed by a new fault.
+func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64) error {
+	if fault == 0 {
+		page, err := c.Failed(a.ctx, daemon.FailedQuery{Workflow: wf, Key: &key})
+		if err != nil {
+			return err
+		}
+		if len(page.Failed) == 0 {
+			return fmt.Errorf("workflow %s key %s is not failed; nothing to %s", wf, keyOrNone(key), action)
+		}
+		fault = page.Failed[0].FaultSeq
+	}
+	req := daemon.RecoverRequest{Action: action, FaultSeq: fault}
+	if key != "" {
+		req.Key = keyJSON(key)
+	}
+	res, err := c.Recover(a.ctx, wf, req)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		if err := a.printJSON(res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "%s of workflow %s key %s (fault %d) journaled at seq %d; status %s\n",
+			action, wf, keyOrNone(key), fault, res.Seq, res.Status)
+	}
+	if res.FaultSeq != 0 {
+		fmt.Fprintf(a.stderr, "aosd failed %s: the retried input failed again (fault seq %d): %s\n", action, res.FaultSeq, res.Reason)
+		return &exitCodeError{exitError}
+	}
+	return nil
+}
+
+// keyJSON is a key as the user typed it, as the JSON the recover body
+// carries: JSON text as is, anything else as a JSON string (as ParseKey
+// reads a typed key).
+func keyJSON(key string) json.RawMessage {
+	if json.Valid([]byte(key)) {
+		return json.RawMessage(key)
+	}
+	b, _ := json.Marshal(key)
+	return b
+}
+
+func keyOrNone(key string) string {
+	if key == "" {
+		return "(none)"
+	}
+	return key
+}

@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/aos-kernel/aos/kernel"
+)
+
+// Limits implements Backend.
+func (l *Local) Limits(ctx context.Context) (kernel.Limits, error) {
+	if err := l.W.Sync(ctx); err != nil { // ordered after earlier changes
+		return kernel.Limits{}, AsError(err, "limits")
+	}
+	return l.W.Limits(), nil
+}
+
+// SetLimits implements Backend.
+func (l *Local) SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error) {
+	res, err := l.W.SetLimits(ctx, lim)
+	if err != nil {
+		return nil, AsError(err, "limits")
+	}
+	return res, nil
+}
+
+// Limits implements Backend.
+func (c *Client) Limits(ctx context.Context) (kernel.Limits, error) {
+	var out struct {
+		Limits kernel.Limits `json:"limits"`
+	}
+	err := c.call(ctx, "GET", "/v1/limits", nil, &out)
+	return out.Limits, err
+}
+
+// SetLimits implements Backend. Zero fields keep their value; the daemon
+// receives only the fields that are set.
+func (c *Client) SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error) {
+	var out kernel.LimitsResult
+	if err := c.call(ctx, "POST", "/v1/limits", lim.NonZero(), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// limitsRoute is GET /v1/limits.
+func (s *Server) limitsRoute(w http.ResponseWriter, r *http.Request) {
+	lim, err := s.Backend.Limits(r.Context())
+	if err != nil {
+		s.fail(w, err, "limits")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"limits": lim})
+}
+
+// setLimitsRoute is POST /v1/limits: a JSON object of the limits to change.
+func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	lim, err := kernel.ParseLimits(body)
+	if err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
+		return
+	}
+	res, err := s.Backend.SetLimits(r.Context(), lim)
+	if err != nil {
+		s.fail(w, err, "limits")
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}

@@ -1,0 +1,412 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/btree"
+
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// Recover actions (RecoverRec.Action). Each un-fails the instance; they
+// differ in what becomes of the input that failed and of the cell's state.
+// Events journaled while the instance was failed are not delivered by any of
+// them: they were skipped for good.
+const (
+	// RecoverRetry delivers the input that failed again, to the current
+	// manifest's code, keeping the cell's state. The retried step records the
+	// recover record's seq as its input.
+	RecoverRetry = "retry"
+	// RecoverReset deletes the cell's state and discards the failed input:
+	// the next event starts from no state.
+	RecoverReset = "reset"
+	// RecoverSkip keeps the cell's state and discards the failed input.
+	RecoverSkip = "skip"
+)
+
+// Errors a recover is refused with; nothing is journaled.
+var (
+	// ErrNotFailed: the instance is not failed (never failed, or recovered
+	// already).
+	ErrNotFailed = errors.New("kernel: instance is not failed")
+	// ErrStaleFault: the instance is failed, but by another fault than the
+	// one the recover answers (it was recovered and failed again since).
+	ErrStaleFault = errors.New("kernel: recover answers a fault that is not the instance's current one")
+	// ErrNotRetryable: retry cannot deliver the failed input again (it never
+	// reached the instance, or the current manifest cannot take it); reset
+	// or skip still can recover the instance.
+	ErrNotRetryable = errors.New("kernel: the failed input cannot be retried")
+)
+
+// Listing limits for Failed.
+const (
+	DefaultFailedLimit = 100  // rows per page when the caller gives no limit
+	MaxFailedLimit     = 1000 // larger limits are cut to this
+)
+
+// RecoverRec is an operator's recover of a failed instance: a driver record.
+// Replay re-runs it through the same checks and action, and recomputes Input
+// and Skipped from the failed instance it rebuilt.
+type RecoverRec struct {
+	Workflow string `cbor:"workflow" json:"workflow"`
+	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
+	Action   string `cbor:"action" json:"action"`
+	Fault    uint64 `cbor:"fault" json:"fault"`                         // seq of the fault record answered
+	Input    uint64 `cbor:"input" json:"input"`                         // seq of the input whose step failed
+	Skipped  uint64 `cbor:"skipped,omitempty" json:"skipped,omitempty"` // events not delivered while failed
+	Stamp    Stamp  `cbor:"stamp" json:"stamp"`                         // when the operator acted
+}
+
+// failure is what a failed instance keeps about its failure.
+type failure struct {
+	seq     uint64    // the fault record
+	input   uint64    // the input whose step failed
+	class   string    // FaultRec.Class
+	skipped uint64    // events for the instance not delivered since
+	retry   *delivery // the failed delivery, for a retry; nil when it never reached the mailbox
+}
+
+// skipEvent counts an event a failed instance does not take.
+func (in *instance) skipEvent() {
+	if in.fault != nil {
+		in.fault.skipped++
+	}
+}
+
+// FailedInfo is one failed instance (`aosd failed ls`).
+type FailedInfo struct {
+	Workflow string          `json:"workflow"`
+	Key      json.RawMessage `json:"key"`
+	Input    uint64          `json:"input"`     // seq of the input whose step failed
+	FaultSeq uint64          `json:"fault_seq"` // seq of the fault record; a recover must name it
+	Reason   string          `json:"reason"`
+	Class    string          `json:"class"`   // "business", "environmental" or "budget"
+	Skipped  uint64          `json:"skipped"` // events addressed to it since it failed (never delivered)
+	// InputSchema is the schema the failed input was delivered as, when it
+	// was kept for a retry.
+	InputSchema string `json:"input_schema,omitempty"`
+	// Retryable says whether retry can deliver the failed input again under
+	// the current manifest; RetryBlocked says why not.
+	Retryable    bool   `json:"retryable"`
+	RetryBlocked string `json:"retry_blocked,omitempty"`
+
+	rawKey []byte // canonical CBOR, for the page cursor
+}
+
+// RecoverResult says what a recover did.
+type RecoverResult struct {
+	Seq    uint64 `json:"seq"`    // the recover record
+	Status string `json:"status"` // the instance's status afterwards (a retry has run to idle)
+	// FaultSeq and Reason: the retried input failed again, with this fault.
+	FaultSeq uint64 `json:"fault_seq,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// FaultClassName names a FaultRec.Class for people: a business fault has
+// the empty class.
+func FaultClassName(class string) string {
+	if class == FaultBusiness {
+		return "business"
+	}
+	return class
+}
+
+// Failed lists failed instances ordered by workflow name, then key (its
+// canonical CBOR bytes): of one workflow, or of all when workflow is "". It returns at most limit rows (0:
+// DefaultFailedLimit; at most MaxFailedLimit) after the cursor after ("":
+// from the start), and the cursor of the next page ("" when this is the
+// last). A page costs O(log n + limit) on the loop.
+func (w *World) Failed(ctx context.Context, workflow string, limit int, after string) ([]FailedInfo, string, error) {
+	var from string
+	if after != "" {
+		b, err := base64.RawURLEncoding.DecodeString(after)
+		if err != nil || len(b) == 0 {
+			return nil, "", fmt.Errorf("%w: after %q is not a cursor from a previous page", ErrInvalid, after)
+		}
+		from = string(b)
+	}
+	switch {
+	case limit < 0:
+		return nil, "", fmt.Errorf("%w: limit %d is negative", ErrInvalid, limit)
+	case limit == 0:
+		limit = DefaultFailedLimit
+	case limit > MaxFailedLimit:
+		limit = MaxFailedLimit
+	}
+	out := []FailedInfo{}
+	var next string
+	var qerr error
+	err := w.do(ctx, func(st *state) {
+		prefix := ""
+		if workflow != "" {
+			prefix = workflow + "\x00"
+			if st.wfs[workflow] == nil && !st.failed.hasPrefix(prefix) {
+				qerr = fmt.Errorf("%w: unknown workflow %q (not in the current manifest, and none of its instances is failed)", ErrInvalid, workflow)
+				return
+			}
+		}
+		start := max(prefix, from)
+		st.failed.ascend(start, func(in *instance) bool {
+			if in.id <= from {
+				return true // the cursor's own row
+			}
+			if len(in.id) < len(prefix) || in.id[:len(prefix)] != prefix {
+				return false
+			}
+			if len(out) == limit {
+				next = base64.RawURLEncoding.EncodeToString([]byte(out[len(out)-1].id()))
+				return false
+			}
+			out = append(out, st.failedInfo(in))
+			return true
+		})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, qerr
+}
+
+// id is the index key of the row (workflow, key): the cursor's content.
+func (fi *FailedInfo) id() string { return fi.Workflow + "\x00" + string(fi.rawKey) }
+
+// FailedInstance reports one failed instance; ErrNotFailed when it is not.
+// key is canonical CBOR (nil for an unkeyed workflow).
+func (w *World) FailedInstance(ctx context.Context, workflow string, key []byte) (*FailedInfo, error) {
+	var out *FailedInfo
+	var qerr error
+	err := w.do(ctx, func(st *state) {
+		in := st.instances[instanceID(workflow, key)]
+		if in == nil || !in.failed {
+			qerr = st.notFailed(workflow, key, in)
+			return
+		}
+		fi := st.failedInfo(in)
+		out = &fi
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, qerr
+}
+
+// FailedKeyFromJSON finds the key of a failed instance of workflow whose key
+// renders (as KeyJSON renders it) as one of the JSON texts given. It is for
+// callers that cannot parse a typed key because the workflow has left the
+// manifest (its key schema went with it) while some of its instances are
+// still failed; it scans that workflow's failed instances. ok is false when
+// none matches.
+func (w *World) FailedKeyFromJSON(ctx context.Context, workflow string, texts ...[]byte) (key []byte, ok bool, err error) {
+	want := map[string]bool{}
+	for _, t := range texts {
+		var b bytes.Buffer
+		if json.Compact(&b, t) == nil {
+			want[b.String()] = true
+		}
+	}
+	err = w.do(ctx, func(st *state) {
+		prefix := workflow + "\x00"
+		st.failed.ascend(prefix, func(in *instance) bool {
+			if !strings.HasPrefix(in.id, prefix) {
+				return false
+			}
+			var b bytes.Buffer
+			if json.Compact(&b, KeyJSON(in.key)) == nil && want[b.String()] {
+				key, ok = in.key, true
+				return false
+			}
+			return true
+		})
+	})
+	return key, ok, err
+}
+
+// Recover un-fails one failed instance with a journaled recover record:
+// action is RecoverRetry, RecoverReset or RecoverSkip, and faultSeq the seq
+// of the fault record it answers. A recover that does not answer the
+// instance's current fault (ErrNotFailed, ErrStaleFault), names an unknown
+// action or workflow (ErrInvalid), or retries what cannot be retried
+// (ErrNotRetryable) is refused and journals nothing. A retry runs to idle
+// before Recover returns; the result says how the instance ended up.
+func (w *World) Recover(ctx context.Context, workflow string, key []byte, action string, faultSeq uint64) (RecoverResult, error) {
+	var res RecoverResult
+	var rerr error
+	err := w.do(ctx, func(st *state) {
+		res.Seq, rerr = st.recoverInstance(workflow, key, action, faultSeq, nil)
+		if rerr != nil {
+			return
+		}
+		res.Status = StatusCompleted
+		if in := st.instances[instanceID(workflow, key)]; in != nil {
+			res.Status = in.status()
+			if in.failed {
+				res.FaultSeq, res.Reason = in.fault.seq, in.reason
+			}
+		}
+		st.maybeMaterialize()
+	})
+	if err != nil {
+		return RecoverResult{}, err
+	}
+	return res, rerr
+}
+
+// recoverInstance checks a recover, journals it and carries it out. stamp is
+// nil live (a new one is taken) and the journaled one in replay. Live, a
+// retry runs to idle here; in replay the retried delivery waits in the
+// mailbox for the step or fault record that follows.
+func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, stamp *Stamp) (uint64, error) {
+	in, err := st.checkRecover(wf, key, action, faultSeq)
+	if err != nil {
+		return 0, err
+	}
+	f := in.fault
+	st.beginInput()
+	if stamp == nil {
+		s := st.newStamp()
+		stamp = &s
+	}
+	rec := RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped, Stamp: *stamp}
+	seq := st.emit(journal.KindRecover, schemas.MustMarshal(&rec))
+	if stamp.LogicalNs > st.logical {
+		st.logical = stamp.LogicalNs
+	}
+	in.failed, in.reason, in.fault = false, "", nil
+	st.failed.remove(in)
+	if !st.replaying {
+		st.w.cfg.Logger.Info("instance recovered", "workflow", in.wf, "action", action, "fault", f.seq, "seq", seq)
+	}
+	switch action {
+	case RecoverRetry:
+		d := *f.retry
+		d.seq = seq // the retried step consumes the recover record
+		st.deliver(in, d)
+		return seq, nil
+	case RecoverReset:
+		if h := st.heads[in.wf]; h != nil {
+			if err := h.Delete(in.key); err != nil {
+				st.stop("cell store delete for "+in.wf, err)
+				return seq, st.stopped
+			}
+		}
+	}
+	st.settle(in)
+	return seq, nil
+}
+
+// checkRecover finds the failed instance a recover answers, or says why the
+// recover is refused.
+func (st *state) checkRecover(wf string, key []byte, action string, faultSeq uint64) (*instance, error) {
+	switch action {
+	case RecoverRetry, RecoverReset, RecoverSkip:
+	default:
+		return nil, fmt.Errorf("%w: unknown recover action %q (want %s, %s or %s)", ErrInvalid, action, RecoverRetry, RecoverReset, RecoverSkip)
+	}
+	if faultSeq == 0 {
+		return nil, fmt.Errorf("%w: a recover must name the fault it answers (its fault seq, as `aosd failed ls` shows)", ErrInvalid)
+	}
+	in := st.instances[instanceID(wf, key)]
+	if in == nil || !in.failed {
+		return nil, st.notFailed(wf, key, in)
+	}
+	if in.fault.seq != faultSeq {
+		return nil, fmt.Errorf("%w: workflow %s key %s is failed by the fault at seq %d, not %d (recovered and failed again since?); look again with `aosd failed ls`",
+			ErrStaleFault, wf, keyText(key), in.fault.seq, faultSeq)
+	}
+	if action == RecoverRetry {
+		if why := st.retryBlocked(in); why != "" {
+			return nil, fmt.Errorf("%w: workflow %s key %s: %s; reset or skip it instead", ErrNotRetryable, wf, keyText(key), why)
+		}
+	}
+	return in, nil
+}
+
+// notFailed is the refusal for an instance that is not failed.
+func (st *state) notFailed(wf string, key []byte, in *instance) error {
+	if in == nil && st.wfs[wf] == nil {
+		return fmt.Errorf("%w: unknown workflow %q (not in the current manifest, and none of its instances is failed)", ErrInvalid, wf)
+	}
+	status := StatusCompleted
+	if in != nil {
+		status = in.status()
+	}
+	return fmt.Errorf("%w: workflow %s key %s is %s", ErrNotFailed, wf, keyText(key), status)
+}
+
+// retryBlocked says why a retry of in could not deliver its failed input
+// under the current manifest, or "".
+func (st *state) retryBlocked(in *instance) string {
+	d := in.fault.retry
+	if d == nil {
+		return fmt.Sprintf("input %d never reached the instance (the workflow could not take it), so there is nothing to deliver again", in.fault.input)
+	}
+	rt := st.wfs[in.wf]
+	if rt == nil {
+		return "the workflow is not in the current manifest"
+	}
+	if rt.def.Event != d.schema {
+		return fmt.Sprintf("the failed input is a %s, but the workflow now takes %s", d.schema, rt.def.Event)
+	}
+	if err := st.man.Registry.Validate(d.schema, d.value); err != nil {
+		return fmt.Sprintf("the failed input does not validate against the current %s: %v", d.schema, err)
+	}
+	return ""
+}
+
+// failedInfo describes a failed instance.
+func (st *state) failedInfo(in *instance) FailedInfo {
+	f := in.fault
+	fi := FailedInfo{Workflow: in.wf, Key: KeyJSON(in.key), Input: f.input, FaultSeq: f.seq, Reason: in.reason,
+		Class: FaultClassName(f.class), Skipped: f.skipped, rawKey: in.key}
+	if f.retry != nil {
+		fi.InputSchema = f.retry.schema
+	}
+	fi.RetryBlocked = st.retryBlocked(in)
+	fi.Retryable = fi.RetryBlocked == ""
+	return fi
+}
+
+// failedIndex holds the failed instances ordered by id (workflow, NUL, key:
+// the order of (workflow, key), as workflow names hold no NUL), in a B-tree:
+// inserting or removing one of n and starting a page cost O(log n). Failing
+// and recovering maintain it, live and in replay alike.
+type failedIndex struct {
+	t *btree.BTreeG[*instance]
+}
+
+func (x *failedIndex) tree() *btree.BTreeG[*instance] {
+	if x.t == nil {
+		x.t = btree.NewG(32, func(a, b *instance) bool { return a.id < b.id })
+	}
+	return x.t
+}
+
+func (x *failedIndex) insert(in *instance) { x.tree().ReplaceOrInsert(in) }
+
+func (x *failedIndex) remove(in *instance) { x.tree().Delete(in) }
+
+// len is how many instances are failed.
+func (x *failedIndex) len() int { return x.tree().Len() }
+
+// ascend calls fn with each instance whose id is at least from, in order,
+// until fn returns false.
+func (x *failedIndex) ascend(from string, fn func(*instance) bool) {
+	x.tree().AscendGreaterOrEqual(&instance{id: from}, fn)
+}
+
+// hasPrefix says whether some failed instance's id starts with prefix.
+func (x *failedIndex) hasPrefix(prefix string) bool {
+	found := false
+	x.ascend(prefix, func(in *instance) bool {
+		found = len(in.id) >= len(prefix) && in.id[:len(prefix)] == prefix
+		return false
+	})
+	return found
+}
