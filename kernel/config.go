@@ -68,48 +68,25 @@ type Limits struct {
 	MaxSettledIntents int `cbor:"max_settled_intents,omitempty" json:"max_settled_intents"`
 }
 
-func (l Limits) withDefaults() Limits {
-	if l.MaxEffects == 0 {
-		l.MaxEffects = 16
-	}
-	if l.MaxDomainEvents == 0 {
-		l.MaxDomainEvents = 64
-	}
-	if l.MaxOutputBytes == 0 {
-		l.MaxOutputBytes = 1 << 20
-	}
-	if l.MaxEventBytes == 0 {
-		l.MaxEventBytes = 256 << 10
-	}
-	if l.MaxCascadeDepth == 0 {
-		l.MaxCascadeDepth = 64
-	}
-	if l.MaxStepsPerInput == 0 {
-		l.MaxStepsPerInput = 10_000
-	}
-	if l.MaxRecordsPerInput == 0 {
-		l.MaxRecordsPerInput = 50_000
-	}
-	if l.MaxBytesPerInput == 0 {
-		l.MaxBytesPerInput = 64 << 20
-	}
-	if l.IdempotencyWindowSeconds == 0 {
-		l.IdempotencyWindowSeconds = 24 * 60 * 60
-	}
-	if l.MaxIdempotencyKeys == 0 {
-		l.MaxIdempotencyKeys = 1_000_000
-	}
-	if l.MaxFramesPerIntent == 0 {
-		l.MaxFramesPerIntent = 1024
-	}
-	if l.MaxFrameBytes == 0 {
-		l.MaxFrameBytes = 64 << 10
-	}
-	if l.MaxSettledIntents == 0 {
-		l.MaxSettledIntents = 65_536
-	}
-	return l
+// limitDefaults are the values of limits left zero.
+var limitDefaults = Limits{
+	MaxEffects:               16,
+	MaxDomainEvents:          64,
+	MaxOutputBytes:           1 << 20,
+	MaxEventBytes:            256 << 10,
+	MaxCascadeDepth:          64,
+	MaxStepsPerInput:         10_000,
+	MaxRecordsPerInput:       50_000,
+	MaxBytesPerInput:         64 << 20,
+	IdempotencyWindowSeconds: 24 * 60 * 60,
+	MaxIdempotencyKeys:       1_000_000,
+	MaxFramesPerIntent:       1024,
+	MaxFrameBytes:            64 << 10,
+	MaxSettledIntents:        65_536,
 }
+
+// withDefaults fills the limits left zero with their defaults.
+func (l Limits) withDefaults() Limits { return limitDefaults.merge(l) }
 
 // Config configures a World. Zero values take the documented defaults.
 type Config struct {

@@ -205,7 +205,7 @@ func stateSchemaOf(m *manifest.Manifest, name string) stateSchema {
 		if len(doc) > 0 {
 			var v any
 			if err := json.Unmarshal(doc, &v); err == nil {
-				walkSchemaRefs(v, add)
+				manifest.WalkRefs(v, add)
 			}
 		}
 	}
@@ -220,22 +220,4 @@ func stateSchemaOf(m *manifest.Manifest, name string) stateSchema {
 		buf = append(append(append(buf, n...), 0), h[:]...)
 	}
 	return stateSchema{name: name, hash: schemas.HashBytes(buf)}
-}
-
-// walkSchemaRefs calls f with every "$ref" string in a JSON schema document.
-func walkSchemaRefs(v any, f func(string)) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if s, ok := e.(string); ok && k == "$ref" {
-				f(s)
-				continue
-			}
-			walkSchemaRefs(e, f)
-		}
-	case []any:
-		for _, e := range t {
-			walkSchemaRefs(e, f)
-		}
-	}
 }

@@ -392,7 +392,7 @@ func (l *loader) sysSchemaRefs(usedSysEffects map[string]bool, effects map[strin
 			for _, a := range d.schema.Variant {
 				add(a.Schema)
 			}
-			walkRefs(d.doc, add)
+			WalkRefs(d.doc, add)
 		case KindWorkflow:
 			w := d.workflow
 			for _, n := range []string{w.State, w.Event, w.Context, w.Annotations, w.KeySchema} {
@@ -420,7 +420,7 @@ func (l *loader) sysSchemaRefs(usedSysEffects map[string]bool, effects map[strin
 		if err != nil {
 			return nil, fmt.Errorf("built-in schema %s: %v", name, err)
 		}
-		walkRefs(doc, add)
+		WalkRefs(doc, add)
 		h, err := defHash(map[string]any{"$kind": KindSchema, "name": name, "schema": doc})
 		if err != nil {
 			return nil, fmt.Errorf("built-in schema %s: %v", name, err)
@@ -430,8 +430,9 @@ func (l *loader) sysSchemaRefs(usedSysEffects map[string]bool, effects map[strin
 	return out, nil
 }
 
-// walkRefs calls f with every "$ref" string in a schema document.
-func walkRefs(v any, f func(string)) {
+// WalkRefs calls f with every "$ref" string in a schema document (a JSON
+// value as encoding/json decodes it), in no particular order.
+func WalkRefs(v any, f func(string)) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
@@ -439,11 +440,11 @@ func walkRefs(v any, f func(string)) {
 				f(s)
 				continue
 			}
-			walkRefs(e, f)
+			WalkRefs(e, f)
 		}
 	case []any:
 		for _, e := range t {
-			walkRefs(e, f)
+			WalkRefs(e, f)
 		}
 	}
 }
