@@ -128,16 +128,15 @@ func (t *idemTable) note(key *idemID, e idemEntry, lim *Limits) {
 }
 
 // noteIngress records the ingress event just journaled at seq in the
-// idempotency table.
-func (st *state) noteIngress(rec *EventRec, seq uint64) {
+// idempotency table. key is nil for an event without an idempotency key;
+// otherwise key and sum are idemKeyID and idemSum of the event, which live
+// ingress computed off the loop (Submit) and replay computes here.
+func (st *state) noteIngress(rec *EventRec, seq uint64, key *idemID, sum idemID) {
 	e := idemEntry{seq: seq, logical: rec.Stamp.LogicalNs}
-	if rec.IdempotencyKey == "" {
-		st.idem.note(nil, e, &st.limits)
-		return
+	if key != nil {
+		e.sum = sum
 	}
-	key := idemKeyID(rec.IdempotencyKey)
-	e.sum = idemSum(rec.Schema, rec.Value)
-	st.idem.note(&key, e, &st.limits)
+	st.idem.note(key, e, &st.limits)
 }
 
 // checkKeys refuses a request whose events reuse a remembered key, or one

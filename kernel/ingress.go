@@ -155,7 +155,11 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 	st.beginInput()
 	rec := &EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp(), IdempotencyKey: ev.key}
 	seq := st.emitEvent(rec, targets, 0)
-	st.noteIngress(rec, seq)
+	if ev.key != "" {
+		st.noteIngress(rec, seq, &ev.keyID, ev.sum)
+	} else {
+		st.noteIngress(rec, seq, nil, idemID{})
+	}
 	st.w.cfg.Observer.Ingested(1)
 	st.runToIdle()
 	return seq, nil

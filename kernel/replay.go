@@ -141,7 +141,13 @@ func (st *state) drive(r journal.Record) error {
 		}
 		st.beginInput()
 		rec := &EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp, IdempotencyKey: ev.IdempotencyKey}
-		st.noteIngress(rec, st.emitEvent(rec, targets, 0))
+		seq := st.emitEvent(rec, targets, 0)
+		if ev.IdempotencyKey != "" {
+			key := idemKeyID(ev.IdempotencyKey)
+			st.noteIngress(rec, seq, &key, idemSum(ev.Schema, ev.Value))
+		} else {
+			st.noteIngress(rec, seq, nil, idemID{})
+		}
 	case journal.KindStep, journal.KindFault:
 		var sr StepRec // FaultRec shares input, workflow and key
 		var fr FaultRec
