@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -144,8 +143,9 @@ func TestInstrumentStopsALoop(t *testing.T) {
 		_, err := m.ExportedFunction("f").Call(ctx)
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let it spin
-	runtime.GC()                      // stops the world: waits for the loop to visit Go
+	for range 5 {
+		runtime.GC() // stops the world: returns only once the spinning loop visits Go
+	}
 	g.Set(1)
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "unreachable") {
 		t.Fatalf("got %v, want an unreachable trap", err)
