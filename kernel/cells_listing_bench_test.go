@@ -43,7 +43,7 @@ func BenchmarkCellListing(b *testing.B) {
 	h := newHarness(b, 17, true)
 	mustApply(b, h, counterManifest)
 	start := time.Now()
-	buildCounterCells(b, h, cellsTotal)
+	submitCounterCells(b, h, 0, cellsTotal)
 	b.Logf("built %d cells on Badger in %v", cellsTotal, time.Since(start).Round(time.Second))
 	if stats, err := h.w.CellStats(context.Background()); err == nil {
 		for _, s := range stats {
@@ -178,9 +178,9 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 }
 
-// buildCounterCells creates cells cell-0000000.. of the counter workflow,
-// four clients submitting batches of 1,000 events (as TestMillionCells).
-func buildCounterCells(b *testing.B, h *harness, total int) {
+// submitCounterCells creates or bumps cells cell-<from>..cell-<to-1> of the
+// counter workflow, four clients submitting batches of 1,000 events.
+func submitCounterCells(tb testing.TB, h *harness, from, to int) {
 	const batch = 1000
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -195,13 +195,13 @@ func buildCounterCells(b *testing.B, h *harness, total int) {
 					evs = append(evs, kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":"cell-%07d","by":%d}`, i, i%7+1))})
 				}
 				if _, err := h.w.Submit(context.Background(), evs...); err != nil {
-					b.Error(err)
+					tb.Error(err)
 					return
 				}
 			}
 		}()
 	}
-	for i := 0; i < total; i += batch {
+	for i := from; i < to; i += batch {
 		next <- i
 	}
 	close(next)

@@ -2,15 +2,12 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sync"
 	"testing"
 
-	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -36,33 +33,8 @@ func TestMillionCells(t *testing.T) {
 	}
 	h := newHarness(t, 11, true)
 	mustApply(t, h, counterManifest)
-	const total, batch = 1_000_000, 1000
-	submit := func(from, to int) {
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for g := 0; g < 4; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				evs := make([]kernel.Event, 0, batch)
-				for start := range next {
-					evs = evs[:0]
-					for i := start; i < start+batch; i++ {
-						evs = append(evs, kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":"cell-%07d","by":%d}`, i, i%7+1))})
-					}
-					if _, err := h.w.Submit(context.Background(), evs...); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		for i := from; i < to; i += batch {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-	}
+	const total, batch = 1_000_000, 1000 // batch: events per Submit in submitCounterCells
+	submit := func(from, to int) { submitCounterCells(t, h, from, to) }
 	submit(0, total/2)
 	half := heapAfterGC()
 	if p := os.Getenv("AOS_HEAPPROFILE_HALF"); p != "" {
