@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/schemas"
@@ -44,23 +45,12 @@ func (l Limits) merge(over Limits) Limits {
 // check refuses negative limits, naming the field as JSON spells it.
 func (l Limits) check() error {
 	v := reflect.ValueOf(l)
-	t := v.Type()
-	for i := range v.NumField() {
-		if v.Field(i).Int() < 0 {
-			name, _, _ := cutComma(t.Field(i).Tag.Get("json"))
-			return fmt.Errorf("%w: limit %s is %d; limits are positive (0 keeps the current value)", ErrInvalid, name, v.Field(i).Int())
+	for i, name := range LimitNames() {
+		if n := v.Field(i).Int(); n < 0 {
+			return fmt.Errorf("%w: limit %s is %d; limits are positive (0 keeps the current value)", ErrInvalid, name, n)
 		}
 	}
 	return nil
-}
-
-func cutComma(s string) (string, string, bool) {
-	for i := range len(s) {
-		if s[i] == ',' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 // LimitNames are the JSON names of the limits, in declaration order.
@@ -68,7 +58,7 @@ func LimitNames() []string {
 	t := reflect.TypeFor[Limits]()
 	out := make([]string, t.NumField())
 	for i := range out {
-		out[i], _, _ = cutComma(t.Field(i).Tag.Get("json"))
+		out[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
 	}
 	return out
 }
