@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/internal/examples"
@@ -150,12 +152,51 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 		t.Fatal(err)
 	}
 	defer db.Close()
+	w, pub, nativeSteps := openWorld(t, db, m, native)
+	defer w.Close()
+	if _, err := w.Apply(ctx, m, false); err != nil {
+		t.Fatalf("apply %s: %v", dir, err)
+	}
+	play(t, w, pub, steps)
+	var r run
+	r.cells = map[string]string{}
+	if err := w.Journal().Read(1, func(rec journal.Record) (bool, error) {
+		r.records = append(r.records, rec)
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, wf := range m.Workflows {
+		if !wf.Keyed() {
+			v, err := w.Cell(ctx, name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.cells[name] = string(v.State)
+			continue
+		}
+		cells, err := w.Cells(ctx, name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cells {
+			r.cells[name+" "+string(c.Key)] = fmt.Sprintf("%s %s %d", c.Status, c.StateHash, c.Size)
+		}
+	}
+	r.nativeSteps = int(nativeSteps.Load())
+	return r
+}
+
+// openWorld opens a world on db with deterministic stamps, the executor key
+// and, when native, the example workflows linked in by artifact hash.
+func openWorld(t *testing.T, db *badger.DB, m *manifest.Manifest, native bool) (*kernel.World, *capture, *atomic.Int64) {
+	t.Helper()
 	kr := receipts.NewKeyring()
 	if err := kr.Add(receipts.BuiltinExecutor, executorKey.Public().(ed25519.PublicKey), []string{"sys/timer.set@1", "com.example/payment.charge@1"}); err != nil {
 		t.Fatal(err)
 	}
 	b := modules.NewBuiltins()
-	var nativeSteps atomic.Int64
+	nativeSteps := new(atomic.Int64)
 	if native {
 		// Each module's native build declares its wasm artifact's hash as
 		// its identity, so it stands in for it. The artifact is found by
@@ -189,10 +230,13 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	if _, err := w.Apply(ctx, m, false); err != nil {
-		t.Fatalf("apply %s: %v", dir, err)
-	}
+	return w, pub, nativeSteps
+}
+
+// play submits a scenario's events and settles its intents.
+func play(t *testing.T, w *kernel.World, pub *capture, steps []step) {
+	t.Helper()
+	ctx := context.Background()
 	for i, s := range steps {
 		if s.settle {
 			for _, it := range pub.take() {
@@ -206,33 +250,6 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
-	var r run
-	r.cells = map[string]string{}
-	if err := w.Journal().Read(1, func(rec journal.Record) (bool, error) {
-		r.records = append(r.records, rec)
-		return true, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for name, wf := range m.Workflows {
-		if !wf.Keyed() {
-			v, err := w.Cell(ctx, name, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.cells[name] = string(v.State)
-			continue
-		}
-		cells, err := w.Cells(ctx, name, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cells {
-			r.cells[name+" "+string(c.Key)] = fmt.Sprintf("%s %s %d", c.Status, c.StateHash, c.Size)
-		}
-	}
-	r.nativeSteps = int(nativeSteps.Load())
-	return r
 }
 
 func TestExampleWorldsWasmEqualsNative(t *testing.T) {
