@@ -13,7 +13,11 @@ func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		pub, err := daemon.Init(daemon.Dir(a.world), a.kernelConfig())
+		cfg, err := a.kernelConfig()
+		if err != nil {
+			return err
+		}
+		pub, err := daemon.Init(daemon.Dir(a.world), cfg)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aos-kernel/aos"
 	"github.com/aos-kernel/aos/daemon"
 )
 
@@ -20,29 +19,21 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
+// serve is daemon.Run with the CLI's edges: the logger, the configuration
+// read from the environment, and the line that tells scripts where the API
+// is, flushed before the first request can arrive.
 func serve(a *app, listen string) error {
-	dir := daemon.Dir(a.world)
-	if err := dir.Check(); err != nil {
-		return err
-	}
-	log := logger(a.stderr, slog.LevelInfo)
-	w, err := aos.Open(a.ctx, a.world, aos.Options{Listen: listen, Logger: log, WasmCacheDir: os.Getenv(envWasmCache)})
+	cfg, err := envConfig()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "listening on http://%s\n", w.Addr())
-	if f, ok := a.stdout.(*os.File); ok {
-		f.Sync()
-	}
-	serr := w.Wait(a.ctx)
-	log.Info("shutting down")
-	cerr := w.Close()
-	if serr != nil {
-		return serr
-	}
-	if cerr != nil {
-		return cerr
-	}
-	log.Info("stopped")
-	return nil
+	return daemon.Run(a.ctx, a.world, daemon.Options{
+		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg,
+		Ready: func(addr string) {
+			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
+			if f, ok := a.stdout.(*os.File); ok {
+				f.Sync()
+			}
+		},
+	})
 }
