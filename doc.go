@@ -1,9 +1,11 @@
 // Package aos runs a whole aos world inside another Go program: the world
 // directory (created on first use, as `aosd init` creates it), the Badger
 // store, the kernel, the built-in executors and their dispatcher, and
-// optionally the HTTP API. `aosd serve` is this package plus signal handling,
-// so an embedded world and a daemon behave the same, byte for byte in the
-// journal; docs/embedding.md walks through an example.
+// optionally the HTTP API. The wiring itself is daemon.Open's, which `aosd
+// serve` runs too (daemon.Run), so an embedded world and a daemon behave the
+// same, byte for byte in the journal; this package adds creating the world on
+// first use and a small typed API. docs/embedding.md walks through an
+// example.
 //
 // What an embedder adds is native workflow code: Options.Modules registers Go
 // modules (sdk's Module.Builtin(identity)) that a manifest's builtin defs name
@@ -18,7 +20,7 @@
 //   - Close stops in order: HTTP (streams end, requests finish), the kernel
 //     (everything acknowledged is durable), the executors, the store.
 //
-// The package wires; it decides nothing. It must not reach into kernel
+// The package decides nothing and wires nothing of its own. It must not reach into kernel
 // internals, and it holds no global state: two Worlds in one process are
 // independent.
 package aos

@@ -47,8 +47,12 @@ func (e *CompileError) Unwrap() error { return e.Err }
 
 // Options tunes Build. The zero value builds with the go command in PATH.
 type Options struct {
-	// Go is the go command to run (default: "go" in PATH, else $GOROOT/bin/go).
+	// Go is the go command to run (default: "go" in PATH, else
+	// GOROOT/bin/go).
 	Go string
+	// GOROOT, when set, is where to look for bin/go when Go is empty and no
+	// go is in PATH (aosd passes $GOROOT; the package reads no environment).
+	GOROOT string
 	// SourcesFrom, when set, is the directory relative "source" paths resolve
 	// against instead of the directory of the JSON file that declares the
 	// def: for a manifest copied away from the tree its sources live in.
@@ -114,7 +118,7 @@ func Build(ctx context.Context, path string, opts Options) (*Report, error) {
 		}
 	}
 	if len(jobs) > 0 {
-		goCmd, err := findGo(ctx, opts.Go, jobs[0].source)
+		goCmd, err := findGo(ctx, opts.Go, opts.GOROOT, jobs[0].source)
 		if err != nil {
 			return nil, err
 		}
@@ -323,12 +327,12 @@ func sortModules(ms []Module, defs []wasmDef) {
 
 // findGo finds the go command and checks it is recent enough. It asks the
 // toolchain in dir, since a go.mod there may select another one.
-func findGo(ctx context.Context, goCmd, dir string) (string, error) {
+func findGo(ctx context.Context, goCmd, goroot, dir string) (string, error) {
 	if goCmd == "" {
 		p, err := exec.LookPath("go")
 		if err != nil {
-			if root := os.Getenv("GOROOT"); root != "" {
-				if p2 := filepath.Join(root, "bin", "go"); isExecutable(p2) {
+			if goroot != "" {
+				if p2 := filepath.Join(goroot, "bin", "go"); isExecutable(p2) {
 					p, err = p2, nil
 				}
 			}

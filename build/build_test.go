@@ -256,7 +256,6 @@ func TestBuildErrors(t *testing.T) {
 	t.Run("no go toolchain", func(t *testing.T) {
 		root := project(t)
 		t.Setenv("PATH", t.TempDir())
-		t.Setenv("GOROOT", "")
 		_, err := build.Build(ctx, filepath.Join(root, "m"), build.Options{})
 		if !errors.Is(err, build.ErrNoGo) || !strings.Contains(err.Error(), "Go 1.24 or later") {
 			t.Fatalf("err = %v", err)

@@ -48,7 +48,7 @@
 //
 // Head is the live view of one workflow's cells. Reads go delta, then the hot
 // LRU (github.com/hashicorp/golang-lru/v2, clean cells, Config.CacheSize,
-// default AOS_CELL_CACHE_SIZE or 4096), then CellIndex + CAS; a clean cell read
+// default 4096), then CellIndex + CAS; a clean cell read
 // from the CAS enters the cache. Writes go only to the delta: an upsert keeps
 // its state bytes resident, a delete is a tombstone. Put copies its inputs.
 //

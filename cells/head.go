@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -23,10 +21,7 @@ const (
 	DefaultResidentBudget = 64 << 20
 )
 
-// CacheSizeEnv names the environment variable that sets the default hot-cache size.
-const CacheSizeEnv = "AOS_CELL_CACHE_SIZE"
-
-// ErrBadConfig reports an unusable Config or AOS_CELL_CACHE_SIZE.
+// ErrBadConfig reports an unusable Config.
 var ErrBadConfig = errors.New("cells: bad config")
 
 // ErrDrainInFlight: a Drain is prepared and not installed, so the index
@@ -35,32 +30,14 @@ var ErrDrainInFlight = errors.New("cells: a drain is in flight")
 
 // Config sizes a Head. Zero fields take the defaults above.
 type Config struct {
-	CacheSize      int   // clean cells in the hot LRU; 0 -> CacheSizeFromEnv() (AOS_CELL_CACHE_SIZE, default 4096)
+	CacheSize      int   // clean cells in the hot LRU (default 4096; aosd reads AOS_CELL_CACHE_SIZE into it)
 	SpillThreshold int   // a dirty state larger than this goes to CAS at once (default 64 KiB)
 	ResidentBudget int64 // resident dirty bytes beyond this spill, oldest first (default 64 MiB)
 }
 
-// CacheSizeFromEnv returns AOS_CELL_CACHE_SIZE, or DefaultCacheSize when unset.
-// A value that is not a positive integer is an error naming the variable.
-func CacheSizeFromEnv() (int, error) {
-	s, ok := os.LookupEnv(CacheSizeEnv)
-	if !ok || s == "" {
-		return DefaultCacheSize, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%w: %s=%q: want a positive integer", ErrBadConfig, CacheSizeEnv, s)
-	}
-	return n, nil
-}
-
 func (c Config) withDefaults() (Config, error) {
 	if c.CacheSize == 0 {
-		n, err := CacheSizeFromEnv()
-		if err != nil {
-			return c, err
-		}
-		c.CacheSize = n
+		c.CacheSize = DefaultCacheSize
 	}
 	if c.SpillThreshold == 0 {
 		c.SpillThreshold = DefaultSpillThreshold

@@ -430,20 +430,20 @@ func TestHeadCorruptState(t *testing.T) {
 	}
 }
 
-func TestConfigFromEnv(t *testing.T) {
-	t.Setenv(cells.CacheSizeEnv, "17")
+// TestConfigDefaults: zero fields take the documented defaults; the package
+// reads no environment (aosd passes AOS_CELL_CACHE_SIZE in as CacheSize).
+func TestConfigDefaults(t *testing.T) {
 	h, err := cells.NewHead(cas.NewMemory(), cells.EmptyRoot, cells.Config{})
-	if err != nil || h.Config().CacheSize != 17 || h.Config().SpillThreshold != cells.DefaultSpillThreshold ||
+	if err != nil || h.Config().CacheSize != cells.DefaultCacheSize || h.Config().SpillThreshold != cells.DefaultSpillThreshold ||
 		h.Config().ResidentBudget != cells.DefaultResidentBudget {
 		t.Fatalf("config %+v, %v", h.Config(), err)
 	}
-	t.Setenv(cells.CacheSizeEnv, "lots")
-	if _, err := cells.NewHead(cas.NewMemory(), cells.EmptyRoot, cells.Config{}); !errors.Is(err, cells.ErrBadConfig) {
-		t.Fatalf("bad env accepted: %v", err)
+	h, err = cells.NewHead(cas.NewMemory(), cells.EmptyRoot, cells.Config{CacheSize: 17})
+	if err != nil || h.Config().CacheSize != 17 {
+		t.Fatalf("config %+v, %v", h.Config(), err)
 	}
-	t.Setenv(cells.CacheSizeEnv, "")
-	if n, err := cells.CacheSizeFromEnv(); n != cells.DefaultCacheSize || err != nil {
-		t.Fatalf("default: %d %v", n, err)
+	if _, err := cells.NewHead(cas.NewMemory(), cells.EmptyRoot, cells.Config{CacheSize: -1}); !errors.Is(err, cells.ErrBadConfig) {
+		t.Fatalf("negative cache size accepted: %v", err)
 	}
 }
 

@@ -338,33 +338,40 @@ func containsString(xs []string, s string) bool {
 	return false
 }
 
-// Send implements Backend.
+// Send implements Backend. The kernel checks the events (once, for every
+// caller); a refusal of one event is answered at its place in the request.
 func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
 	if len(evs) == 0 {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "events", "no events given")
 	}
 	kevs := make([]kernel.Event, len(evs))
 	for i, e := range evs {
-		if e.Schema == "" {
-			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event has no schema")
-		}
-		if len(e.Value) == 0 {
-			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event %s has no value", e.Schema)
-		}
-		if !json.Valid(e.Value) {
-			return nil, newError(http.StatusBadRequest, CodeInvalidInput, eventWhere(evs, i), "event %s: value is not valid JSON", e.Schema)
-		}
 		kevs[i] = kernel.Event{Schema: e.Schema, JSON: e.Value, IdempotencyKey: e.IdempotencyKey}
 	}
 	res, err := l.W.Ingest(ctx, kevs...)
 	if err != nil {
-		where := "events"
-		if len(evs) == 1 {
-			where = "event " + evs[0].Schema
-		}
-		return res, AsError(err, where)
+		return res, sendError(err, evs)
 	}
 	return res, nil
+}
+
+// sendError words a refused send. An event that lacks its schema or value
+// is named at its place (event S, or events[i] S) in the API's own words;
+// any other refusal carries the kernel's message.
+func sendError(err error, evs []EventIn) *Error {
+	var ie *kernel.InputError
+	if errors.As(err, &ie) && ie.Missing && ie.Index < len(evs) {
+		where := eventWhere(evs, ie.Index)
+		if ie.Field == kernel.FieldSchema {
+			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: where, Message: "event has no schema", err: err}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: where, Message: fmt.Sprintf("event %s has no value", evs[ie.Index].Schema), err: err}
+	}
+	where := "events"
+	if len(evs) == 1 {
+		where = "event " + evs[0].Schema
+	}
+	return AsError(err, where)
 }
 
 func eventWhere(evs []EventIn, i int) string {

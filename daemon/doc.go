@@ -1,12 +1,21 @@
 // Package daemon is what aosd runs on top of the kernel: the world directory
-// layout (store, token, executor key, daemon.json, wasm-cache), the HTTP API
-// server, its Prometheus metrics, and a client for that API. Package aos (the
-// repository root) wires these to a kernel for `aosd serve` and embedders.
+// layout (store, token, executor key, daemon.json, wasm-cache), the wiring
+// of a running world (Host: the store, the kernel, the built-in executors and
+// their dispatcher, the HTTP API), the HTTP API server, its Prometheus
+// metrics, and a client for that API.
+//
+// Open builds a Host and Run is `aosd serve` (Open, wait for ctx, Close);
+// package aos (the repository root) embeds the same Host, so a daemon and an
+// embedded world are wired once, here. The storage engine is named in one
+// place (store.go): the Host opens the store there and hands the kernel and
+// the built-in executors what they need from it.
 //
 // Both the server and the CLI go through Backend. Local implements it over an
 // open *kernel.World; Client implements it over HTTP. The server's handlers
 // call a Local, so a command gives the same answer whether or not a daemon is
-// running: the JSON shapes are defined once, here.
+// running: the JSON shapes are defined once, here. Every handler goes through
+// one helper (handle.go): decode the body (size limit, strict JSON), call,
+// write the answer or map the error to a status and a JSON error body.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon
@@ -16,6 +25,11 @@
 //   - Every refusal is an *Error with an HTTP status, a stable code, a message
 //     and a where; nothing invalid reaches the journal (the kernel validates
 //     before it journals).
+//   - Event input is checked once, by the kernel: the server only checks the
+//     request's shape (JSON, idempotency key given as "") and maps the
+//     kernel's *kernel.InputError to its answer.
+//   - Configuration is passed in (Options, kernel.Config): the package reads
+//     no environment variables; aosd reads them at the edge.
 //
 // The package must not reach into kernel internals: it uses the kernel's
 // public API only.

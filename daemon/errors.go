@@ -74,6 +74,7 @@ func AsError(err error, where string) *Error {
 		return e
 	}
 	var ps manifest.Problems
+	var ie *kernel.InputError
 	switch {
 	case errors.As(err, &ps):
 		w := where
@@ -81,7 +82,7 @@ func AsError(err error, where string) *Error {
 			w = problemWhere(ps[0])
 		}
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidManifest, Message: ps.Error(), Where: w, err: err}
-	case errors.Is(err, kernel.ErrInvalid):
+	case errors.As(err, &ie), errors.Is(err, kernel.ErrInvalid):
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrIdempotencyConflict):
 		return &Error{Status: http.StatusConflict, Code: CodeIdempotencyConflict, Message: err.Error(), Where: where, err: err}

@@ -177,3 +177,30 @@ func itoa(n uint64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// TestEventsMissingParts: an event without a schema or a value is refused by
+// the kernel's one check (kernel.InputError) and answered at its place in
+// the request, before any other event of the batch is validated; the answer
+// bodies are pinned byte for byte.
+func TestEventsMissingParts(t *testing.T) {
+	s := serveWorld(t, false)
+	height := s.height(t)
+	for name, c := range map[string]struct{ body, want string }{
+		"no schema": {`{"value":{"order_id":"o1"}}`,
+			`{"error":{"code":"invalid_input","message":"event has no schema","where":"event "}}`},
+		"no value": {`{"schema":"` + cancelEv + `"}`,
+			`{"error":{"code":"invalid_input","message":"event ` + cancelEv + ` has no value","where":"event ` + cancelEv + `"}}`},
+		"batch, second has no value": {"[" + cancel("o1") + `,{"schema":"` + cancelEv + `"}]`,
+			`{"error":{"code":"invalid_input","message":"event ` + cancelEv + ` has no value","where":"events[1] ` + cancelEv + `"}}`},
+		"batch, missing before invalid": {`[{"schema":"` + cancelEv + `","value":{"nope":1}},{"value":1}]`,
+			`{"error":{"code":"invalid_input","message":"event has no schema","where":"events[1] "}}`},
+	} {
+		code, body := s.post(t, c.body)
+		if code != http.StatusBadRequest || body != c.want {
+			t.Errorf("%s: %d %s\nwant 400 %s", name, code, body, c.want)
+		}
+	}
+	if h := s.height(t); h != height {
+		t.Fatalf("refusals journaled: height %d -> %d", height, h)
+	}
+}

@@ -234,76 +234,59 @@ func receiptError(err error, where string) *Error {
 }
 
 func (s *Server) claimRoute(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
 	var req ClaimRequest
-	if err := strictDecode(body, &req); err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
-		return
-	}
-	got, err := s.Executors.claim(r.Context(), req)
-	if err != nil {
-		s.fail(w, err, "claim")
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"intents": got})
+	s.handle(w, r, "claim", body{into: &req}, func() (any, error) {
+		got, err := s.Executors.claim(r.Context(), req)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"intents": got}, nil
+	})
 }
 
 func (s *Server) receiptRoute(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+	var sr receipts.SignedReceipt
+	parse := func(b []byte) (err error) {
+		if sr, err = receipts.FromJSON(b); err != nil {
+			return receiptError(err, "receipt")
+		}
+		return nil
 	}
-	sr, err := receipts.FromJSON(body)
-	if err != nil {
-		writeError(w, receiptError(err, "receipt"))
-		return
-	}
-	res, err := s.Executors.W.SubmitReceipt(r.Context(), sr)
-	if err != nil {
-		writeError(w, receiptError(err, "receipt for intent "+sr.Intent.String()))
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	s.handle(w, r, "receipt", body{parse: parse}, func() (any, error) {
+		res, err := s.Executors.W.SubmitReceipt(r.Context(), sr)
+		if err != nil {
+			return nil, receiptError(err, "receipt for intent "+sr.Intent.String())
+		}
+		return res, nil
+	})
 }
 
 // frameRoute takes a signed frame in the JSON form of receipts.FrameFromJSON.
 func (s *Server) frameRoute(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+	var sf receipts.SignedFrame
+	parse := func(b []byte) (err error) {
+		if sf, err = receipts.FrameFromJSON(b); err != nil {
+			return receiptError(err, "frame")
+		}
+		return nil
 	}
-	sf, err := receipts.FrameFromJSON(body)
-	if err != nil {
-		writeError(w, receiptError(err, "frame"))
-		return
-	}
-	seq, err := s.Executors.W.SubmitFrame(r.Context(), sf)
-	if err != nil {
-		writeError(w, receiptError(err, "frame for intent "+sf.Intent.String()))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]uint64{"seq": seq})
+	s.handle(w, r, "frame", body{parse: parse}, func() (any, error) {
+		seq, err := s.Executors.W.SubmitFrame(r.Context(), sf)
+		if err != nil {
+			return nil, receiptError(err, "frame for intent "+sf.Intent.String())
+		}
+		return map[string]uint64{"seq": seq}, nil
+	})
 }
 
 func (s *Server) intentRoute(w http.ResponseWriter, r *http.Request) {
-	tr, err := s.Backend.TraceIntent(r.Context(), r.PathValue("hash"))
-	if err != nil {
-		s.fail(w, err, "intent "+r.PathValue("hash"))
-		return
-	}
-	writeJSON(w, http.StatusOK, tr)
+	s.handle(w, r, "intent "+r.PathValue("hash"), body{}, func() (any, error) {
+		return s.Backend.TraceIntent(r.Context(), r.PathValue("hash"))
+	})
 }
 
 func (s *Server) keysRoute(w http.ResponseWriter, r *http.Request) {
-	ks, err := s.Backend.Keys(r.Context())
-	if err != nil {
-		s.fail(w, err, "keys")
-		return
-	}
-	writeJSON(w, http.StatusOK, ks)
+	s.handle(w, r, "keys", body{}, func() (any, error) { return s.Backend.Keys(r.Context()) })
 }
 
 // AddKeyRequest is POST /v1/keys.
@@ -314,31 +297,25 @@ type AddKeyRequest struct {
 }
 
 func (s *Server) addKeyRoute(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
 	var req AddKeyRequest
-	if err := strictDecode(body, &req); err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
-		return
-	}
-	kv, err := s.Backend.AddKey(r.Context(), req.Name, req.PublicKey, req.Effects)
-	if err != nil {
-		s.fail(w, err, "keys")
-		return
-	}
-	s.Logger.Info("executor key trusted", "name", kv.Name, "key_id", kv.ID, "effects", kv.Effects)
-	writeJSON(w, http.StatusOK, kv)
+	s.handle(w, r, "keys", body{into: &req}, func() (any, error) {
+		kv, err := s.Backend.AddKey(r.Context(), req.Name, req.PublicKey, req.Effects)
+		if err != nil {
+			return nil, err
+		}
+		s.Logger.Info("executor key trusted", "name", kv.Name, "key_id", kv.ID, "effects", kv.Effects)
+		return kv, nil
+	})
 }
 
 func (s *Server) removeKeyRoute(w http.ResponseWriter, r *http.Request) {
-	if err := s.Backend.RemoveKey(r.Context(), r.PathValue("id")); err != nil {
-		s.fail(w, err, "key "+r.PathValue("id"))
-		return
-	}
-	s.Logger.Info("executor key removed", "key_id", r.PathValue("id"))
-	writeJSON(w, http.StatusOK, map[string]bool{"removed": true})
+	s.handle(w, r, "key "+r.PathValue("id"), body{}, func() (any, error) {
+		if err := s.Backend.RemoveKey(r.Context(), r.PathValue("id")); err != nil {
+			return nil, err
+		}
+		s.Logger.Info("executor key removed", "key_id", r.PathValue("id"))
+		return map[string]bool{"removed": true}, nil
+	})
 }
 
 // TraceIntent implements Backend.

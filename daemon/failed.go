@@ -168,44 +168,29 @@ func (c *Client) Recover(ctx context.Context, workflow string, req RecoverReques
 
 // failedRoute is GET /v1/failed?workflow=&key=&limit=&after=.
 func (s *Server) failedRoute(w http.ResponseWriter, r *http.Request) {
-	qv := r.URL.Query()
-	q := FailedQuery{Workflow: qv.Get("workflow"), After: qv.Get("after")}
-	if v := qv.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "limit", "limit %q is not a non-negative integer", v))
-			return
+	s.handle(w, r, "failed", body{}, func() (any, error) {
+		qv := r.URL.Query()
+		q := FailedQuery{Workflow: qv.Get("workflow"), After: qv.Get("after")}
+		if v := qv.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "limit", "limit %q is not a non-negative integer", v)
+			}
+			q.Limit = n
 		}
-		q.Limit = n
-	}
-	if qv.Has("key") {
-		k := qv.Get("key")
-		q.Key = &k
-	}
-	page, err := s.Backend.Failed(r.Context(), q)
-	if err != nil {
-		s.fail(w, err, "failed")
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+		if qv.Has("key") {
+			k := qv.Get("key")
+			q.Key = &k
+		}
+		return s.Backend.Failed(r.Context(), q)
+	})
 }
 
 // recoverRoute is POST /v1/failed/{workflow}/recover.
 func (s *Server) recoverRoute(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
 	var req RecoverRequest
-	if err := strictDecode(body, &req); err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
-			`body is not {"key": JSON, "action": "retry"|"reset"|"skip", "fault_seq": N}: %v`, err))
-		return
-	}
-	res, err := s.Backend.Recover(r.Context(), r.PathValue("workflow"), req)
-	if err != nil {
-		s.fail(w, err, "recover")
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	in := body{into: &req, shape: `body is not {"key": JSON, "action": "retry"|"reset"|"skip", "fault_seq": N}`}
+	s.handle(w, r, "recover", in, func() (any, error) {
+		return s.Backend.Recover(r.Context(), r.PathValue("workflow"), req)
+	})
 }

@@ -45,29 +45,23 @@ func (c *Client) SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.Limi
 
 // limitsRoute is GET /v1/limits.
 func (s *Server) limitsRoute(w http.ResponseWriter, r *http.Request) {
-	lim, err := s.Backend.Limits(r.Context())
-	if err != nil {
-		s.fail(w, err, "limits")
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"limits": lim})
+	s.handle(w, r, "limits", body{}, func() (any, error) {
+		lim, err := s.Backend.Limits(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"limits": lim}, nil
+	})
 }
 
 // setLimitsRoute is POST /v1/limits: a JSON object of the limits to change.
 func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+	var lim kernel.Limits
+	parse := func(b []byte) (err error) {
+		if lim, err = kernel.ParseLimits(b); err != nil {
+			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err)
+		}
+		return nil
 	}
-	lim, err := kernel.ParseLimits(body)
-	if err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
-		return
-	}
-	res, err := s.Backend.SetLimits(r.Context(), lim)
-	if err != nil {
-		s.fail(w, err, "limits")
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	s.handle(w, r, "limits", body{parse: parse}, func() (any, error) { return s.Backend.SetLimits(r.Context(), lim) })
 }

@@ -3,11 +3,8 @@ package daemon
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -175,172 +172,97 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, e *Error) {
-	writeJSON(w, e.Status, errorBody{Error: e})
-}
-
-func (s *Server) fail(w http.ResponseWriter, err error, where string) {
-	e := AsError(err, where)
-	if errors.Is(err, context.Canceled) {
-		// The client went away (e.g. during a claim's long poll): nothing
-		// failed here, and nobody is listening for the answer.
-		s.Logger.Debug("client went away", "where", where)
-		return
-	}
-	if e.Status >= 500 {
-		s.Logger.Error("request failed", "code", e.Code, "where", e.Where, "err", e.Message)
-	}
-	writeError(w, e)
-}
-
-// readBody reads at most MaxBodyBytes, answering 413 beyond.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	return s.readBodyLimit(w, r, s.MaxBodyBytes)
-}
-
-func (s *Server) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body",
-				"body exceeds the %d-byte limit", limit))
-			return nil, false
-		}
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err))
-		return nil, false
-	}
-	return b, true
-}
-
-func strictDecode(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
 // events: body {"schema","value","idempotency_key"?} -> {"seq","duplicate"};
 // or [{...}, ...] -> {"seqs","duplicates"}. A single event may take its
 // idempotency key from the Idempotency-Key header instead.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	batch := len(trimmed) > 0 && trimmed[0] == '['
 	var wire []eventWire
-	var err error
-	if batch {
-		err = strictDecode(body, &wire)
-	} else {
-		var ev eventWire
-		err = strictDecode(body, &ev)
-		wire = []eventWire{ev}
+	batch := false
+	decode := func(b []byte) error {
+		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		batch = len(trimmed) > 0 && trimmed[0] == '['
+		var err error
+		if batch {
+			err = strictDecode(b, &wire)
+		} else {
+			var ev eventWire
+			err = strictDecode(b, &ev)
+			wire = []eventWire{ev}
+		}
+		if err != nil {
+			return newError(http.StatusBadRequest, CodeInvalidInput, "request body",
+				`body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them: %v`, err)
+		}
+		return nil
 	}
-	if err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
-			`body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them: %v`, err))
-		return
-	}
-	evs, e := eventsIn(wire, batch, r.Header.Values("Idempotency-Key"))
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	res, err := s.Backend.Send(r.Context(), evs)
-	if err != nil {
-		s.fail(w, err, "events")
-		return
-	}
-	if !batch {
-		writeJSON(w, http.StatusOK, map[string]any{"seq": res[0].Seq, "duplicate": res[0].Duplicate})
-		return
-	}
-	seqs, dups := make([]uint64, len(res)), make([]bool, len(res))
-	for i, x := range res {
-		seqs[i], dups[i] = x.Seq, x.Duplicate
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"seqs": seqs, "duplicates": dups})
+	s.handle(w, r, "events", body{parse: decode}, func() (any, error) {
+		evs, e := eventsIn(wire, batch, r.Header.Values("Idempotency-Key"))
+		if e != nil {
+			return nil, e
+		}
+		res, err := s.Backend.Send(r.Context(), evs)
+		if err != nil {
+			return nil, err
+		}
+		if !batch {
+			return map[string]any{"seq": res[0].Seq, "duplicate": res[0].Duplicate}, nil
+		}
+		seqs, dups := make([]uint64, len(res)), make([]bool, len(res))
+		for i, x := range res {
+			seqs[i], dups[i] = x.Seq, x.Duplicate
+		}
+		return map[string]any{"seqs": seqs, "duplicates": dups}, nil
+	})
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	st, err := s.Backend.Status(r.Context())
-	if err != nil {
-		s.fail(w, err, "status")
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+	s.handle(w, r, "status", body{}, func() (any, error) { return s.Backend.Status(r.Context()) })
 }
 
 // quiescent: ?wait=DUR waits up to DUR; answers {"quiescent": bool}.
 func (s *Server) quiescent(w http.ResponseWriter, r *http.Request) {
-	d := time.Duration(0)
-	if v := r.URL.Query().Get("wait"); v != "" {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil || d < 0 {
-			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "wait", "wait %q is not a duration like 30s", v))
-			return
+	s.handle(w, r, "quiescent", body{}, func() (any, error) {
+		d := time.Duration(0)
+		if v := r.URL.Query().Get("wait"); v != "" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil || d < 0 {
+				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "wait", "wait %q is not a duration like 30s", v)
+			}
 		}
-	}
-	q, err := s.Backend.WaitQuiescent(r.Context(), d)
-	if err != nil {
-		s.fail(w, err, "quiescent")
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]bool{"quiescent": q})
+		q, err := s.Backend.WaitQuiescent(r.Context(), d)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]bool{"quiescent": q}, nil
+	})
 }
 
 func (s *Server) cells(w http.ResponseWriter, r *http.Request) {
-	var q CellsQuery
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
-				"%q is not a page size: want 1..%d", v, kernel.MaxCellPage))
-			return
+	s.handle(w, r, "cells", body{}, func() (any, error) {
+		var q CellsQuery
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
+					"%q is not a page size: want 1..%d", v, kernel.MaxCellPage)
+			}
+			q.Limit = n
 		}
-		q.Limit = n
-	}
-	q.After = r.URL.Query().Get("after")
-	p, err := s.Backend.Cells(r.Context(), r.PathValue("workflow"), q)
-	if err != nil {
-		s.fail(w, err, "cells")
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+		q.After = r.URL.Query().Get("after")
+		return s.Backend.Cells(r.Context(), r.PathValue("workflow"), q)
+	})
 }
 
 func (s *Server) cell(w http.ResponseWriter, r *http.Request) {
-	v, err := s.Backend.Cell(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
-	if err != nil {
-		s.fail(w, err, "cell")
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	s.handle(w, r, "cell", body{}, func() (any, error) {
+		return s.Backend.Cell(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
+	})
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
-	tr, err := s.Backend.Trace(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
-	if err != nil {
-		s.fail(w, err, "trace")
-		return
-	}
-	writeJSON(w, http.StatusOK, tr)
+	s.handle(w, r, "trace", body{}, func() (any, error) {
+		return s.Backend.Trace(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
+	})
 }
 
 // ParseJournalQuery reads from, limit, kind (repeated or comma-separated)
@@ -447,33 +369,15 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBodyLimit(w, r, max(s.MaxBodyBytes, DefaultMaxApplyBytes))
-	if !ok {
-		return
-	}
 	var req ApplyRequest
-	if err := strictDecode(body, &req); err != nil {
-		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body",
-			`body is not {"files": [{"name", "content" | "base64"}], "dry_run", "wait"} or {"path", ...}: %v`, err))
-		return
-	}
-	out, err := s.Backend.Apply(r.Context(), req)
-	if err != nil {
-		e := AsError(err, "apply")
-		if out != nil {
+	in := body{into: &req, limit: max(s.MaxBodyBytes, DefaultMaxApplyBytes),
+		shape: `body is not {"files": [{"name", "content" | "base64"}], "dry_run", "wait"} or {"path", ...}`}
+	s.handle(w, r, "apply", in, func() (any, error) {
+		out, err := s.Backend.Apply(r.Context(), req)
+		if err != nil && out != nil {
 			// 409 (or 400) carries both the error and the apply result.
-			writeJSON(w, e.Status, applyError{ApplyOutput: out, Error: e})
-			return
+			return nil, &refusal{ApplyOutput: out, Err: AsError(err, "apply")}
 		}
-		writeError(w, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// applyError is the body of a refused apply: the result (with blocked_by)
-// and the error.
-type applyError struct {
-	*ApplyOutput
-	Error *Error `json:"error"`
+		return out, err
+	})
 }

@@ -62,6 +62,9 @@ func (w *World) Ingest(ctx context.Context, evs ...Event) ([]Ingested, error) {
 }
 
 func (w *World) submit(ctx context.Context, evs []Event) (result, error) {
+	if err := checkGiven(evs); err != nil {
+		return result{}, err
+	}
 	cur := w.current.Load()
 	if cur == nil {
 		return result{}, ErrNoManifest
@@ -70,8 +73,13 @@ func (w *World) submit(ctx context.Context, evs []Event) (result, error) {
 	for i, ev := range evs {
 		if ev.IdempotencyKey != "" {
 			if err := checkIdempotencyKey(ev.IdempotencyKey); err != nil {
-				return result{}, fmt.Errorf("%w: event %d (%s): %v", ErrInvalid, i, ev.Schema, err)
+				return result{}, &InputError{Index: i, Field: FieldIdempotencyKey,
+					Err: fmt.Errorf("%w: event %d (%s): %v", ErrInvalid, i, ev.Schema, err)}
 			}
+		}
+		field := FieldValue
+		if !cur.m.Registry.Has(ev.Schema) {
+			field = FieldSchema
 		}
 		v, err := w.canonicalEvent(cur.m, ev)
 		if err == nil {
@@ -84,10 +92,7 @@ func (w *World) submit(ctx context.Context, evs []Event) (result, error) {
 			}
 		}
 		if err != nil {
-			if len(evs) > 1 {
-				return result{}, fmt.Errorf("event %d: %w", i, err)
-			}
-			return result{}, err
+			return result{}, inputError(evs, i, field, false, err)
 		}
 		in[i].schema, in[i].value, in[i].manifest = ev.Schema, v, cur.m
 		if ev.IdempotencyKey != "" {
@@ -119,7 +124,7 @@ func (w *World) canonicalEvent(m *manifest.Manifest, ev Event) ([]byte, error) {
 			return nil, fmt.Errorf("%w: event %s: %d bytes exceeds the %d-byte limit", ErrInvalid, ev.Schema, len(v), lim)
 		}
 		return v, nil
-	case ev.CBOR != nil:
+	default: // CBOR: checkGiven refused an event with neither
 		if len(ev.CBOR) > lim {
 			return nil, fmt.Errorf("%w: event %s: %d bytes exceeds the %d-byte limit", ErrInvalid, ev.Schema, len(ev.CBOR), lim)
 		}
@@ -127,8 +132,6 @@ func (w *World) canonicalEvent(m *manifest.Manifest, ev Event) ([]byte, error) {
 			return nil, fmt.Errorf("%w: event %s: %v", ErrInvalid, ev.Schema, err)
 		}
 		return ev.CBOR, nil
-	default:
-		return nil, fmt.Errorf("%w: event %s has no value", ErrInvalid, ev.Schema)
 	}
 }
 

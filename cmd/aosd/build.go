@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/aos-kernel/aos/build"
@@ -19,7 +20,7 @@ func cmdBuild(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) == 1 {
 			path = pos[0]
 		}
-		rep, err := build.Build(a.ctx, path, build.Options{SourcesFrom: *from, Log: a.stderr})
+		rep, err := build.Build(a.ctx, path, build.Options{SourcesFrom: *from, Log: a.stderr, GOROOT: os.Getenv(envGOROOT)})
 		if rep != nil {
 			if a.json {
 				if perr := a.printJSON(rep); perr != nil {

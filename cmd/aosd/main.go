@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 )
@@ -26,6 +29,8 @@ const (
 	envWorld      = "AOS_WORLD"
 	envLogLevel   = "AOS_LOG_LEVEL"
 	envWasmCache  = "AOS_WASM_CACHE"
+	envCellCache  = "AOS_CELL_CACHE_SIZE"
+	envGOROOT     = "GOROOT"
 	programHeader = "aosd — the aos daemon and CLI"
 )
 
@@ -224,16 +229,46 @@ func logger(w io.Writer, def slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
+// envConfig is the kernel configuration the environment sets:
+// AOS_WASM_CACHE and AOS_CELL_CACHE_SIZE. aosd is the one place that reads
+// them; the packages below are handed the values.
+func envConfig() (kernel.Config, error) {
+	n, err := cellCacheSize(os.LookupEnv(envCellCache))
+	if err != nil {
+		return kernel.Config{}, err
+	}
+	return kernel.Config{WasmCacheDir: os.Getenv(envWasmCache), Cells: cells.Config{CacheSize: n}}, nil
+}
+
+// cellCacheSize reads AOS_CELL_CACHE_SIZE: unset or empty is 0 (the cells
+// default), anything but a positive integer an error naming the variable.
+func cellCacheSize(s string, set bool) (int, error) {
+	if !set || s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: %s=%q: want a positive integer", cells.ErrBadConfig, envCellCache, s)
+	}
+	return n, nil
+}
+
 // kernelConfig is how the CLI opens a world. aosd links no workflow code:
 // workflows are wasm modules the manifest pins (a program that embeds aos
 // links its own, see package aos).
-func (a *app) kernelConfig() kernel.Config {
-	return kernel.Config{Logger: logger(a.stderr, slog.LevelWarn), WasmCacheDir: os.Getenv(envWasmCache)}
+func (a *app) kernelConfig() (kernel.Config, error) {
+	cfg, err := envConfig()
+	cfg.Logger = logger(a.stderr, slog.LevelWarn)
+	return cfg, err
 }
 
 // connect reaches the world through its daemon or directly.
 func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
-	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: a.kernelConfig()})
+	cfg, err := a.kernelConfig()
+	if err != nil {
+		return nil, err
+	}
+	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg})
 }
 
 // withConn runs fn against the world and closes it after.
@@ -248,4 +283,11 @@ func (a *app) withConn(ctx context.Context, fn func(*daemon.Conn) error) (err er
 		}
 	}()
 	return fn(c)
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/manifest"
+)
+
+func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
+	wait := fs.Duration("wait", 0, "wait up to this long for quiescence before applying (e.g. 30s)")
+	dry := fs.Bool("dry-run", false, "validate and report what would change; change nothing")
+	return func(pos []string) error {
+		if err := wantArgs(pos, 1, 1, "PATH (a manifest file or directory)"); err != nil {
+			return err
+		}
+		path := pos[0]
+		// Validate locally first: problems name the user's own files.
+		if _, err := manifest.Load(path); err != nil {
+			return daemon.AsError(err, path)
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			req := daemon.ApplyRequest{DryRun: *dry}
+			if *wait > 0 {
+				req.Wait = wait.String()
+			}
+			if c.Remote {
+				files, err := daemon.ReadManifestFiles(path)
+				if err != nil {
+					return err
+				}
+				req.Files = files
+			} else {
+				req.Path = path
+			}
+			out, err := c.Apply(a.ctx, req)
+			if out != nil {
+				if a.json {
+					if perr := a.printJSON(out); perr != nil {
+						return perr
+					}
+				} else {
+					printApply(a.stdout, out)
+				}
+			}
+			return err
+		})
+	}
+}
+
+func printApply(w io.Writer, o *daemon.ApplyOutput) {
+	fmt.Fprintf(w, "manifest %s %s\n", o.ManifestName, o.ManifestHash)
+	if o.PreviousHash != nil {
+		fmt.Fprintf(w, "previous %s\n", *o.PreviousHash)
+	}
+	ch := o.Changes
+	for _, n := range ch.Added {
+		fmt.Fprintf(w, "  + def %s\n", n)
+	}
+	for _, n := range ch.Removed {
+		fmt.Fprintf(w, "  - def %s\n", n)
+	}
+	for _, n := range ch.Changed {
+		fmt.Fprintf(w, "  ~ def %s\n", n)
+	}
+	sub := func(s manifest.Subscription) string {
+		if s.KeyField != "" {
+			return fmt.Sprintf("%s -> %s (key %s)", s.Event, s.Workflow, s.KeyField)
+		}
+		return fmt.Sprintf("%s -> %s", s.Event, s.Workflow)
+	}
+	for _, s := range ch.SubscriptionsAdded {
+		fmt.Fprintf(w, "  + subscription %s\n", sub(s))
+	}
+	for _, s := range ch.SubscriptionsRemoved {
+		fmt.Fprintf(w, "  - subscription %s\n", sub(s))
+	}
+	if len(o.BlockedBy) > 0 {
+		fmt.Fprintf(w, "blocked by %d:\n", len(o.BlockedBy))
+		for _, b := range o.BlockedBy {
+			switch b.Kind {
+			case "intent":
+				fmt.Fprintf(w, "  intent %s %s from %s key %s\n", b.Intent, b.Effect, b.Workflow, b.Key)
+			default:
+				fmt.Fprintf(w, "  %s %s %s key %s\n", b.Kind, b.Status, b.Workflow, b.Key)
+			}
+		}
+	}
+	switch {
+	case o.Applied:
+		fmt.Fprintf(w, "applied at journal seq %d\n", o.Seq)
+	case o.Unchanged:
+		fmt.Fprintln(w, "unchanged: this manifest is already the world's manifest")
+	case len(o.BlockedBy) > 0:
+		fmt.Fprintln(w, "not applied: the world is not quiescent")
+	case o.DryRun:
+		fmt.Fprintln(w, "dry run: would apply; nothing changed")
+	}
+}

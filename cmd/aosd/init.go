@@ -1,0 +1,32 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+
+	"github.com/aos-kernel/aos/daemon"
+)
+
+func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		cfg, err := a.kernelConfig()
+		if err != nil {
+			return err
+		}
+		pub, err := daemon.Init(daemon.Dir(a.world), cfg)
+		if err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(a.world)
+		if a.json {
+			return a.printJSON(map[string]string{"world": abs, "executor_public_key": pub})
+		}
+		fmt.Fprintf(a.stdout, "created world %s\n  store         %s\n  api token     %s (0600)\n  executor key  %s (ed25519, PKCS#8 PEM, 0600)\n  executor pub  %s\n",
+			abs, filepath.Join(abs, daemon.StoreDir), filepath.Join(abs, daemon.TokenFile), filepath.Join(abs, daemon.ExecutorKey), pub)
+		return nil
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/aos-kernel/aos/daemon"
+)
+
+func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error {
+		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			st, err := c.Status(a.ctx)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(st)
+			}
+			w := newTable(a.stdout)
+			mh := "(none: run aosd apply)"
+			if st.ManifestHash != nil {
+				mh = st.ManifestHash.String()
+			}
+			via := "direct (no daemon)"
+			if c.Remote {
+				via = "daemon at http://" + c.Addr
+			}
+			w.row("world", a.world)
+			w.row("via", via)
+			if st.ManifestName != "" {
+				w.row("manifest", st.ManifestName)
+			}
+			w.row("manifest hash", mh)
+			w.row("journal height", st.JournalHeight)
+			w.row("quiescent", st.Quiescent)
+			w.row("instances", fmt.Sprintf("running %d, waiting %d, completed %d, failed %d",
+				st.Instances.Running, st.Instances.Waiting, st.Instances.Completed, st.Instances.Failed))
+			w.row("in-flight intents", st.Inflight)
+			w.row("queued effects", st.QueuedEffects)
+			for _, name := range sortedKeys(st.Cells) {
+				w.row("cells "+name, st.Cells[name])
+			}
+			return w.flush()
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/kernel"
+)
+
+func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
+	intent := fs.String("intent", "", "trace one intent by hash (sha256:...) instead of a cell")
+	return func(pos []string) error {
+		if *intent != "" {
+			if err := wantArgs(pos, 0, 0, "no arguments with --intent"); err != nil {
+				return err
+			}
+		} else if err := wantArgs(pos, 1, 2, "WORKFLOW [KEY]"); err != nil {
+			return err
+		}
+		key := ""
+		if len(pos) == 2 {
+			key = pos[1]
+		}
+		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			var tr []kernel.TraceEntry
+			var err error
+			if *intent != "" {
+				tr, err = c.TraceIntent(a.ctx, *intent)
+			} else {
+				tr, err = c.Trace(a.ctx, pos[0], key)
+			}
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(tr)
+			}
+			w := newTable(a.stdout)
+			w.row("SEQ", "KIND", "DETAIL")
+			for _, e := range tr {
+				w.row(e.Seq, string(e.Kind), traceDetail(e))
+			}
+			return w.flush()
+		})
+	}
+}
+
+func traceDetail(e kernel.TraceEntry) string {
+	switch e.Kind {
+	case "event":
+		return fmt.Sprintf("%s %s", e.Schema, compact(e.Value, 100))
+	case "step":
+		s := fmt.Sprintf("input %d -> ", e.Input)
+		if e.Deleted || e.StateHash == nil {
+			s += "deleted"
+		} else {
+			s += "state " + e.StateHash.String()
+		}
+		if len(e.Emitted) > 0 {
+			s += fmt.Sprintf(", emitted %v", e.Emitted)
+		}
+		if len(e.Intents) > 0 {
+			s += fmt.Sprintf(", %d intent(s)", len(e.Intents))
+		}
+		return s
+	case "intent":
+		h := ""
+		if len(e.Intents) > 0 {
+			h = e.Intents[0].String()
+		}
+		return fmt.Sprintf("%s %s (emitted at %d)", e.Effect, h, e.Input)
+	case "fault":
+		return fmt.Sprintf("input %d: %s", e.Input, e.Reason)
+	case "recover":
+		return fmt.Sprintf("%s of fault %d (input %d, %d skipped)", e.Action, e.Fault, e.Input, e.Skipped)
+	case "receipt", "drop":
+		s := fmt.Sprintf("%s %s from %s", e.Effect, e.Status, e.Executor)
+		if e.Attempt > 0 {
+			s += fmt.Sprintf(" (attempt %d)", e.Attempt)
+		}
+		if len(e.Intents) > 0 {
+			s += " for " + e.Intents[0].String()
+		}
+		if e.Reason != "" {
+			s += ": " + e.Reason
+		}
+		return s
+	case "frame":
+		return fmt.Sprintf("frame %d from %s: %s", e.Attempt, e.Executor, compact(e.Value, 100))
+	}
+	b, _ := json.Marshal(e)
+	return string(b)
+}

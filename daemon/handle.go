@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+)
+
+// body says how a route reads its request body.
+type body struct {
+	// into receives the body, decoded as strict JSON (unknown fields and
+	// trailing data refused); nil with parse nil: the route reads no body.
+	into any
+	// shape is what the body should be, leading the decoder's message in
+	// the 400 answer ("": the decoder's message alone).
+	shape string
+	// parse, when set, reads the body instead of strict JSON into into
+	// (limits, receipts and frames have parsers of their own); its error is
+	// answered as it maps (an *Error keeps its status and where).
+	parse func([]byte) error
+	// limit bounds the body (413 beyond); 0: Server.MaxBodyBytes.
+	limit int64
+}
+
+// handle is the shape of every JSON route: read and decode the request
+// body as b says, call, and answer 200 with call's result as JSON, or the
+// error as the status and JSON error body it maps to (fail), naming where.
+// Validation of the request's parameters belongs in call: an *Error it
+// returns is answered as it is.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, where string, b body, call func() (any, error)) {
+	if b.into != nil || b.parse != nil {
+		raw, err := s.readBody(w, r, b.limit)
+		if err == nil {
+			err = b.decode(raw)
+		}
+		if err != nil {
+			s.fail(w, err, "request body")
+			return
+		}
+	}
+	v, err := call()
+	if err != nil {
+		var refused *refusal
+		if errors.As(err, &refused) {
+			// The refusal carries a result beside the error (a refused
+			// apply lists its blockers).
+			writeJSON(w, refused.Err.Status, refused)
+			return
+		}
+		s.fail(w, err, where)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// decode reads raw as b says; a body that does not decode is 400
+// invalid_input at "request body".
+func (b body) decode(raw []byte) error {
+	if b.parse != nil {
+		return b.parse(raw)
+	}
+	if err := strictDecode(raw, b.into); err != nil {
+		if b.shape != "" {
+			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%s: %v", b.shape, err)
+		}
+		return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err)
+	}
+	return nil
+}
+
+// readBody reads at most limit bytes (0: MaxBodyBytes): 413 beyond.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if limit == 0 {
+		limit = s.MaxBodyBytes
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body",
+				"body exceeds the %d-byte limit", limit)
+		}
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err)
+	}
+	return b, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// refusal is an error whose answer carries a result beside the error: the
+// body of a refused apply is its result (with blocked_by) and the error.
+type refusal struct {
+	*ApplyOutput
+	Err *Error `json:"error"`
+}
+
+func (r *refusal) Error() string { return r.Err.Error() }
+func (r *refusal) Unwrap() error { return r.Err }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.Status, errorBody{Error: e})
+}
+
+// fail answers err as its status and JSON error body, naming where when err
+// does not.
+func (s *Server) fail(w http.ResponseWriter, err error, where string) {
+	e := AsError(err, where)
+	if errors.Is(err, context.Canceled) {
+		// The client went away (e.g. during a claim's long poll): nothing
+		// failed here, and nobody is listening for the answer.
+		s.Logger.Debug("client went away", "where", where)
+		return
+	}
+	if e.Status >= 500 {
+		s.Logger.Error("request failed", "code", e.Code, "where", e.Where, "err", e.Message)
+	}
+	writeError(w, e)
+}

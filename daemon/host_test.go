@@ -1,0 +1,60 @@
+package daemon_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/kernel"
+)
+
+// TestRun: Run is `aosd serve`: it refuses a directory that is not a world,
+// serves the API once Ready is called (daemon.json names it), and on ctx's
+// end closes the world and removes daemon.json.
+func TestRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "w")
+	if err := daemon.Run(context.Background(), dir, daemon.Options{Listen: "127.0.0.1:0"}); err == nil {
+		t.Fatal("Run served a directory that is not a world")
+	}
+	if _, err := daemon.Init(daemon.Dir(dir), kernel.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, dir, daemon.Options{Listen: "127.0.0.1:0", Ready: func(addr string) {
+			defer cancel()
+			info, err := daemon.Dir(dir).ReadDaemonInfo()
+			if err != nil || info.Addr != addr || info.PID != os.Getpid() {
+				t.Errorf("daemon.json %+v, %v; want addr %s", info, err, addr)
+			}
+			tok, _ := daemon.Dir(dir).Token()
+			req, _ := http.NewRequest("GET", "http://"+addr+"/v1/status", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("status: %v", err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("status: HTTP %d", resp.StatusCode)
+			}
+		}})
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Stat(daemon.Dir(dir).Path(daemon.DaemonInfoFile)); !os.IsNotExist(err) {
+		t.Fatalf("daemon.json left behind: %v", err)
+	}
+	// Closed: the store opens again.
+	c, err := daemon.Connect(context.Background(), daemon.Dir(dir), daemon.ConnectOptions{Direct: true})
+	if err != nil {
+		t.Fatalf("reopen after Run: %v", err)
+	}
+	c.Close()
+}
