@@ -1,10 +1,14 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // Limits implements Backend.
@@ -59,7 +63,7 @@ func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	lim, err := kernel.ParseLimits(body)
+	lim, err := ParseLimits(body)
 	if err != nil {
 		writeError(w, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err))
 		return
@@ -70,4 +74,21 @@ func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// ParseLimits reads limits from JSON ({"max_steps_per_input": 100, ...}),
+// refusing unknown names (kernel.ErrInvalid): a misspelt limit must not be
+// silently ignored. The JSON side of limits lives here; the kernel checks
+// the values (kernel.CheckLimits).
+func ParseLimits(b []byte) (kernel.Limits, error) {
+	var l kernel.Limits
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return kernel.Limits{}, fmt.Errorf("%w: limits: %v (known limits: %v)", kernel.ErrInvalid, err, records.LimitNames())
+	}
+	if err := kernel.CheckLimits(l); err != nil {
+		return kernel.Limits{}, err
+	}
+	return l, nil
 }

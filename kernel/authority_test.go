@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -277,7 +278,7 @@ func TestFrameAuthority(t *testing.T) {
 	if got := jobState(t, h, "a"); got["frames"] != float64(maxFrames) {
 		t.Fatalf("job after frames: %v", got)
 	}
-	var fr kernel.FrameRec
+	var fr records.FrameRec
 	for _, r := range allRecords(t, h.w) {
 		if r.Seq == seq {
 			if r.Kind != journal.KindFrame || schemas.UnmarshalTrusted(r.Body, &fr) != nil {
@@ -436,11 +437,11 @@ func TestOldJournalDropsReplay(t *testing.T) {
 	ghost := it
 	ghost.Hash = schemas.HashBytes([]byte("never issued"))
 	gr := chargeReceipt(ghost, receipts.StatusOK, map[string]any{"charge_id": "x"})
-	stamp := kernel.Stamp{NowNs: 1 << 41, LogicalNs: 1 << 41, Entropy: make([]byte, 32), Height: height + 2, ManifestHash: man}
+	stamp := records.Stamp{NowNs: 1 << 41, LogicalNs: 1 << 41, Entropy: make([]byte, 32), Height: height + 2, ManifestHash: man}
 	recs := []journal.Record{
-		{Seq: height + 1, Kind: journal.KindDrop, Body: schemas.MustMarshal(&kernel.DropRec{Receipt: gr, Reason: old})},
-		{Seq: height + 2, Kind: journal.KindDrop, Body: schemas.MustMarshal(&kernel.DropRec{Receipt: gr, Reason: old})},
-		{Seq: height + 3, Kind: journal.KindFrame, Body: schemas.MustMarshal(&kernel.FrameRec{Intent: it.Hash, Seq: 1, Executor: "payments",
+		{Seq: height + 1, Kind: journal.KindDrop, Body: schemas.MustMarshal(&records.DropRec{Receipt: gr, Reason: old})},
+		{Seq: height + 2, Kind: journal.KindDrop, Body: schemas.MustMarshal(&records.DropRec{Receipt: gr, Reason: old})},
+		{Seq: height + 3, Kind: journal.KindFrame, Body: schemas.MustMarshal(&records.FrameRec{Intent: it.Hash, Seq: 1, Executor: "payments",
 			Payload: schemas.MustMarshal(map[string]any{"pct": 50}), Stamp: stamp})},
 	}
 	jn, err := journal.Open(h.db)
@@ -474,7 +475,7 @@ func TestOldJournalDropsReplay(t *testing.T) {
 
 // lastManifestHash is the hash of the manifest in force, from the journal.
 func lastManifestHash(t testing.TB, h *harness) schemas.Hash {
-	var mr kernel.ManifestRec
+	var mr records.ManifestRec
 	for _, r := range allRecords(t, h.w) {
 		if r.Kind == journal.KindManifest {
 			if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -86,11 +87,11 @@ func recordsOf(t *testing.T, w *kernel.World, kind journal.Kind) []journal.Recor
 	return out
 }
 
-func faultsOf(t *testing.T, w *kernel.World) []kernel.FaultRec {
+func faultsOf(t *testing.T, w *kernel.World) []records.FaultRec {
 	t.Helper()
-	var out []kernel.FaultRec
+	var out []records.FaultRec
 	for _, r := range recordsOf(t, w, journal.KindFault) {
-		var f kernel.FaultRec
+		var f records.FaultRec
 		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +138,7 @@ func TestDoublingCascadeStoppedByBudget(t *testing.T) {
 
 	steps := 0
 	for _, r := range recordsOf(t, h.w, journal.KindStep) {
-		var s kernel.StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +247,7 @@ func TestLimitsAreJournaled(t *testing.T) {
 		t.Fatalf("height %d, want one config record after %d", h.w.Journal().Height(), height)
 	}
 	cfg := recordsOf(t, h.w, journal.KindConfig)
-	var cr kernel.ConfigRec
+	var cr records.ConfigRec
 	if len(cfg) != 1 || schemas.UnmarshalTrusted(cfg[0].Body, &cr) != nil || cr.Limits.MaxStepsPerInput != 5000 || cr.Limits.MaxCascadeDepth != 10 {
 		t.Fatalf("config records %v (%+v)", cfg, cr)
 	}
@@ -290,20 +291,6 @@ func TestLimitsAreJournaled(t *testing.T) {
 	}
 }
 
-// TestParseLimits: unknown names and negative values are refused by name.
-func TestParseLimits(t *testing.T) {
-	if _, err := kernel.ParseLimits([]byte(`{"max_stepz_per_input": 3}`)); err == nil || !strings.Contains(err.Error(), "max_stepz_per_input") {
-		t.Fatalf("unknown limit: %v", err)
-	}
-	if _, err := kernel.ParseLimits([]byte(`{"max_effects": -2}`)); err == nil || !strings.Contains(err.Error(), "max_effects") {
-		t.Fatalf("negative limit: %v", err)
-	}
-	l, err := kernel.ParseLimits([]byte(`{"max_steps_per_input": 3}`))
-	if err != nil || l.MaxStepsPerInput != 3 {
-		t.Fatalf("%+v %v", l, err)
-	}
-}
-
 // TestForgedBudgetFaultDiverges: replay checks a budget fault against its own
 // counts. A journal claiming an input ran out of budget when it had not
 // (here: right after the event, before any step) does not replay.
@@ -316,10 +303,10 @@ func TestForgedBudgetFaultDiverges(t *testing.T) {
 	}
 	h.w = nil
 	key := schemas.MustMarshal("z")
-	ev := kernel.EventRec{Schema: "com.test/Boom@1", Value: schemas.MustMarshal(&boom{Key: "z", Fan: 0}),
-		Stamp:   kernel.Stamp{NowNs: 5, LogicalNs: 5, Entropy: make([]byte, 32), Height: height, ManifestHash: man},
-		Targets: []kernel.TargetRec{{Workflow: "com.test/bomb@1", Key: key}}}
-	fault := kernel.FaultRec{Input: height + 1, Workflow: "com.test/bomb@1", Key: key, Reason: "forged", Class: kernel.FaultBudget}
+	ev := records.EventRec{Schema: "com.test/Boom@1", Value: schemas.MustMarshal(&boom{Key: "z", Fan: 0}),
+		Stamp:   records.Stamp{NowNs: 5, LogicalNs: 5, Entropy: make([]byte, 32), Height: height, ManifestHash: man},
+		Targets: []records.TargetRec{{Workflow: "com.test/bomb@1", Key: key}}}
+	fault := records.FaultRec{Input: height + 1, Workflow: "com.test/bomb@1", Key: key, Reason: "forged", Class: kernel.FaultBudget}
 	jn, err := journal.Open(h.db)
 	if err != nil {
 		t.Fatal(err)

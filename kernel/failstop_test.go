@@ -13,6 +13,7 @@ import (
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -213,7 +214,7 @@ func checkReopened(t *testing.T, dir string, run storageRun) {
 		case journal.KindFault:
 			t.Fatalf("a fault was journaled: seq %d", r.Seq)
 		case journal.KindEvent:
-			var ev kernel.EventRec
+			var ev records.EventRec
 			if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 				t.Fatal(err)
 			}

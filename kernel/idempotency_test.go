@@ -11,6 +11,7 @@ import (
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -58,14 +59,14 @@ func (h *harness) count(key string) int64 {
 }
 
 // eventsWithKey are the journaled events carrying idempotency key k.
-func eventsWithKey(t *testing.T, w *kernel.World, k string) []kernel.EventRec {
+func eventsWithKey(t *testing.T, w *kernel.World, k string) []records.EventRec {
 	t.Helper()
-	var out []kernel.EventRec
+	var out []records.EventRec
 	for _, r := range allRecords(t, w) {
 		if r.Kind != journal.KindEvent {
 			continue
 		}
-		var ev kernel.EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			t.Fatal(err)
 		}

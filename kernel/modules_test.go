@@ -14,6 +14,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -282,7 +283,7 @@ func TestEnvironmentalFaultAdoptedByReplay(t *testing.T) {
 	if o := cellOf(t, h, "other"); string(o.State) != `{"count":2}` {
 		t.Fatalf("the world stopped serving: other = %s", o.State)
 	}
-	var fault kernel.FaultRec
+	var fault records.FaultRec
 	for _, r := range allRecords(t, h.w) {
 		if r.Kind == journal.KindFault {
 			if err := schemas.UnmarshalTrusted(r.Body, &fault); err != nil {

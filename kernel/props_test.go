@@ -23,6 +23,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -231,7 +232,7 @@ func TestHotKeyCannotStarve(t *testing.T) {
 		if r.Kind != journal.KindStep {
 			continue
 		}
-		var s kernel.StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +343,7 @@ func TestCrashRecovery(t *testing.T) {
 		if !ok || r.Kind != journal.KindEvent {
 			t.Fatalf("acknowledged event seq %d (key %s) is missing after SIGKILL", seq, key)
 		}
-		var ev kernel.EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -297,7 +298,7 @@ func traceEntry(r journal.Record, match matchFilter) (TraceEntry, bool, error) {
 	var none schemas.Hash
 	switch r.Kind {
 	case journal.KindEvent:
-		var ev EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			return e, false, err
 		}
@@ -310,28 +311,28 @@ func traceEntry(r journal.Record, match matchFilter) (TraceEntry, bool, error) {
 		}
 		return e, false, nil
 	case journal.KindStep:
-		var s StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			return e, false, err
 		}
 		e.Input, e.StateHash, e.Deleted, e.Emitted, e.Intents = s.Input, s.StateHash, s.StateHash == nil, s.Emitted, s.Intents
 		return e, match(r.Kind, s.Workflow, s.Key, none), nil
 	case journal.KindFault:
-		var f FaultRec
+		var f records.FaultRec
 		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
 			return e, false, err
 		}
 		e.Input, e.Reason = f.Input, f.Reason
 		return e, match(r.Kind, f.Workflow, f.Key, none), nil
 	case journal.KindRecover:
-		var rr RecoverRec
+		var rr records.RecoverRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			return e, false, err
 		}
 		e.Input, e.Action, e.Fault, e.Skipped = rr.Input, rr.Action, rr.Fault, rr.Skipped
 		return e, match(r.Kind, rr.Workflow, rr.Key, none), nil
 	case journal.KindIntent:
-		var it IntentRec
+		var it records.IntentRec
 		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
 			return e, false, err
 		}
@@ -339,7 +340,7 @@ func traceEntry(r journal.Record, match matchFilter) (TraceEntry, bool, error) {
 		e.Value, _ = schemas.ToJSON(it.Params)
 		return e, match(r.Kind, it.OriginWorkflow, it.OriginKey, it.Hash), nil
 	case journal.KindReceipt:
-		var rr ReceiptRec
+		var rr records.ReceiptRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			return e, false, err
 		}
@@ -348,14 +349,14 @@ func traceEntry(r journal.Record, match matchFilter) (TraceEntry, bool, error) {
 		e.Value, _ = schemas.ToJSON(rr.Receipt.Payload)
 		return e, match(r.Kind, "", nil, rr.Receipt.Intent), nil
 	case journal.KindDrop:
-		var dr DropRec
+		var dr records.DropRec
 		if err := schemas.UnmarshalTrusted(r.Body, &dr); err != nil {
 			return e, false, err
 		}
 		e.Effect, e.Intents, e.Status, e.Executor, e.Reason = dr.Receipt.Effect, []schemas.Hash{dr.Receipt.Intent}, string(dr.Receipt.Status), dr.Receipt.Executor, dr.Reason
 		return e, match(r.Kind, "", nil, dr.Receipt.Intent), nil
 	case journal.KindFrame:
-		var fr FrameRec
+		var fr records.FrameRec
 		if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
 			return e, false, err
 		}
@@ -373,7 +374,7 @@ func Describe(r journal.Record) (map[string]any, error) {
 	var body any
 	switch r.Kind {
 	case journal.KindEvent:
-		var ev EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			return nil, err
 		}
@@ -393,14 +394,14 @@ func Describe(r journal.Record) (map[string]any, error) {
 		}
 		body = m
 	case journal.KindStep:
-		var s StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			return nil, err
 		}
 		body = map[string]any{"input": s.Input, "workflow": s.Workflow, "workflow_hash": s.WorkflowHash,
 			"key": KeyJSON(s.Key), "state_hash": s.StateHash, "emitted": s.Emitted, "intents": s.Intents}
 	case journal.KindFault:
-		var f FaultRec
+		var f records.FaultRec
 		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
 			return nil, err
 		}
@@ -410,7 +411,7 @@ func Describe(r journal.Record) (map[string]any, error) {
 		}
 		body = fb
 	case journal.KindIntent:
-		var it IntentRec
+		var it records.IntentRec
 		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
 			return nil, err
 		}
@@ -418,7 +419,7 @@ func Describe(r journal.Record) (map[string]any, error) {
 		body = map[string]any{"hash": it.Hash, "origin_workflow": it.OriginWorkflow, "origin_key": KeyJSON(it.OriginKey),
 			"effect": it.Effect, "params": json.RawMessage(params), "emitted_at": it.EmittedAt, "index": it.Index}
 	case journal.KindManifest:
-		var mr ManifestRec
+		var mr records.ManifestRec
 		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
 			return nil, err
 		}
@@ -428,13 +429,13 @@ func Describe(r journal.Record) (map[string]any, error) {
 		}
 		body = mb
 	case journal.KindConfig:
-		var cr ConfigRec
+		var cr records.ConfigRec
 		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
 			return nil, err
 		}
 		body = map[string]any{"limits": cr.Limits}
 	case journal.KindRecover:
-		var rr RecoverRec
+		var rr records.RecoverRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			return nil, err
 		}

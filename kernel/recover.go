@@ -12,10 +12,11 @@ import (
 	"github.com/google/btree"
 
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// Recover actions (RecoverRec.Action). Each un-fails the instance; they
+// Recover actions (records.RecoverRec.Action). Each un-fails the instance; they
 // differ in what becomes of the input that failed and of the cell's state.
 // Events journaled while the instance was failed are not delivered by any of
 // them: they were skipped for good.
@@ -51,24 +52,11 @@ const (
 	MaxFailedLimit     = 1000 // larger limits are cut to this
 )
 
-// RecoverRec is an operator's recover of a failed instance: a driver record.
-// Replay re-runs it through the same checks and action, and recomputes Input
-// and Skipped from the failed instance it rebuilt.
-type RecoverRec struct {
-	Workflow string `cbor:"workflow" json:"workflow"`
-	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
-	Action   string `cbor:"action" json:"action"`
-	Fault    uint64 `cbor:"fault" json:"fault"`                         // seq of the fault record answered
-	Input    uint64 `cbor:"input" json:"input"`                         // seq of the input whose step failed
-	Skipped  uint64 `cbor:"skipped,omitempty" json:"skipped,omitempty"` // events not delivered while failed
-	Stamp    Stamp  `cbor:"stamp" json:"stamp"`                         // when the operator acted
-}
-
 // failure is what a failed instance keeps about its failure.
 type failure struct {
 	seq     uint64    // the fault record
 	input   uint64    // the input whose step failed
-	class   string    // FaultRec.Class
+	class   string    // records.FaultRec.Class
 	skipped uint64    // events for the instance not delivered since
 	retry   *delivery // the failed delivery, for a retry; nil when it never reached the mailbox
 }
@@ -109,7 +97,7 @@ type RecoverResult struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-// FaultClassName names a FaultRec.Class for people: a business fault has
+// FaultClassName names a records.FaultRec.Class for people: a business fault has
 // the empty class.
 func FaultClassName(class string) string {
 	if class == FaultBusiness {
@@ -262,7 +250,7 @@ func (w *World) Recover(ctx context.Context, workflow string, key []byte, action
 // nil live (a new one is taken) and the journaled one in replay. Live, a
 // retry runs to idle here; in replay the retried delivery waits in the
 // mailbox for the step or fault record that follows.
-func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, stamp *Stamp) (uint64, error) {
+func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, stamp *records.Stamp) (uint64, error) {
 	in, err := st.checkRecover(wf, key, action, faultSeq)
 	if err != nil {
 		return 0, err
@@ -273,7 +261,7 @@ func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq 
 		s := st.newStamp()
 		stamp = &s
 	}
-	rec := RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped, Stamp: *stamp}
+	rec := records.RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped, Stamp: *stamp}
 	seq := st.emit(journal.KindRecover, schemas.MustMarshal(&rec))
 	if stamp.LogicalNs > st.logical {
 		st.logical = stamp.LogicalNs

@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -106,11 +107,11 @@ func reopenSame(t *testing.T, h *harness) {
 	}
 }
 
-func recoverRecs(t *testing.T, h *harness) []kernel.RecoverRec {
+func recoverRecs(t *testing.T, h *harness) []records.RecoverRec {
 	t.Helper()
-	var out []kernel.RecoverRec
+	var out []records.RecoverRec
 	for _, r := range recordsOf(t, h.w, journal.KindRecover) {
-		var rr kernel.RecoverRec
+		var rr records.RecoverRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			t.Fatal(err)
 		}
@@ -120,10 +121,10 @@ func recoverRecs(t *testing.T, h *harness) []kernel.RecoverRec {
 }
 
 // stepConsuming is the step record that consumed input seq.
-func stepConsuming(t *testing.T, h *harness, input uint64) *kernel.StepRec {
+func stepConsuming(t *testing.T, h *harness, input uint64) *records.StepRec {
 	t.Helper()
 	for _, r := range recordsOf(t, h.w, journal.KindStep) {
-		var s kernel.StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -127,9 +128,9 @@ func lastActive(t *testing.T, h *harness, key string) uint64 {
 }
 
 // lastManifestRec is the journal's latest manifest record.
-func lastManifestRec(t *testing.T, h *harness) kernel.ManifestRec {
+func lastManifestRec(t *testing.T, h *harness) records.ManifestRec {
 	t.Helper()
-	var mr kernel.ManifestRec
+	var mr records.ManifestRec
 	found := false
 	for _, r := range allRecords(t, h.w) {
 		if r.Kind == journal.KindManifest {
@@ -187,7 +188,7 @@ func TestStateSchemaIncompatibleChange(t *testing.T) {
 	}
 	recs := allRecords(t, h.w)
 	last := recs[len(recs)-1]
-	var fr kernel.FaultRec
+	var fr records.FaultRec
 	if last.Kind != journal.KindFault || schemas.UnmarshalTrusted(last.Body, &fr) != nil {
 		t.Fatalf("last record is %s, want the fault", last.Kind)
 	}
@@ -379,7 +380,7 @@ func TestStateSchemaLegacyJournal(t *testing.T) {
 		if r.Kind != journal.KindManifest {
 			continue
 		}
-		var mr kernel.ManifestRec
+		var mr records.ManifestRec
 		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
 			t.Fatal(err)
 		}
