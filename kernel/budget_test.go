@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -118,7 +117,7 @@ func TestDoublingCascadeStoppedByBudget(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/Boom@1", JSON: json.RawMessage(`{"key":"bomb","fan":2}`)}); err != nil {
+		if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/Boom@1", JSON: []byte(`{"key":"bomb","fan":2}`)}); err != nil {
 			errs <- fmt.Errorf("bomb: %w", err)
 		}
 	}()
@@ -162,8 +161,8 @@ func TestDoublingCascadeStoppedByBudget(t *testing.T) {
 		var c struct {
 			Count int `json:"count"`
 		}
-		if err := json.Unmarshal(v.State, &c); err != nil || c.Count != others/10 {
-			t.Fatalf("counter c%d = %s (%v), want %d: the other client's events were not all stepped", i, v.State, err, others/10)
+		if err := schemas.UnmarshalTrusted(v.State, &c); err != nil || c.Count != others/10 {
+			t.Fatalf("counter c%d = %s (%v), want %d: the other client's events were not all stepped", i, stateJSON(v), err, others/10)
 		}
 	}
 	st, err := h.w.Status(ctx)

@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -239,8 +238,8 @@ func checkReopened(t *testing.T, dir string, run storageRun) {
 		var c struct {
 			Count int `json:"count"`
 		}
-		if err := json.Unmarshal(v.State, &c); err != nil || c.Count != n {
-			t.Fatalf("cell %s = %s (%v), journal holds %d events for it", key, v.State, err, n)
+		if err := schemas.UnmarshalTrusted(v.State, &c); err != nil || c.Count != n {
+			t.Fatalf("cell %s = %s (%v), journal holds %d events for it", key, stateJSON(v), err, n)
 		}
 	}
 	if _, err := w.Submit(ctx, countEvent("after-reopen", 2)); err != nil {

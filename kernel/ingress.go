@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 
 	"github.com/aos-kernel/aos/journal"
@@ -18,7 +17,7 @@ type Event struct {
 	Schema string
 	// Exactly one of JSON and CBOR: the value as JSON (validated and converted
 	// through the schema) or as canonical CBOR.
-	JSON json.RawMessage
+	JSON []byte
 	CBOR []byte
 	// IdempotencyKey, when not empty, makes a resend safe: an event submitted
 	// with a key the world remembers (idempotency.go; Limits bound how long)

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -190,8 +189,7 @@ func stateSchemaOf(m *manifest.Manifest, name string) stateSchema {
 			doc = sys[n]
 		}
 		if len(doc) > 0 {
-			var v any
-			if err := json.Unmarshal(doc, &v); err == nil {
+			if v, err := schemas.DecodeJSON(doc); err == nil {
 				manifest.WalkRefs(v, add)
 			}
 		}
