@@ -6,7 +6,11 @@
 // Both the server and the CLI go through Backend. Local implements it over an
 // open *kernel.World; Client implements it over HTTP. The server's handlers
 // call a Local, so a command gives the same answer whether or not a daemon is
-// running: the JSON shapes are defined once, here.
+// running: the JSON shapes are defined once, here. The kernel answers with
+// plain structs holding canonical CBOR (shapes.go renders cells and failed
+// instances); what only reads the journal, trace and the journal listing,
+// reads the world's journal (kernel.World.Journal) with package records and
+// renders it here (trace.go). ParseLimits is the JSON side of limits.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon

@@ -62,9 +62,118 @@ func valueJSON(v []byte) json.RawMessage {
 // shape and error message shows keys (records.KeyJSON).
 func KeyJSON(key []byte) json.RawMessage { return records.KeyJSON(key) }
 
+// JournalEntry is one described journal record (GET /v1/journal, `aosd
+// journal --json`): its seq, kind and body, the body one of the *Body types
+// below for the kinds records knows, else the record's CBOR as JSON. Fields
+// are declared in name order, as the JSON has always listed them.
+type JournalEntry struct {
+	Body any    `json:"body"`
+	Kind string `json:"kind"`
+	Seq  uint64 `json:"seq"`
+}
+
+// StampBody is the part of a stamp people read: its entropy is left out.
+type StampBody struct {
+	Height       uint64       `json:"height"`
+	LogicalNs    uint64       `json:"logical_ns"`
+	ManifestHash schemas.Hash `json:"manifest_hash"`
+	NowNs        uint64       `json:"now_ns"`
+}
+
+// TargetBody is one delivery of an event.
+type TargetBody struct {
+	Key      json.RawMessage `json:"key"`
+	Workflow string          `json:"workflow"`
+}
+
+// OriginBody says which step emitted an event.
+type OriginBody struct {
+	Key      json.RawMessage `json:"key"`
+	Step     uint64          `json:"step"`
+	Workflow string          `json:"workflow"`
+}
+
+// EventBody is an event record (records.EventRec).
+type EventBody struct {
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Origin         *OriginBody     `json:"origin,omitempty"`
+	Schema         string          `json:"schema"`
+	Stamp          StampBody       `json:"stamp"`
+	Targets        []TargetBody    `json:"targets"`
+	Value          json.RawMessage `json:"value"`
+}
+
+// StepBody is a step record (records.StepRec).
+type StepBody struct {
+	Emitted      []uint64        `json:"emitted"`
+	Input        uint64          `json:"input"`
+	Intents      []schemas.Hash  `json:"intents"`
+	Key          json.RawMessage `json:"key"`
+	StateHash    *schemas.Hash   `json:"state_hash"`
+	Workflow     string          `json:"workflow"`
+	WorkflowHash schemas.Hash    `json:"workflow_hash"`
+}
+
+// FaultBody is a fault record (records.FaultRec).
+type FaultBody struct {
+	Class    string          `json:"class,omitempty"`
+	Input    uint64          `json:"input"`
+	Key      json.RawMessage `json:"key"`
+	Reason   string          `json:"reason"`
+	Workflow string          `json:"workflow"`
+}
+
+// IntentBody is an intent record (records.IntentRec).
+type IntentBody struct {
+	Effect         string          `json:"effect"`
+	EmittedAt      uint64          `json:"emitted_at"`
+	Hash           schemas.Hash    `json:"hash"`
+	Index          uint64          `json:"index"`
+	OriginKey      json.RawMessage `json:"origin_key"`
+	OriginWorkflow string          `json:"origin_workflow"`
+	Params         json.RawMessage `json:"params"`
+}
+
+// ManifestBody is a manifest record (records.ManifestRec), its source
+// counted, not shown.
+type ManifestBody struct {
+	Hash        schemas.Hash    `json:"hash"`
+	Limits      *records.Limits `json:"limits,omitempty"`
+	Name        string          `json:"name"`
+	SourceBytes int             `json:"source_bytes"`
+}
+
+// ConfigBody is a config record (records.ConfigRec).
+type ConfigBody struct {
+	Limits records.Limits `json:"limits"`
+}
+
+// RecoverBody is a recover record (records.RecoverRec).
+type RecoverBody struct {
+	Action   string          `json:"action"`
+	Fault    uint64          `json:"fault"`
+	Input    uint64          `json:"input"`
+	Key      json.RawMessage `json:"key"`
+	Skipped  uint64          `json:"skipped"`
+	Stamp    StampBody       `json:"stamp"`
+	Workflow string          `json:"workflow"`
+}
+
+// ReceiptBody is a receipt, drop or frame record: what an executor said
+// about an intent (a frame's seq is its attempt).
+type ReceiptBody struct {
+	Attempt  uint64          `json:"attempt,omitempty"`
+	Effect   string          `json:"effect,omitempty"`
+	Executor string          `json:"executor"`
+	Intent   schemas.Hash    `json:"intent"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	Status   string          `json:"status,omitempty"`
+}
+
 // Describe renders a journal record for people and `--json` output: the
 // record's fields with values, keys and states shown as JSON.
-func Describe(r journal.Record) (map[string]any, error) {
+func Describe(r journal.Record) (*JournalEntry, error) {
 	rec, err := records.Decode(r)
 	if err != nil {
 		return nil, err
@@ -72,61 +181,34 @@ func Describe(r journal.Record) (map[string]any, error) {
 	var body any
 	switch rec := rec.(type) {
 	case *records.EventRec:
-		targets := make([]map[string]any, len(rec.Targets))
+		b := &EventBody{IdempotencyKey: rec.IdempotencyKey, Schema: rec.Schema, Stamp: stampBody(&rec.Stamp),
+			Targets: make([]TargetBody, len(rec.Targets)), Value: valueJSON(rec.Value)}
 		for i, t := range rec.Targets {
-			targets[i] = map[string]any{"workflow": t.Workflow, "key": KeyJSON(t.Key)}
+			b.Targets[i] = TargetBody{Key: KeyJSON(t.Key), Workflow: t.Workflow}
 		}
-		m := map[string]any{"schema": rec.Schema, "value": valueJSON(rec.Value), "targets": targets,
-			"stamp": stampJSON(&rec.Stamp)}
-		if rec.Origin != nil {
-			m["origin"] = map[string]any{"workflow": rec.Origin.Workflow, "key": KeyJSON(rec.Origin.Key), "step": rec.Origin.Step}
+		if o := rec.Origin; o != nil {
+			b.Origin = &OriginBody{Key: KeyJSON(o.Key), Step: o.Step, Workflow: o.Workflow}
 		}
-		if rec.IdempotencyKey != "" {
-			m["idempotency_key"] = rec.IdempotencyKey
-		}
-		body = m
+		body = b
 	case *records.StepRec:
-		body = map[string]any{"input": rec.Input, "workflow": rec.Workflow, "workflow_hash": rec.WorkflowHash,
-			"key": KeyJSON(rec.Key), "state_hash": rec.StateHash, "emitted": rec.Emitted, "intents": rec.Intents}
+		body = &StepBody{Emitted: rec.Emitted, Input: rec.Input, Intents: rec.Intents, Key: KeyJSON(rec.Key),
+			StateHash: rec.StateHash, Workflow: rec.Workflow, WorkflowHash: rec.WorkflowHash}
 	case *records.FaultRec:
-		fb := map[string]any{"input": rec.Input, "workflow": rec.Workflow, "key": KeyJSON(rec.Key), "reason": rec.Reason}
-		if rec.Class != "" {
-			fb["class"] = rec.Class
-		}
-		body = fb
+		body = &FaultBody{Class: rec.Class, Input: rec.Input, Key: KeyJSON(rec.Key), Reason: rec.Reason, Workflow: rec.Workflow}
 	case *records.IntentRec:
-		body = map[string]any{"hash": rec.Hash, "origin_workflow": rec.OriginWorkflow, "origin_key": KeyJSON(rec.OriginKey),
-			"effect": rec.Effect, "params": valueJSON(rec.Params), "emitted_at": rec.EmittedAt, "index": rec.Index}
+		body = &IntentBody{Effect: rec.Effect, EmittedAt: rec.EmittedAt, Hash: rec.Hash, Index: rec.Index,
+			OriginKey: KeyJSON(rec.OriginKey), OriginWorkflow: rec.OriginWorkflow, Params: valueJSON(rec.Params)}
 	case *records.ManifestRec:
-		mb := map[string]any{"hash": rec.Hash, "name": rec.Name, "source_bytes": len(rec.Source)}
-		if rec.Limits != nil {
-			mb["limits"] = rec.Limits
-		}
-		body = mb
+		body = &ManifestBody{Hash: rec.Hash, Limits: rec.Limits, Name: rec.Name, SourceBytes: len(rec.Source)}
 	case *records.ConfigRec:
-		body = map[string]any{"limits": rec.Limits}
+		body = &ConfigBody{Limits: rec.Limits}
 	case *records.RecoverRec:
-		body = map[string]any{"workflow": rec.Workflow, "key": KeyJSON(rec.Key), "action": rec.Action,
-			"fault": rec.Fault, "input": rec.Input, "skipped": rec.Skipped, "stamp": stampJSON(&rec.Stamp)}
+		body = &RecoverBody{Action: rec.Action, Fault: rec.Fault, Input: rec.Input, Key: KeyJSON(rec.Key),
+			Skipped: rec.Skipped, Stamp: stampBody(&rec.Stamp), Workflow: rec.Workflow}
 	case *records.ReceiptRec, *records.DropRec, *records.FrameRec:
 		e, _ := records.Entry(r.Seq, r.Kind, rec)
-		m := map[string]any{"intent": e.Intents[0], "executor": e.Executor}
-		if e.Effect != "" {
-			m["effect"] = e.Effect
-		}
-		if e.Status != "" {
-			m["status"] = e.Status
-		}
-		if e.Reason != "" {
-			m["reason"] = e.Reason
-		}
-		if e.Attempt != 0 {
-			m["attempt"] = e.Attempt
-		}
-		if v := valueJSON(e.Value); v != nil {
-			m["payload"] = v
-		}
-		body = m
+		body = &ReceiptBody{Attempt: e.Attempt, Effect: e.Effect, Executor: e.Executor, Intent: e.Intents[0],
+			Payload: valueJSON(e.Value), Reason: e.Reason, Status: e.Status}
 	default:
 		js, err := schemas.ToJSON(r.Body)
 		if err != nil {
@@ -134,10 +216,9 @@ func Describe(r journal.Record) (map[string]any, error) {
 		}
 		body = json.RawMessage(js)
 	}
-	return map[string]any{"seq": r.Seq, "kind": string(r.Kind), "body": body}, nil
+	return &JournalEntry{Body: body, Kind: string(r.Kind), Seq: r.Seq}, nil
 }
 
-// stampJSON is the part of a stamp people read: its entropy is left out.
-func stampJSON(s *records.Stamp) map[string]any {
-	return map[string]any{"now_ns": s.NowNs, "logical_ns": s.LogicalNs, "height": s.Height, "manifest_hash": s.ManifestHash}
+func stampBody(s *records.Stamp) StampBody {
+	return StampBody{Height: s.Height, LogicalNs: s.LogicalNs, ManifestHash: s.ManifestHash, NowNs: s.NowNs}
 }

@@ -1,12 +1,9 @@
 package kernel
 
 import (
-	"bytes"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/aos-kernel/aos/internal/randval"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // TestContextEncodersMatchMarshal: the hand-written encoders of the values
@@ -14,20 +11,9 @@ import (
 // canonical encoder on random values (records/encode_test.go does the same
 // for the journal's records).
 func TestContextEncodersMatchMarshal(t *testing.T) {
-	seed := uint64(rand.Int64())
-	t.Logf("seed %d", seed)
-	g := randval.New(seed)
+	g := randval.Seeded(t)
 	num, bs, str := g.Num, g.Bytes, g.Str
-	check := func(what string, got []byte, v any) {
-		t.Helper()
-		want, err := schemas.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: hand encoder\n%x\nreflection encoder\n%x\nvalue %+v", what, got, want, v)
-		}
-	}
+	check := func(what string, got []byte, v any) { t.Helper(); randval.CheckMarshal(t, what, got, v) }
 	for i := 0; i < 5000; i++ {
 		c := workflowContext{NowNs: num(), LogicalNowNs: num(), Entropy: bs(), JournalHeight: num(), EventHash: str(),
 			ManifestHash: str(), Workflow: str(), WorkflowHash: str(), Key: bs(), CellMode: g.R.IntN(2) == 0}

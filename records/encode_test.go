@@ -1,8 +1,6 @@
 package records
 
 import (
-	"bytes"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/aos-kernel/aos/internal/randval"
@@ -15,20 +13,9 @@ import (
 // cover every optional field absent, empty and present, nil versus empty
 // slices, and integers at every CBOR head width.
 func TestRecordEncodersMatchMarshal(t *testing.T) {
-	seed := uint64(rand.Int64())
-	t.Logf("seed %d", seed)
-	g := randval.New(seed)
+	g := randval.Seeded(t)
 	r, num, bs, str, hash := g.R, g.Num, g.Bytes, g.Str, g.Hash
-	check := func(what string, got []byte, v any) {
-		t.Helper()
-		want, err := schemas.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: hand encoder\n%x\nreflection encoder\n%x\nvalue %+v", what, got, want, v)
-		}
-	}
+	check := func(what string, got []byte, v any) { t.Helper(); randval.CheckMarshal(t, what, got, v) }
 	for i := 0; i < 5000; i++ {
 		ev := EventRec{Schema: str(), Value: bs(), Stamp: Stamp{NowNs: num(), LogicalNs: num(), Entropy: bs(), Height: num(), ManifestHash: hash()}}
 		switch r.IntN(3) {

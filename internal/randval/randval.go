@@ -7,9 +7,32 @@ package randval
 import (
 	"bytes"
 	"math/rand/v2"
+	"testing"
 
 	"github.com/aos-kernel/aos/schemas"
 )
+
+// Seeded returns a generator with a random seed, logged so that a failing
+// run can be replayed with New.
+func Seeded(t testing.TB) *Gen {
+	t.Helper()
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	return New(seed)
+}
+
+// CheckMarshal fails t unless got is exactly schemas.Marshal(v): a hand
+// encoder's output held to the reflection-based canonical encoder.
+func CheckMarshal(t testing.TB, what string, got []byte, v any) {
+	t.Helper()
+	want, err := schemas.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: hand encoder\n%x\nreflection encoder\n%x\nvalue %+v", what, got, want, v)
+	}
+}
 
 // Gen draws values from one seeded source. It is not safe for concurrent use.
 type Gen struct{ R *rand.Rand }
