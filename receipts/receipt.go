@@ -89,7 +89,9 @@ func (r *Receipt) appendBody(b []byte) []byte { return appendReceipt(b, r, nil) 
 // key_id and signature in one map. The kernel journals every admitted
 // receipt this way (records.EncodeReceipt), so it is the body's encoder
 // too: one place knows the receipt's keys.
-func AppendSignedReceipt(b []byte, sr *SignedReceipt) []byte { return appendReceipt(b, &sr.Receipt, sr) }
+func AppendSignedReceipt(b []byte, sr *SignedReceipt) []byte {
+	return appendReceipt(b, &sr.Receipt, sr)
+}
 
 // SignedReceiptSize bounds the length of AppendSignedReceipt's output.
 func SignedReceiptSize(sr *SignedReceipt) int {
