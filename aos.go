@@ -98,7 +98,7 @@ func (w *World) Send(ctx context.Context, schema string, value json.RawMessage) 
 // Cell is one cell of a keyed workflow as `aosd cells show --json` shows it:
 // status and state as JSON. key is JSON if it parses as JSON, else a string
 // ("a" and `"a"` are the same key); an unkeyed workflow takes "".
-func (w *World) Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error) {
+func (w *World) Cell(ctx context.Context, workflow, key string) (*daemon.CellView, error) {
 	return w.h.Local().Cell(ctx, workflow, key)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -29,10 +30,10 @@ type Backend interface {
 	Limits(ctx context.Context) (kernel.Limits, error)
 	SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error)
 	// Cells lists one page of a workflow's cells (kernel.World.CellPage).
-	Cells(ctx context.Context, workflow string, q CellsQuery) (*kernel.CellPage, error)
+	Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error)
 	// Cell and Trace take the key as the user typed it (see ParseKey).
-	Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error)
-	Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error)
+	Cell(ctx context.Context, workflow, key string) (*CellView, error)
+	Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error)
 	// Failed pages through the failed instances (failed.go); Recover
 	// journals an operator's retry, reset or skip of one of them.
 	Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
@@ -47,7 +48,7 @@ type Backend interface {
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
 	// WaitQuiescent waits up to d for quiescence and reports whether it came.
 	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
-	TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error)
+	TraceIntent(ctx context.Context, hash string) ([]TraceEntry, error)
 	Keys(ctx context.Context) ([]KeyView, error)
 	// AddKey trusts a PEM public key under executor name for effects
 	// (exact names and "ns/*" namespaces; at least one, no sys/ effect).
@@ -157,7 +158,7 @@ func (l *Local) Status(ctx context.Context) (*kernel.Status, error) { return l.W
 
 // Cells implements Backend. A page size out of range or a cursor that is
 // not one is invalid_input naming the parameter (limit, after).
-func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*kernel.CellPage, error) {
+func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error) {
 	if q.Limit < 0 || q.Limit > kernel.MaxCellPage {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
 			"%d is not a page size: want 1..%d (0 or none: %d)", q.Limit, kernel.MaxCellPage, kernel.DefaultCellPage)
@@ -174,36 +175,33 @@ func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*kern
 	if err != nil {
 		return nil, AsError(err, where)
 	}
-	return p, nil
+	return CellPageView(p), nil
 }
 
 // Cell implements Backend.
-func (l *Local) Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error) {
+func (l *Local) Cell(ctx context.Context, workflow, key string) (*CellView, error) {
 	k, err := l.key(workflow, key)
 	if err != nil {
 		return nil, err
 	}
 	v, err := l.W.Cell(ctx, workflow, k)
 	if err != nil {
-		return nil, AsError(err, fmt.Sprintf("workflow %s key %s", workflow, kernel.KeyJSON(k)))
+		return nil, AsError(err, fmt.Sprintf("workflow %s key %s", workflow, KeyJSON(k)))
 	}
-	return v, nil
+	return CellViewOf(v), nil
 }
 
 // Trace implements Backend.
-func (l *Local) Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error) {
+func (l *Local) Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error) {
 	k, err := l.key(workflow, key)
 	if err != nil {
 		return nil, err
 	}
-	tr, err := l.W.Trace(ctx, workflow, k)
+	es, err := records.Trace(ctx, l.W.Journal(), workflow, k)
 	if err != nil {
-		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, kernel.KeyJSON(k)))
+		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, KeyJSON(k)))
 	}
-	if tr == nil {
-		tr = []kernel.TraceEntry{}
-	}
-	return tr, nil
+	return TraceView(es), nil
 }
 
 func (l *Local) workflow(name string) (*manifest.WorkflowDef, error) {
@@ -292,7 +290,7 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 			if len(q.Kinds) > 0 && !containsString(q.Kinds, string(r.Kind)) {
 				return true, nil
 			}
-			d, err := kernel.Describe(r)
+			d, err := Describe(r)
 			if err != nil {
 				return false, fmt.Errorf("record %d: %w", r.Seq, err)
 			}
@@ -448,7 +446,7 @@ func applyOutput(m *manifest.Manifest, res *kernel.ApplyResult, dry bool) *Apply
 		out.PreviousHash = &s
 	}
 	for _, b := range res.BlockedBy {
-		out.BlockedBy = append(out.BlockedBy, BlockerView{Kind: b.Kind, Workflow: b.Workflow, Key: kernel.KeyJSON(b.Key),
+		out.BlockedBy = append(out.BlockedBy, BlockerView{Kind: b.Kind, Workflow: b.Workflow, Key: KeyJSON(b.Key),
 			Status: b.Status, Intent: b.Intent, Effect: b.Effect})
 	}
 	return out

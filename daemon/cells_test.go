@@ -33,7 +33,7 @@ func cellsWorld(t *testing.T, n int) *served {
 }
 
 type pageBody struct {
-	Cells []kernel.CellInfo `json:"cells"`
+	Cells []daemon.CellInfo `json:"cells"`
 	Next  *string           `json:"next"`
 }
 

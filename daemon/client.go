@@ -100,8 +100,8 @@ func (c *Client) Status(ctx context.Context) (*kernel.Status, error) {
 }
 
 // Cells implements Backend.
-func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*kernel.CellPage, error) {
-	var out kernel.CellPage
+func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error) {
+	var out CellPage
 	v := url.Values{}
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
@@ -117,14 +117,14 @@ func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*ker
 		return nil, err
 	}
 	if out.Cells == nil {
-		out.Cells = []kernel.CellInfo{}
+		out.Cells = []CellInfo{}
 	}
 	return &out, nil
 }
 
 // Cell implements Backend.
-func (c *Client) Cell(ctx context.Context, workflow, key string) (*kernel.CellView, error) {
-	var out kernel.CellView
+func (c *Client) Cell(ctx context.Context, workflow, key string) (*CellView, error) {
+	var out CellView
 	if err := c.call(ctx, "GET", "/v1/cells/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
 		return nil, err
 	}
@@ -141,8 +141,8 @@ func escapeKey(key string) string {
 }
 
 // Trace implements Backend.
-func (c *Client) Trace(ctx context.Context, workflow, key string) ([]kernel.TraceEntry, error) {
-	var out []kernel.TraceEntry
+func (c *Client) Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error) {
+	var out []TraceEntry
 	if err := c.call(ctx, "GET", "/v1/trace/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,11 @@
 // running: the JSON shapes are defined once, here. Every handler goes through
 // one helper (handle.go): decode the body (size limit, strict JSON), call,
 // write the answer or map the error to a status and a JSON error body.
+// The kernel answers with
+// plain structs holding canonical CBOR (shapes.go renders cells and failed
+// instances); what only reads the journal, trace and the journal listing,
+// reads the world's journal (kernel.World.Journal) with package records and
+// renders it here (trace.go). ParseLimits is the JSON side of limits.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon

@@ -16,6 +16,7 @@ import (
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -209,7 +210,7 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 		}
 		out = append(out, ClaimedIntent{Hash: c.Hash.String(), Effect: c.Effect, Params: params,
 			ParamsCBOR: base64.StdEncoding.EncodeToString(c.Params), OriginWorkflow: c.OriginWorkflow,
-			OriginKey: kernel.KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil})
+			OriginKey: KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil})
 	}
 	return out, nil
 }
@@ -319,15 +320,16 @@ func (s *Server) removeKeyRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // TraceIntent implements Backend.
-func (l *Local) TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error) {
+func (l *Local) TraceIntent(ctx context.Context, hash string) ([]TraceEntry, error) {
 	h, err := schemas.ParseHash(hash)
 	if err != nil {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, hash, "%v", err)
 	}
-	tr, err := l.W.TraceIntent(ctx, h)
+	es, err := records.TraceIntent(ctx, l.W.Journal(), h)
 	if err != nil {
 		return nil, err
 	}
+	tr := TraceView(es)
 	if len(tr) == 0 {
 		return nil, newError(http.StatusNotFound, CodeNotFound, hash, "no intent with this hash in the journal")
 	}
@@ -377,8 +379,8 @@ func (l *Local) RemoveKey(_ context.Context, id string) error {
 }
 
 // TraceIntent implements Backend.
-func (c *Client) TraceIntent(ctx context.Context, hash string) ([]kernel.TraceEntry, error) {
-	var out []kernel.TraceEntry
+func (c *Client) TraceIntent(ctx context.Context, hash string) ([]TraceEntry, error) {
+	var out []TraceEntry
 	err := c.call(ctx, "GET", "/v1/intents/"+hash, nil, &out)
 	return out, err
 }

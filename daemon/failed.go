@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,8 @@ type FailedQuery struct {
 
 // FailedPage is one page of failed instances.
 type FailedPage struct {
-	Failed []kernel.FailedInfo `json:"failed"`
-	Next   string              `json:"next,omitempty"` // cursor of the next page; absent on the last
+	Failed []FailedInfo `json:"failed"`
+	Next   string       `json:"next,omitempty"` // cursor of the next page; absent on the last
 }
 
 // RecoverRequest is the body of POST /v1/failed/{workflow}/recover.
@@ -60,15 +61,15 @@ func (l *Local) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error) 
 		if err != nil {
 			return nil, err
 		}
-		page := &FailedPage{Failed: []kernel.FailedInfo{}}
+		page := &FailedPage{Failed: []FailedInfo{}}
 		fi, err := l.W.FailedInstance(ctx, q.Workflow, k)
 		switch {
 		case errors.Is(err, kernel.ErrNotFailed):
 			return page, nil
 		case err != nil:
-			return nil, AsError(err, fmt.Sprintf("workflow %s key %s", q.Workflow, kernel.KeyJSON(k)))
+			return nil, AsError(err, fmt.Sprintf("workflow %s key %s", q.Workflow, KeyJSON(k)))
 		}
-		page.Failed = append(page.Failed, *fi)
+		page.Failed = append(page.Failed, FailedInfoOf(fi))
 		return page, nil
 	}
 	rows, next, err := l.W.Failed(ctx, q.Workflow, q.Limit, q.After)
@@ -79,7 +80,11 @@ func (l *Local) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error) 
 		}
 		return nil, AsError(err, where)
 	}
-	return &FailedPage{Failed: rows, Next: next}, nil
+	page := &FailedPage{Failed: make([]FailedInfo, len(rows)), Next: next}
+	for i := range rows {
+		page.Failed[i] = FailedInfoOf(&rows[i])
+	}
+	return page, nil
 }
 
 // failedKey parses a typed key as key does, except that a workflow the
@@ -98,7 +103,17 @@ func (l *Local) failedKey(ctx context.Context, workflow, key string) ([]byte, er
 		texts = append(texts, []byte(key))
 	}
 	asString, _ := json.Marshal(key)
-	k, ok, err := l.W.FailedKeyFromJSON(ctx, workflow, append(texts, asString)...)
+	want := map[string]bool{}
+	for _, t := range append(texts, asString) {
+		var b bytes.Buffer
+		if json.Compact(&b, t) == nil {
+			want[b.String()] = true
+		}
+	}
+	k, ok, err := l.W.FailedKey(ctx, workflow, func(key []byte) bool {
+		var b bytes.Buffer
+		return json.Compact(&b, KeyJSON(key)) == nil && want[b.String()]
+	})
 	if err != nil {
 		return nil, AsError(err, "workflow "+workflow)
 	}
@@ -116,7 +131,7 @@ func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest
 	}
 	res, err := l.W.Recover(ctx, workflow, k, req.Action, req.FaultSeq)
 	if err != nil {
-		return nil, recoverError(err, fmt.Sprintf("workflow %s key %s", workflow, kernel.KeyJSON(k)))
+		return nil, recoverError(err, fmt.Sprintf("workflow %s key %s", workflow, KeyJSON(k)))
 	}
 	return &res, nil
 }

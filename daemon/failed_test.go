@@ -98,7 +98,7 @@ func tallyWorld(t *testing.T) (*served, func(builtin string)) {
 }
 
 type failedBody struct {
-	Failed []kernel.FailedInfo `json:"failed"`
+	Failed []daemon.FailedInfo `json:"failed"`
 	Next   string              `json:"next"`
 	Error  *struct {
 		Code, Message, Where string

@@ -1,10 +1,14 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // Limits implements Backend.
@@ -58,10 +62,27 @@ func (s *Server) limitsRoute(w http.ResponseWriter, r *http.Request) {
 func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
 	var lim kernel.Limits
 	parse := func(b []byte) (err error) {
-		if lim, err = kernel.ParseLimits(b); err != nil {
+		if lim, err = ParseLimits(b); err != nil {
 			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err)
 		}
 		return nil
 	}
 	s.handle(w, r, "limits", body{parse: parse}, func() (any, error) { return s.Backend.SetLimits(r.Context(), lim) })
+}
+
+// ParseLimits reads limits from JSON ({"max_steps_per_input": 100, ...}),
+// refusing unknown names (kernel.ErrInvalid): a misspelt limit must not be
+// silently ignored. The JSON side of limits lives here; the kernel checks
+// the values (kernel.CheckLimits).
+func ParseLimits(b []byte) (kernel.Limits, error) {
+	var l kernel.Limits
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return kernel.Limits{}, fmt.Errorf("%w: limits: %v (known limits: %v)", kernel.ErrInvalid, err, records.LimitNames())
+	}
+	if err := kernel.CheckLimits(l); err != nil {
+		return kernel.Limits{}, err
+	}
+	return l, nil
 }

@@ -293,7 +293,7 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 			t.Fatal(err)
 		}
 		var st map[string]any
-		if err := json.Unmarshal(v.State, &st); err != nil {
+		if err := json.Unmarshal(stateJSON(v.State), &st); err != nil {
 			t.Fatal(err)
 		}
 		if st["status"] != "ok" || st["receipts"] != float64(1) {

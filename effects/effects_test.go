@@ -24,6 +24,7 @@ import (
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -218,6 +219,16 @@ func (wd *world) quiet(t testing.TB) {
 	}
 }
 
+// stateJSON is a cell's canonical CBOR state as JSON (null for none), as
+// the API shows it.
+func stateJSON(state []byte) []byte {
+	js, err := schemas.ToJSON(state)
+	if err != nil {
+		return []byte("null")
+	}
+	return js
+}
+
 func (wd *world) cell(t testing.TB, wf, id string) map[string]any {
 	t.Helper()
 	v, err := wd.w.Cell(context.Background(), wf, schemas.MustMarshal(id))
@@ -225,7 +236,7 @@ func (wd *world) cell(t testing.TB, wf, id string) map[string]any {
 		t.Fatal(err)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(v.State, &m); err != nil {
+	if err := json.Unmarshal(stateJSON(v.State), &m); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -299,7 +310,7 @@ func TestHTTPRetriesShowInTrace(t *testing.T) {
 		v, _ := wd.w.Cell(context.Background(), "com.test/http@1", schemas.MustMarshal("h1"))
 		t.Fatalf("http state: %v (status %s: %s)", st, v.Status, v.Reason)
 	}
-	tr, err := wd.w.Trace(context.Background(), "com.test/http@1", schemas.MustMarshal("h1"))
+	tr, err := records.Trace(context.Background(), wd.w.Journal(), "com.test/http@1", schemas.MustMarshal("h1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,11 +140,7 @@ func oldWorldScenario(t *testing.T, w *kernel.World, pub *capture) {
 		t.Fatalf("want one budget fault, got %+v", failed)
 	}
 	for _, f := range failed {
-		key, ok, err := w.FailedKeyFromJSON(ctx, f.Workflow, f.Key)
-		if err != nil || !ok {
-			t.Fatalf("key of %s: %v %v", f.Workflow, ok, err)
-		}
-		if _, err := w.Recover(ctx, f.Workflow, key, "retry", f.FaultSeq); err != nil {
+		if _, err := w.Recover(ctx, f.Workflow, f.Key, "retry", f.FaultSeq); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -172,7 +173,11 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.cells[name] = string(v.State)
+			js, err := schemas.ToJSON(v.State)
+			if v.State == nil || err != nil {
+				js = []byte("null")
+			}
+			r.cells[name] = string(js)
 			continue
 		}
 		cells, err := w.Cells(ctx, name, 0)
@@ -180,7 +185,7 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 			t.Fatal(err)
 		}
 		for _, c := range cells {
-			r.cells[name+" "+string(c.Key)] = fmt.Sprintf("%s %s %d", c.Status, c.StateHash, c.Size)
+			r.cells[name+" "+string(records.KeyJSON(c.Key))] = fmt.Sprintf("%s %s %d", c.Status, c.StateHash, c.Size)
 		}
 	}
 	r.nativeSteps = int(nativeSteps.Load())
@@ -286,8 +291,8 @@ func TestExampleWorldsWasmEqualsNative(t *testing.T) {
 			for i := range wasmRun.records {
 				a, b := wasmRun.records[i], nativeRun.records[i]
 				if a.Seq != b.Seq || a.Kind != b.Kind || !bytes.Equal(a.Body, b.Body) {
-					da, _ := kernel.Describe(a)
-					db, _ := kernel.Describe(b)
+					da, _ := records.Decode(a)
+					db, _ := records.Decode(b)
 					t.Fatalf("record %d differs:\nwasm   %v\nnative %v", a.Seq, da, db)
 				}
 				if a.Kind == journal.KindFault {

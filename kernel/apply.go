@@ -9,6 +9,7 @@ import (
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -102,8 +103,8 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 // replaying a journal that predates journaled limits). So is sc, the
 // workflows whose state schema m changes (nil likewise for a journal that
 // predates that check); their schema epochs start here (schema_epoch.go).
-func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule, lim *Limits, sc *StateChangeRec) uint64 {
-	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source, Limits: lim, StateChange: sc}))
+func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule, lim *Limits, sc *records.StateChangeRec) uint64 {
+	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&records.ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source, Limits: lim, StateChange: sc}))
 	st.installStateChange(m, sc)
 	router, err := routing.New(m)
 	if err != nil {

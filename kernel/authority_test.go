@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -112,7 +112,7 @@ func startJob(t testing.TB, h *harness, job string, audit bool) kernel.OpenInten
 	t.Helper()
 	ctx := context.Background()
 	if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/JobStart@1",
-		JSON: json.RawMessage(fmt.Sprintf(`{"job":%q,"audit":%v}`, job, audit))}); err != nil {
+		JSON: []byte(fmt.Sprintf(`{"job":%q,"audit":%v}`, job, audit))}); err != nil {
 		t.Fatal(err)
 	}
 	its, err := h.w.PendingIntents(ctx)
@@ -131,7 +131,7 @@ func startJob(t testing.TB, h *harness, job string, audit bool) kernel.OpenInten
 func failJob(t testing.TB, h *harness, job string) {
 	t.Helper()
 	if _, err := h.w.Submit(context.Background(), kernel.Event{Schema: "com.test/JobFail@1",
-		JSON: json.RawMessage(fmt.Sprintf(`{"job":%q}`, job))}); err != nil {
+		JSON: []byte(fmt.Sprintf(`{"job":%q}`, job))}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -154,7 +154,7 @@ func jobState(t testing.TB, h *harness, job string) map[string]any {
 	}
 	m := map[string]any{"status": v.Status}
 	if v.State != nil {
-		if err := json.Unmarshal(v.State, &m); err != nil {
+		if err := schemas.UnmarshalTrusted(v.State, &m); err != nil {
 			t.Fatal(err)
 		}
 		m["status"] = v.Status
@@ -204,7 +204,7 @@ func TestReceiptAuthority(t *testing.T) {
 	refusedUnchanged(t, h, "key from an old keyring file", submit(jobReceipt(legacyKey, "legacy", runEffect, run)),
 		kernel.ErrUntrusted, receipts.KeyID(legacyKey.Public().(ed25519.PublicKey)), "executor legacy", runEffect, "add it again")
 	refusedUnchanged(t, h, "unknown key", submit(jobReceipt(strangeKey, "runner", runEffect, run)), kernel.ErrUntrusted)
-	if got := jobState(t, h, "a"); got["receipts"] != float64(0) || got["status"] != kernel.StatusWaiting {
+	if got := jobState(t, h, "a"); got["receipts"] != uint64(0) || got["status"] != kernel.StatusWaiting {
 		t.Fatalf("job after refused receipts: %v", got)
 	}
 	if _, err := h.w.SubmitReceipt(ctx, jobReceipt(runKey, "runner", runEffect, run)); err != nil {
@@ -215,7 +215,7 @@ func TestReceiptAuthority(t *testing.T) {
 		t.Fatalf("the auditor's receipt for its effect: %v", err)
 	}
 	for _, job := range []string{"a", "b"} {
-		if got := jobState(t, h, job); got["receipts"] != float64(1) {
+		if got := jobState(t, h, job); got["receipts"] != uint64(1) {
 			t.Fatalf("job %s: %v", job, got)
 		}
 	}
@@ -256,7 +256,7 @@ func TestFrameAuthority(t *testing.T) {
 	refusedUnchanged(t, h, "frame from an unknown key", submit(jobFrame(strangeKey, "runner", runEffect, run, 1, 1)), kernel.ErrUntrusted)
 	refusedUnchanged(t, h, "frame over max_frame_bytes", submit(jobFrame(runKey, "runner", runEffect, run, 1, strings.Repeat("x", maxBytes))),
 		kernel.ErrFrameRefused, "max_frame_bytes")
-	if got := jobState(t, h, "a"); got["frames"] != float64(0) {
+	if got := jobState(t, h, "a"); got["frames"] != uint64(0) {
 		t.Fatalf("refused frames reached the job: %v", got)
 	}
 
@@ -274,10 +274,10 @@ func TestFrameAuthority(t *testing.T) {
 	}
 	refusedUnchanged(t, h, "frame beyond max_frames_per_intent", submit(jobFrame(runKey, "runner", runEffect, run, 6, 60)),
 		kernel.ErrFrameRefused, "max_frames_per_intent")
-	if got := jobState(t, h, "a"); got["frames"] != float64(maxFrames) {
+	if got := jobState(t, h, "a"); got["frames"] != uint64(maxFrames) {
 		t.Fatalf("job after frames: %v", got)
 	}
-	var fr kernel.FrameRec
+	var fr records.FrameRec
 	for _, r := range allRecords(t, h.w) {
 		if r.Seq == seq {
 			if r.Kind != journal.KindFrame || schemas.UnmarshalTrusted(r.Body, &fr) != nil {
@@ -369,11 +369,11 @@ func TestLateReceipts(t *testing.T) {
 func checkIntentTrace(t *testing.T, h *harness, it kernel.OpenIntent, kinds ...string) {
 	t.Helper()
 	ctx := context.Background()
-	got, err := h.w.TraceIntent(ctx, it.Hash)
+	got, err := records.TraceIntent(ctx, h.w.Journal(), it.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := h.w.TraceIntentUnfiltered(ctx, it.Hash)
+	want, err := records.TraceIntentUnfiltered(ctx, h.w.Journal(), it.Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,11 +436,11 @@ func TestOldJournalDropsReplay(t *testing.T) {
 	ghost := it
 	ghost.Hash = schemas.HashBytes([]byte("never issued"))
 	gr := chargeReceipt(ghost, receipts.StatusOK, map[string]any{"charge_id": "x"})
-	stamp := kernel.Stamp{NowNs: 1 << 41, LogicalNs: 1 << 41, Entropy: make([]byte, 32), Height: height + 2, ManifestHash: man}
+	stamp := records.Stamp{NowNs: 1 << 41, LogicalNs: 1 << 41, Entropy: make([]byte, 32), Height: height + 2, ManifestHash: man}
 	recs := []journal.Record{
-		{Seq: height + 1, Kind: journal.KindDrop, Body: schemas.MustMarshal(&kernel.DropRec{Receipt: gr, Reason: old})},
-		{Seq: height + 2, Kind: journal.KindDrop, Body: schemas.MustMarshal(&kernel.DropRec{Receipt: gr, Reason: old})},
-		{Seq: height + 3, Kind: journal.KindFrame, Body: schemas.MustMarshal(&kernel.FrameRec{Intent: it.Hash, Seq: 1, Executor: "payments",
+		{Seq: height + 1, Kind: journal.KindDrop, Body: schemas.MustMarshal(&records.DropRec{Receipt: gr, Reason: old})},
+		{Seq: height + 2, Kind: journal.KindDrop, Body: schemas.MustMarshal(&records.DropRec{Receipt: gr, Reason: old})},
+		{Seq: height + 3, Kind: journal.KindFrame, Body: schemas.MustMarshal(&records.FrameRec{Intent: it.Hash, Seq: 1, Executor: "payments",
 			Payload: schemas.MustMarshal(map[string]any{"pct": 50}), Stamp: stamp})},
 	}
 	jn, err := journal.Open(h.db)
@@ -474,7 +474,7 @@ func TestOldJournalDropsReplay(t *testing.T) {
 
 // lastManifestHash is the hash of the manifest in force, from the journal.
 func lastManifestHash(t testing.TB, h *harness) schemas.Hash {
-	var mr kernel.ManifestRec
+	var mr records.ManifestRec
 	for _, r := range allRecords(t, h.w) {
 		if r.Kind == journal.KindManifest {
 			if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {

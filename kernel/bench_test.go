@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -46,9 +45,9 @@ func BenchmarkKeyedCounter(b *testing.B) {
 				mustApply(b, h, counterManifest)
 			}
 			const keys = 10000
-			evs := make([]json.RawMessage, keys)
+			evs := make([][]byte, keys)
 			for i := range evs {
-				evs[i] = json.RawMessage(fmt.Sprintf(`{"key":"key-%05d","by":1}`, i))
+				evs[i] = []byte(fmt.Sprintf(`{"key":"key-%05d","by":1}`, i))
 			}
 			var next atomic.Int64
 			b.ResetTimer()

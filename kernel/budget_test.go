@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -86,11 +86,11 @@ func recordsOf(t *testing.T, w *kernel.World, kind journal.Kind) []journal.Recor
 	return out
 }
 
-func faultsOf(t *testing.T, w *kernel.World) []kernel.FaultRec {
+func faultsOf(t *testing.T, w *kernel.World) []records.FaultRec {
 	t.Helper()
-	var out []kernel.FaultRec
+	var out []records.FaultRec
 	for _, r := range recordsOf(t, w, journal.KindFault) {
-		var f kernel.FaultRec
+		var f records.FaultRec
 		if err := schemas.UnmarshalTrusted(r.Body, &f); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestDoublingCascadeStoppedByBudget(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/Boom@1", JSON: json.RawMessage(`{"key":"bomb","fan":2}`)}); err != nil {
+		if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/Boom@1", JSON: []byte(`{"key":"bomb","fan":2}`)}); err != nil {
 			errs <- fmt.Errorf("bomb: %w", err)
 		}
 	}()
@@ -137,7 +137,7 @@ func TestDoublingCascadeStoppedByBudget(t *testing.T) {
 
 	steps := 0
 	for _, r := range recordsOf(t, h.w, journal.KindStep) {
-		var s kernel.StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -161,8 +161,8 @@ func TestDoublingCascadeStoppedByBudget(t *testing.T) {
 		var c struct {
 			Count int `json:"count"`
 		}
-		if err := json.Unmarshal(v.State, &c); err != nil || c.Count != others/10 {
-			t.Fatalf("counter c%d = %s (%v), want %d: the other client's events were not all stepped", i, v.State, err, others/10)
+		if err := schemas.UnmarshalTrusted(v.State, &c); err != nil || c.Count != others/10 {
+			t.Fatalf("counter c%d = %s (%v), want %d: the other client's events were not all stepped", i, stateJSON(v), err, others/10)
 		}
 	}
 	st, err := h.w.Status(ctx)
@@ -246,7 +246,7 @@ func TestLimitsAreJournaled(t *testing.T) {
 		t.Fatalf("height %d, want one config record after %d", h.w.Journal().Height(), height)
 	}
 	cfg := recordsOf(t, h.w, journal.KindConfig)
-	var cr kernel.ConfigRec
+	var cr records.ConfigRec
 	if len(cfg) != 1 || schemas.UnmarshalTrusted(cfg[0].Body, &cr) != nil || cr.Limits.MaxStepsPerInput != 5000 || cr.Limits.MaxCascadeDepth != 10 {
 		t.Fatalf("config records %v (%+v)", cfg, cr)
 	}
@@ -290,20 +290,6 @@ func TestLimitsAreJournaled(t *testing.T) {
 	}
 }
 
-// TestParseLimits: unknown names and negative values are refused by name.
-func TestParseLimits(t *testing.T) {
-	if _, err := kernel.ParseLimits([]byte(`{"max_stepz_per_input": 3}`)); err == nil || !strings.Contains(err.Error(), "max_stepz_per_input") {
-		t.Fatalf("unknown limit: %v", err)
-	}
-	if _, err := kernel.ParseLimits([]byte(`{"max_effects": -2}`)); err == nil || !strings.Contains(err.Error(), "max_effects") {
-		t.Fatalf("negative limit: %v", err)
-	}
-	l, err := kernel.ParseLimits([]byte(`{"max_steps_per_input": 3}`))
-	if err != nil || l.MaxStepsPerInput != 3 {
-		t.Fatalf("%+v %v", l, err)
-	}
-}
-
 // TestForgedBudgetFaultDiverges: replay checks a budget fault against its own
 // counts. A journal claiming an input ran out of budget when it had not
 // (here: right after the event, before any step) does not replay.
@@ -316,10 +302,10 @@ func TestForgedBudgetFaultDiverges(t *testing.T) {
 	}
 	h.w = nil
 	key := schemas.MustMarshal("z")
-	ev := kernel.EventRec{Schema: "com.test/Boom@1", Value: schemas.MustMarshal(&boom{Key: "z", Fan: 0}),
-		Stamp:   kernel.Stamp{NowNs: 5, LogicalNs: 5, Entropy: make([]byte, 32), Height: height, ManifestHash: man},
-		Targets: []kernel.TargetRec{{Workflow: "com.test/bomb@1", Key: key}}}
-	fault := kernel.FaultRec{Input: height + 1, Workflow: "com.test/bomb@1", Key: key, Reason: "forged", Class: kernel.FaultBudget}
+	ev := records.EventRec{Schema: "com.test/Boom@1", Value: schemas.MustMarshal(&boom{Key: "z", Fan: 0}),
+		Stamp:   records.Stamp{NowNs: 5, LogicalNs: 5, Entropy: make([]byte, 32), Height: height, ManifestHash: man},
+		Targets: []records.TargetRec{{Workflow: "com.test/bomb@1", Key: key}}}
+	fault := records.FaultRec{Input: height + 1, Workflow: "com.test/bomb@1", Key: key, Reason: "forged", Class: kernel.FaultBudget}
 	jn, err := journal.Open(h.db)
 	if err != nil {
 		t.Fatal(err)

@@ -22,10 +22,10 @@ const (
 
 // CellPage is one page of a workflow's cells (`aosd cells ls`).
 type CellPage struct {
-	Cells []CellInfo `json:"cells"`
-	// Next is the cursor to pass as after for the following page; empty
-	// (absent in JSON) on the last page.
-	Next string `json:"next,omitempty"`
+	Cells []CellInfo
+	// Next is the cursor to pass as after for the following page; empty on
+	// the last page.
+	Next string
 }
 
 // ParseCellCursor reads a page cursor: the Next of an earlier page (64 hex
@@ -109,17 +109,17 @@ func (w *World) CellPage(ctx context.Context, workflow, after string, limit int)
 	}); err != nil {
 		return nil, err
 	}
-	// Merging and rendering rows (a key as JSON is the costly part) happen
-	// here, off the loop.
+	// Merging rows happens here, off the loop (and rendering them as JSON,
+	// the costly part, in the daemon).
 	rows := mergeRows(khs, insts, limit+1)
 	page := &CellPage{Cells: make([]CellInfo, 0, min(len(rows), limit))}
 	for _, r := range rows[:min(len(rows), limit)] {
 		ci := CellInfo{Status: r.status, Reason: r.reason}
 		if r.cell >= 0 {
 			e := &es[r.cell]
-			ci.Key, ci.StateHash, ci.Size, ci.LastActive = KeyJSON(e.Key), e.StateHash, e.Size, e.LastActive
+			ci.Key, ci.StateHash, ci.Size, ci.LastActive = e.Key, e.StateHash, e.Size, e.LastActive
 		} else {
-			ci.Key = KeyJSON(r.key)
+			ci.Key = r.key
 		}
 		page.Cells = append(page.Cells, ci)
 	}

@@ -3,7 +3,6 @@ package kernel_test
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -143,7 +142,7 @@ func BenchmarkCellListing(b *testing.B) {
 			lat := make([]time.Duration, 0, events)
 			for range events {
 				k := r.IntN(cellsTotal)
-				ev := kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":"cell-%07d","by":1}`, k))}
+				ev := kernel.Event{Schema: "com.test/CountEvent@1", JSON: []byte(fmt.Sprintf(`{"key":"cell-%07d","by":1}`, k))}
 				t0 := time.Now()
 				if _, err := h.w.Submit(context.Background(), ev); err != nil {
 					b.Fatal(err)
@@ -192,7 +191,7 @@ func submitCounterCells(tb testing.TB, h *harness, from, to int) {
 			for start := range next {
 				evs = evs[:0]
 				for i := start; i < start+batch; i++ {
-					evs = append(evs, kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":"cell-%07d","by":%d}`, i, i%7+1))})
+					evs = append(evs, kernel.Event{Schema: "com.test/CountEvent@1", JSON: []byte(fmt.Sprintf(`{"key":"cell-%07d","by":%d}`, i, i%7+1))})
 				}
 				if _, err := h.w.Submit(context.Background(), evs...); err != nil {
 					tb.Error(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -80,7 +79,7 @@ func newMixHarness(t testing.TB, extra func(*kernel.Config)) *harness {
 }
 
 func mixOp(key, op string) kernel.Event {
-	return kernel.Event{Schema: "com.test/MixOp@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":%q,"op":%q}`, key, op))}
+	return kernel.Event{Schema: "com.test/MixOp@1", JSON: []byte(fmt.Sprintf(`{"key":%q,"op":%q}`, key, op))}
 }
 
 // mixRow is what a listing must show for a key.
@@ -128,16 +127,17 @@ func buildMix(t testing.TB, h *harness, n int) map[string]mixRow {
 	return want
 }
 
-// rowKeyHash is the listing position of a row: the key hash of its key.
-func rowKeyHash(key json.RawMessage) (schemas.Hash, error) {
+// rowKeyHash is the listing position of a row: the key hash of its key, a
+// canonical CBOR text.
+func rowKeyHash(key []byte) (schemas.Hash, error) {
 	var s string
-	if err := json.Unmarshal(key, &s); err != nil {
-		return schemas.Hash{}, fmt.Errorf("key %s: %w", key, err)
+	if err := schemas.Unmarshal(key, &s); err != nil {
+		return schemas.Hash{}, fmt.Errorf("key %x: %w", key, err)
 	}
-	return cells.KeyHash(schemas.MustMarshal(s)), nil
+	return cells.KeyHash(key), nil
 }
 
-func keyHashOf(t testing.TB, key json.RawMessage) schemas.Hash {
+func keyHashOf(t testing.TB, key []byte) schemas.Hash {
 	t.Helper()
 	kh, err := rowKeyHash(key)
 	if err != nil {
@@ -209,7 +209,7 @@ func checkRows(t testing.TB, what string, rows []kernel.CellInfo, want map[strin
 	seen := map[string]bool{}
 	for _, r := range rows {
 		var key string
-		if err := json.Unmarshal(r.Key, &key); err != nil {
+		if err := schemas.Unmarshal(r.Key, &key); err != nil {
 			t.Fatal(err)
 		}
 		if seen[key] {

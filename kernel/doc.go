@@ -26,6 +26,15 @@
 // byte for byte, with the journaled ones (replay-or-die). It never re-runs
 // the scheduler.
 //
+// Records and readers. The journal's record types and their encoders live in
+// package records, which the kernel writes with and readers decode with. The
+// kernel keeps only the queries that need the loop (Status, Cell, CellPage,
+// Failed, Limits) and answers with plain structs: keys and states stay
+// canonical CBOR, and the daemon renders them, and traces of the journal, as
+// JSON. No file here imports encoding/json, tests included (the scenario
+// harness renders typed records itself).
+//
 // Must not touch: wall clock, randomness (except through the ports), map
-// iteration where order matters, the network. Executors live elsewhere.
+// iteration where order matters, the network, JSON rendering. Executors live
+// elsewhere.
 package kernel

@@ -1,142 +1,25 @@
 package kernel
 
 import (
-	"bytes"
-	"math/rand/v2"
 	"testing"
 
-	"github.com/aos-kernel/aos/receipts"
-	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/internal/randval"
 )
 
-// TestRecordEncodersMatchMarshal: the hand-written encoders give exactly the
-// bytes of the reflection-based canonical encoder, on random records that
-// cover every optional field absent, empty and present, nil versus empty
-// slices, and integers at every CBOR head width.
-func TestRecordEncodersMatchMarshal(t *testing.T) {
-	seed := uint64(rand.Int64())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 7))
-	num := func() uint64 {
-		switch r.IntN(6) {
-		case 0:
-			return uint64(r.IntN(24))
-		case 1:
-			return 24 + uint64(r.IntN(232))
-		case 2:
-			return 256 + uint64(r.IntN(65280))
-		case 3:
-			return 65536 + uint64(r.Uint32())
-		case 4:
-			return 1<<32 + r.Uint64()>>1
-		}
-		return ^uint64(0) - uint64(r.IntN(3))
-	}
-	bs := func() []byte {
-		switch r.IntN(4) {
-		case 0:
-			return nil
-		case 1:
-			return []byte{}
-		}
-		b := make([]byte, r.IntN(300))
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		return b
-	}
-	str := func() string {
-		if r.IntN(4) == 0 {
-			return ""
-		}
-		return string(bytes.Repeat([]byte{'a' + byte(r.IntN(26))}, r.IntN(40)))
-	}
-	hash := func() schemas.Hash { return schemas.HashBytes(bs()) }
-	check := func(what string, got []byte, v any) {
-		t.Helper()
-		want, err := schemas.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: hand encoder\n%x\nreflection encoder\n%x\nvalue %+v", what, got, want, v)
-		}
-	}
+// TestContextEncodersMatchMarshal: the hand-written encoders of the values
+// handed to modules give exactly the bytes of the reflection-based
+// canonical encoder on random values (records/encode_test.go does the same
+// for the journal's records).
+func TestContextEncodersMatchMarshal(t *testing.T) {
+	g := randval.Seeded(t)
+	num, bs, str := g.Num, g.Bytes, g.Str
+	check := func(what string, got []byte, v any) { t.Helper(); randval.CheckMarshal(t, what, got, v) }
 	for i := 0; i < 5000; i++ {
-		ev := EventRec{Schema: str(), Value: bs(), Stamp: Stamp{NowNs: num(), LogicalNs: num(), Entropy: bs(), Height: num(), ManifestHash: hash()}}
-		switch r.IntN(3) {
-		case 0:
-		case 1:
-			ev.Targets = []TargetRec{}
-		default:
-			for n := r.IntN(30); n > 0; n-- {
-				ev.Targets = append(ev.Targets, TargetRec{Workflow: str(), Key: bs()})
-			}
-		}
-		if r.IntN(2) == 0 {
-			ev.Origin = &OriginRec{Workflow: str(), Key: bs(), Step: num(), Depth: num()}
-		}
-		if r.IntN(2) == 0 { // an ingress idempotency key, at every text head width
-			k := make([]byte, 1+r.IntN([]int{23, 255, 300}[r.IntN(3)]))
-			for i := range k {
-				k[i] = byte('!' + r.IntN(94))
-			}
-			ev.IdempotencyKey = string(k)
-		}
-		check("event", encodeEvent(&ev), &ev)
-
-		st := StepRec{Input: num(), Workflow: str(), WorkflowHash: hash(), Key: bs()}
-		if r.IntN(2) == 0 {
-			h := hash()
-			st.StateHash = &h
-		}
-		for n := r.IntN(3) * r.IntN(40); n > 0; n-- {
-			st.Emitted = append(st.Emitted, num())
-		}
-		if r.IntN(3) == 0 {
-			st.Emitted = []uint64{}
-		}
-		for n := r.IntN(3) * r.IntN(5); n > 0; n-- {
-			st.Intents = append(st.Intents, hash())
-		}
-		check("step", encodeStep(&st), &st)
-
-		id := IntentID{OriginWorkflow: str(), OriginWorkflowHash: hash(), OriginKey: bs(), Effect: str(), EffectHash: hash(),
-			Params: bs(), IdempotencyKey: bs(), IssuerRef: str(), EmittedAt: num(), Index: num()}
-		check("intent id", encodeIntentID(nil, &id), &id)
-		rec := IntentRec{Hash: hash(), IntentID: id}
-		check("intent", encodeIntentID(&rec.Hash, &rec.IntentID), &rec)
-
 		c := workflowContext{NowNs: num(), LogicalNowNs: num(), Entropy: bs(), JournalHeight: num(), EventHash: str(),
-			ManifestHash: str(), Workflow: str(), WorkflowHash: str(), Key: bs(), CellMode: r.IntN(2) == 0}
+			ManifestHash: str(), Workflow: str(), WorkflowHash: str(), Key: bs(), CellMode: g.R.IntN(2) == 0}
 		check("context", encodeContext(&c), &c)
-
-		sr := receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: hash(), Effect: str(), Executor: str(),
-			Status: receipts.Status(str()), Payload: bs(), Attempt: num(), IssuerRef: str()}, KeyID: str(), Signature: bs()}
-		rr := ReceiptRec{Receipt: sr, Stamp: Stamp{NowNs: num(), LogicalNs: num(), Entropy: bs(), Height: num(), ManifestHash: hash()}, Rejected: str()}
-		check("receipt", encodeReceipt(&rr), &rr)
 		env := receiptEnvelope{OriginWorkflow: str(), OriginWorkflowHash: str(), OriginKey: bs(), IntentHash: str(), Effect: str(),
 			Executor: str(), IssuerRef: str(), Payload: bs(), Status: str(), EmittedAtSeq: num(), Signature: bs()}
 		check("envelope", encodeEnvelope(&env), &env)
 	}
-}
-
-func BenchmarkRecordEncoders(b *testing.B) {
-	h := schemas.HashBytes([]byte("x"))
-	ev := EventRec{Schema: "com.test/CountEvent@1", Value: []byte{0xa2, 0x62, 'b', 'y', 1, 0x63, 'k', 'e', 'y', 0x61, 'a'},
-		Stamp:   Stamp{NowNs: 1 << 60, LogicalNs: 1 << 60, Entropy: h[:], Height: 123456, ManifestHash: h},
-		Targets: []TargetRec{{Workflow: "com.test/counter.step@1", Key: []byte{0x61, 'a'}}}}
-	st := StepRec{Input: 123456, Workflow: "com.test/counter.step@1", WorkflowHash: h, Key: []byte{0x61, 'a'}, StateHash: &h}
-	b.Run("reflection", func(b *testing.B) {
-		for b.Loop() {
-			schemas.MustMarshal(&ev)
-			schemas.MustMarshal(&st)
-		}
-	})
-	b.Run("hand", func(b *testing.B) {
-		for b.Loop() {
-			encodeEvent(&ev)
-			encodeStep(&st)
-		}
-	})
 }

@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -213,7 +213,7 @@ func checkReopened(t *testing.T, dir string, run storageRun) {
 		case journal.KindFault:
 			t.Fatalf("a fault was journaled: seq %d", r.Seq)
 		case journal.KindEvent:
-			var ev kernel.EventRec
+			var ev records.EventRec
 			if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 				t.Fatal(err)
 			}
@@ -238,8 +238,8 @@ func checkReopened(t *testing.T, dir string, run storageRun) {
 		var c struct {
 			Count int `json:"count"`
 		}
-		if err := json.Unmarshal(v.State, &c); err != nil || c.Count != n {
-			t.Fatalf("cell %s = %s (%v), journal holds %d events for it", key, v.State, err, n)
+		if err := schemas.UnmarshalTrusted(v.State, &c); err != nil || c.Count != n {
+			t.Fatalf("cell %s = %s (%v), journal holds %d events for it", key, stateJSON(v), err, n)
 		}
 	}
 	if _, err := w.Submit(ctx, countEvent("after-reopen", 2)); err != nil {

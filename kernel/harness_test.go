@@ -3,20 +3,16 @@ package kernel_test
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
@@ -242,73 +238,9 @@ func (h *harness) applyJSON(src string) (*kernel.ApplyResult, error) {
 }
 
 func (h *harness) send(schema, value string) (uint64, error) {
-	seqs, err := h.w.Submit(context.Background(), kernel.Event{Schema: schema, JSON: json.RawMessage(value)})
+	seqs, err := h.w.Submit(context.Background(), kernel.Event{Schema: schema, JSON: []byte(value)})
 	if err != nil {
 		return 0, err
 	}
 	return seqs[0], nil
-}
-
-// journalLines renders records after `from` compactly for scenario files.
-func (h *harness) journalLines(from uint64) string {
-	var sb strings.Builder
-	err := h.w.Journal().Read(from, func(r journal.Record) (bool, error) {
-		d, err := kernel.Describe(r)
-		if err != nil {
-			return false, err
-		}
-		sb.WriteString(compact(d))
-		sb.WriteByte('\n')
-		return true, nil
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return sb.String()
-}
-
-func compact(d map[string]any) string {
-	body, _ := json.Marshal(d["body"])
-	var m map[string]any
-	_ = json.Unmarshal(body, &m)
-	var parts []string
-	parts = append(parts, fmt.Sprintf("%v %v", d["seq"], d["kind"]))
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		switch k {
-		case "stamp", "workflow_hash", "hash", "source_bytes", "limits":
-			continue
-		}
-		v := m[k]
-		if v == nil {
-			continue
-		}
-		if s, ok := v.(string); ok && strings.HasPrefix(s, "sha256:") {
-			v = s[7:15]
-		}
-		if arr, ok := v.([]any); ok && len(arr) == 0 {
-			continue
-		}
-		js, _ := json.Marshal(v)
-		parts = append(parts, k+"="+shortHashes(string(js)))
-	}
-	return strings.Join(parts, " ")
-}
-
-func shortHashes(s string) string {
-	for {
-		i := strings.Index(s, "sha256:")
-		if i < 0 {
-			return s
-		}
-		end := i + 7 + 64
-		if end > len(s) {
-			return s
-		}
-		s = s[:i] + s[i+7:i+15] + s[end:]
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/aos-kernel/aos/records"
 	"math"
 	"time"
 )
@@ -131,7 +132,7 @@ func (t *idemTable) note(key *idemID, e idemEntry, lim *Limits) {
 // idempotency table. key is nil for an event without an idempotency key;
 // otherwise key and sum are idemKeyID and idemSum of the event, which live
 // ingress computed off the loop (Submit) and replay computes here.
-func (st *state) noteIngress(rec *EventRec, seq uint64, key *idemID, sum idemID) {
+func (st *state) noteIngress(rec *records.EventRec, seq uint64, key *idemID, sum idemID) {
 	e := idemEntry{seq: seq, logical: rec.Stamp.LogicalNs}
 	if key != nil {
 		e.sum = sum

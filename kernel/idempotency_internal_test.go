@@ -11,7 +11,7 @@ import (
 // ids, so their length does not matter): the figure docs/API.md states.
 // Run with -benchtime=1x.
 func BenchmarkIdempotencyTableMemory(b *testing.B) {
-	lim := Limits{}.withDefaults()
+	lim := limitsWithDefaults(Limits{})
 	n := lim.MaxIdempotencyKeys
 	keys := make([]idemID, n)
 	for i := range keys {
@@ -38,7 +38,7 @@ func BenchmarkIdempotencyTableMemory(b *testing.B) {
 // TestIdempotencyTableBounded: past the count limit the table holds exactly
 // the newest keys and its FIFO does not grow without bound.
 func TestIdempotencyTableBounded(t *testing.T) {
-	lim := Limits{MaxIdempotencyKeys: 100}.withDefaults()
+	lim := limitsWithDefaults(Limits{MaxIdempotencyKeys: 100})
 	var tb idemTable
 	for i := range 100_000 {
 		k := idemKeyID(fmt.Sprint("k", i))

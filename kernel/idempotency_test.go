@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -51,21 +51,21 @@ func (h *harness) count(key string) int64 {
 		h.t.Fatalf("cell %s: %v", key, err)
 	}
 	var s struct{ Count int64 }
-	if err := json.Unmarshal(v.State, &s); err != nil {
-		h.t.Fatalf("cell %s state %s: %v", key, v.State, err)
+	if err := schemas.UnmarshalTrusted(v.State, &s); err != nil {
+		h.t.Fatalf("cell %s state %s: %v", key, stateJSON(v), err)
 	}
 	return s.Count
 }
 
 // eventsWithKey are the journaled events carrying idempotency key k.
-func eventsWithKey(t *testing.T, w *kernel.World, k string) []kernel.EventRec {
+func eventsWithKey(t *testing.T, w *kernel.World, k string) []records.EventRec {
 	t.Helper()
-	var out []kernel.EventRec
+	var out []records.EventRec
 	for _, r := range allRecords(t, w) {
 		if r.Kind != journal.KindEvent {
 			continue
 		}
-		var ev kernel.EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestIdempotentResend(t *testing.T) {
 	}
 	height := h.height()
 	for _, js := range []string{`{"key":"a","by":1}`, `{ "by": 1, "key": "a" }`} {
-		ev := kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(js), IdempotencyKey: "order-1"}
+		ev := kernel.Event{Schema: "com.test/CountEvent@1", JSON: []byte(js), IdempotencyKey: "order-1"}
 		if got := h.ingest(ev)[0]; got != (kernel.Ingested{Seq: first.Seq, Duplicate: true}) {
 			t.Fatalf("resend %s: %+v, want seq %d duplicate", js, got, first.Seq)
 		}
@@ -123,7 +123,7 @@ func TestIdempotencyConflict(t *testing.T) {
 	h := idemHarness(t, kernel.Limits{})
 	orig := h.ingest(keyed("k1", countEvent("a", 1)))[0]
 	height := h.height()
-	total := kernel.Event{Schema: "com.test/Total@1", JSON: json.RawMessage(`{"key":"a","count":1}`)}
+	total := kernel.Event{Schema: "com.test/Total@1", JSON: []byte(`{"key":"a","count":1}`)}
 	for name, evs := range map[string][]kernel.Event{
 		"other value":            {keyed("k1", countEvent("a", 2))},
 		"other schema":           {keyed("k1", total)},

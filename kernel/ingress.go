@@ -3,11 +3,11 @@ package kernel
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -17,7 +17,7 @@ type Event struct {
 	Schema string
 	// Exactly one of JSON and CBOR: the value as JSON (validated and converted
 	// through the schema) or as canonical CBOR.
-	JSON json.RawMessage
+	JSON []byte
 	CBOR []byte
 	// IdempotencyKey, when not empty, makes a resend safe: an event submitted
 	// with a key the world remembers (idempotency.go; Limits bound how long)
@@ -156,7 +156,7 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 		}
 	}
 	st.beginInput()
-	rec := &EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp(), IdempotencyKey: ev.key}
+	rec := &records.EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp(), IdempotencyKey: ev.key}
 	seq := st.emitEvent(rec, targets, 0)
 	if ev.key != "" {
 		st.noteIngress(rec, seq, &ev.keyID, ev.sum)
@@ -169,7 +169,7 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 }
 
 // newStamp takes time and entropy from the ports; the only place they enter.
-func (st *state) newStamp() Stamp {
+func (st *state) newStamp() records.Stamp {
 	now := st.w.cfg.Clock.NowNs()
 	logical := now
 	if logical <= st.logical {
@@ -177,30 +177,30 @@ func (st *state) newStamp() Stamp {
 	}
 	ent := make([]byte, 32)
 	st.w.cfg.Entropy.Fill(ent)
-	return Stamp{NowNs: now, LogicalNs: logical, Entropy: ent, Height: st.seq, ManifestHash: st.man.Hash}
+	return records.Stamp{NowNs: now, LogicalNs: logical, Entropy: ent, Height: st.seq, ManifestHash: st.man.Hash}
 }
 
 // childStamp is the stamp of an event a step emits: the parent's time, and
 // entropy derived by hashing, so the cascade needs no port.
-func childStamp(parent *Stamp, seq uint64) Stamp {
+func childStamp(parent *records.Stamp, seq uint64) records.Stamp {
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], seq)
 	h := schemas.HashBytes(append(append([]byte(nil), parent.Entropy...), buf[:]...))
-	return Stamp{NowNs: parent.NowNs, LogicalNs: parent.LogicalNs, Entropy: h[:],
+	return records.Stamp{NowNs: parent.NowNs, LogicalNs: parent.LogicalNs, Entropy: h[:],
 		Height: seq - 1, ManifestHash: parent.ManifestHash}
 }
 
 // emitEvent journals an event with its targets and delivers it to their
 // mailboxes. Returns its seq.
-func (st *state) emitEvent(rec *EventRec, targets []routing.Target, depth uint64) uint64 {
-	rec.Targets = make([]TargetRec, len(targets))
+func (st *state) emitEvent(rec *records.EventRec, targets []routing.Target, depth uint64) uint64 {
+	rec.Targets = make([]records.TargetRec, len(targets))
 	for i, t := range targets {
-		rec.Targets[i] = TargetRec{Workflow: t.Workflow, Key: t.Key}
+		rec.Targets[i] = records.TargetRec{Workflow: t.Workflow, Key: t.Key}
 	}
-	body := encodeEvent(rec)
+	body := records.EncodeEvent(rec)
 	seq := st.emit(journal.KindEvent, body)
-	if rec.LogicalNs() > st.logical {
-		st.logical = rec.LogicalNs()
+	if rec.Stamp.LogicalNs > st.logical {
+		st.logical = rec.Stamp.LogicalNs
 	}
 	eh := schemas.HashBytes(body)
 	stamp := rec.Stamp
@@ -219,9 +219,6 @@ func (st *state) emitEvent(rec *EventRec, targets []routing.Target, depth uint64
 	}
 	return seq
 }
-
-// LogicalNs is the event's logical time.
-func (r *EventRec) LogicalNs() uint64 { return r.Stamp.LogicalNs }
 
 // emit assigns the next seq to a record and queues it for the committer.
 func (st *state) emit(kind journal.Kind, body []byte) uint64 {

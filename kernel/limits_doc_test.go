@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // TestLimitsDocumented: docs/limits.md's table lists every limit, with the
@@ -23,7 +24,7 @@ func TestLimitsDocumented(t *testing.T) {
 		doc[m[1]] = parseSize(t, m[1], m[2])
 	}
 	def := kernel.DefaultLimits().NonZero()
-	for _, name := range kernel.LimitNames() {
+	for _, name := range records.LimitNames() {
 		got, ok := doc[name]
 		if !ok {
 			t.Errorf("limit %s is not in docs/limits.md", name)

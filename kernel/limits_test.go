@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -95,7 +94,7 @@ func TestStepLimitsAndAdmission(t *testing.T) {
 		{"long-error", []string{"step returned an error: ééé", "... (12024 bytes in all)"}},
 	} {
 		t.Run(c.act, func(t *testing.T) {
-			ev := kernel.Event{Schema: "com.test/LimitAct@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":%q,"act":%q}`, c.act, c.act))}
+			ev := kernel.Event{Schema: "com.test/LimitAct@1", JSON: []byte(fmt.Sprintf(`{"key":%q,"act":%q}`, c.act, c.act))}
 			if _, err := h.w.Submit(context.Background(), ev); err != nil {
 				t.Fatal(err)
 			}

@@ -97,8 +97,8 @@ func TestMillionCells(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := fmt.Sprintf(`{"count":%d}`, i%7+1); string(v.State) != want {
-			t.Fatalf("cell-%07d: state %s, want %s", i, v.State, want)
+		if want := fmt.Sprintf(`{"count":%d}`, i%7+1); stateJSON(v) != want {
+			t.Fatalf("cell-%07d: state %s, want %s", i, stateJSON(v), want)
 		}
 	}
 }

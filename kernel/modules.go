@@ -14,7 +14,7 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// Fault classes (FaultRec.Class).
+// Fault classes (records.FaultRec.Class).
 const (
 	// FaultBusiness is the workflow's own doing (a trap, a panic, malformed
 	// output, a limit): replay re-runs the step and must reproduce it. It is

@@ -14,6 +14,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -208,8 +209,8 @@ func TestWasmArtifactsLiveInTheWorld(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.reopen()
-	if v := cellOf(t, h, "a"); string(v.State) != `{"count":3}` {
-		t.Fatalf("state after reopen %s", v.State)
+	if v := cellOf(t, h, "a"); stateJSON(v) != `{"count":3}` {
+		t.Fatalf("state after reopen %s", stateJSON(v))
 	}
 }
 
@@ -279,10 +280,10 @@ func TestEnvironmentalFaultAdoptedByReplay(t *testing.T) {
 	if v.Status != kernel.StatusFailed || !strings.Contains(v.Reason, "environmental") || !strings.Contains(v.Reason, "timeout") {
 		t.Fatalf("slow cell: status %s reason %q", v.Status, v.Reason)
 	}
-	if o := cellOf(t, h, "other"); string(o.State) != `{"count":2}` {
-		t.Fatalf("the world stopped serving: other = %s", o.State)
+	if o := cellOf(t, h, "other"); stateJSON(o) != `{"count":2}` {
+		t.Fatalf("the world stopped serving: other = %s", stateJSON(o))
 	}
-	var fault kernel.FaultRec
+	var fault records.FaultRec
 	for _, r := range allRecords(t, h.w) {
 		if r.Kind == journal.KindFault {
 			if err := schemas.UnmarshalTrusted(r.Body, &fault); err != nil {
@@ -337,8 +338,8 @@ func TestEnvironmentalFailureDuringReplayStops(t *testing.T) {
 	if n := len(allRecords(t, h.w)); n != height {
 		t.Fatalf("journal height %d after the failed open, want %d", n, height)
 	}
-	if v := cellOf(t, h, "a"); string(v.State) != `{"count":5}` {
-		t.Fatalf("state %s", v.State)
+	if v := cellOf(t, h, "a"); stateJSON(v) != `{"count":5}` {
+		t.Fatalf("state %s", stateJSON(v))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -23,6 +22,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -60,7 +60,7 @@ func mustApply(t testing.TB, h *harness, src string) {
 }
 
 func countEvent(key string, by int) kernel.Event {
-	return kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":%q,"by":%d}`, key, by))}
+	return kernel.Event{Schema: "com.test/CountEvent@1", JSON: []byte(fmt.Sprintf(`{"key":%q,"by":%d}`, key, by))}
 }
 
 func allRecords(t testing.TB, w *kernel.World) []journal.Record {
@@ -181,7 +181,7 @@ func TestNoMisrouting(t *testing.T) {
 			t.Fatal(err)
 		}
 		var st struct{ Count int64 }
-		if err := json.Unmarshal(v.State, &st); err != nil {
+		if err := schemas.UnmarshalTrusted(v.State, &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.Count != want[k] {
@@ -222,7 +222,7 @@ func TestHotKeyCannotStarve(t *testing.T) {
  {"$kind":"manifest","name":"com.test/chain","routing":{"subscriptions":[{"event":"com.test/Chain@1","workflow":"com.test/chain@1","key_field":"key"}]}}
 ]`)
 	if _, err := h.w.Submit(context.Background(), kernel.Event{Schema: "com.test/Chain@1",
-		JSON: json.RawMessage(`{"key":"hot","left":40,"also":"cold"}`)}); err != nil {
+		JSON: []byte(`{"key":"hot","left":40,"also":"cold"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var hotSteps []uint64
@@ -231,11 +231,11 @@ func TestHotKeyCannotStarve(t *testing.T) {
 		if r.Kind != journal.KindStep {
 			continue
 		}
-		var s kernel.StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			t.Fatal(err)
 		}
-		switch string(kernel.KeyJSON(s.Key)) {
+		switch string(records.KeyJSON(s.Key)) {
 		case `"hot"`:
 			hotSteps = append(hotSteps, r.Seq)
 		case `"cold"`:
@@ -273,8 +273,8 @@ func TestReopenAfterCleanStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(v.State) != `{"count":15}` {
-		t.Fatalf("k0 state %s, want count 15", v.State)
+	if stateJSON(v) != `{"count":15}` {
+		t.Fatalf("k0 state %s, want count 15", stateJSON(v))
 	}
 }
 
@@ -342,7 +342,7 @@ func TestCrashRecovery(t *testing.T) {
 		if !ok || r.Kind != journal.KindEvent {
 			t.Fatalf("acknowledged event seq %d (key %s) is missing after SIGKILL", seq, key)
 		}
-		var ev kernel.EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -482,11 +482,11 @@ func testMaterializeInSlices(t *testing.T, bg bool) {
 			n, ok := want[key]
 			switch {
 			case !ok && err == nil:
-				t.Fatalf("%s: deleted cell %s reads %s", when, key, v.State)
+				t.Fatalf("%s: deleted cell %s reads %s", when, key, stateJSON(v))
 			case ok && err != nil:
 				t.Fatalf("%s: cell %s: %v", when, key, err)
-			case ok && string(v.State) != fmt.Sprintf(`{"count":%d}`, n):
-				t.Fatalf("%s: cell %s is %s, want count %d", when, key, v.State, n)
+			case ok && stateJSON(v) != fmt.Sprintf(`{"count":%d}`, n):
+				t.Fatalf("%s: cell %s is %s, want count %d", when, key, stateJSON(v), n)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -40,7 +41,7 @@ type nopPublisher struct{}
 
 func (nopPublisher) Publish([]OpenIntent, []schemas.Hash) {}
 
-func (st *state) openIntent(it *IntentRec) OpenIntent {
+func (st *state) openIntent(it *records.IntentRec) OpenIntent {
 	oi := OpenIntent{Hash: it.Hash, Effect: it.Effect, Params: it.Params, OriginWorkflow: it.OriginWorkflow,
 		OriginKey: it.OriginKey, IssuerRef: it.IssuerRef, EmittedAt: it.EmittedAt}
 	if def := st.effectDef(it.Effect); def != nil {

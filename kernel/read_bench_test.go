@@ -2,11 +2,11 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -17,7 +17,7 @@ func readWorld(b *testing.B) *harness {
 	mustApply(b, h, counterManifest)
 	batch := make([]kernel.Event, 0, 1000)
 	for i := 0; i < readEvents; i++ {
-		batch = append(batch, kernel.Event{Schema: "com.test/CountEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":"key-%05d","by":1}`, i%readKeys))})
+		batch = append(batch, kernel.Event{Schema: "com.test/CountEvent@1", JSON: []byte(fmt.Sprintf(`{"key":"key-%05d","by":1}`, i%readKeys))})
 		if len(batch) == cap(batch) {
 			if _, err := h.w.Submit(context.Background(), batch...); err != nil {
 				b.Fatal(err)
@@ -38,7 +38,7 @@ func BenchmarkTrace(b *testing.B) {
 	key := schemas.MustMarshal("key-00042")
 	b.ResetTimer()
 	for b.Loop() {
-		tr, err := h.w.Trace(context.Background(), "com.test/counter@1", key)
+		tr, err := records.Trace(context.Background(), h.w.Journal(), "com.test/counter@1", key)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -102,12 +103,12 @@ func TestRejectedReceiptWithoutArmFails(t *testing.T) {
 
 	// The journal holds the receipt (with its rejection), then the fault on it.
 	rr := recordAt(t, h, res.Seq)
-	var rec kernel.ReceiptRec
+	var rec records.ReceiptRec
 	if rr.Kind != journal.KindReceipt || schemas.UnmarshalTrusted(rr.Body, &rec) != nil || rec.Rejected != res.Rejected {
 		t.Fatalf("record %d is %s %+v, want the rejected receipt", res.Seq, rr.Kind, rec)
 	}
 	fr := recordAt(t, h, res.Seq+1)
-	var fault kernel.FaultRec
+	var fault records.FaultRec
 	if fr.Kind != journal.KindFault || schemas.UnmarshalTrusted(fr.Body, &fault) != nil {
 		t.Fatalf("record %d is %s, want the fault", res.Seq+1, fr.Kind)
 	}
@@ -143,7 +144,7 @@ func TestRejectedReceiptWithArmDelivered(t *testing.T) {
 		t.Fatalf("after the rejected receipt: %v", got)
 	}
 	sr := recordAt(t, h, res.Seq+1)
-	var step kernel.StepRec
+	var step records.StepRec
 	if sr.Kind != journal.KindStep || schemas.UnmarshalTrusted(sr.Body, &step) != nil || step.Input != res.Seq {
 		t.Fatalf("record %d is %s %+v, want the step on the receipt", res.Seq+1, sr.Kind, step)
 	}

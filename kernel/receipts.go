@@ -8,6 +8,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -36,44 +37,6 @@ var (
 	// Limits.MaxFrameBytes. Nothing is recorded.
 	ErrFrameRefused = errors.New("kernel: stream frame refused")
 )
-
-// ReceiptRec is a receipt admitted for a pending intent.
-type ReceiptRec struct {
-	Receipt  receipts.SignedReceipt `cbor:"receipt"`
-	Stamp    Stamp                  `cbor:"stamp"`
-	Rejected string                 `cbor:"rejected,omitempty"` // payload failed validation
-}
-
-// DropRec is a validly signed receipt fenced off: its intent was not
-// pending. Since drops were bounded (fence.go) the kernel journals one only
-// for the first late receipt for an intent settled without a receipt;
-// older journals hold drops for every receipt of an intent not pending, and
-// replay re-emits whatever drops the journal holds.
-type DropRec struct {
-	Receipt receipts.SignedReceipt `cbor:"receipt"`
-	Reason  string                 `cbor:"reason"`
-}
-
-// FrameRec is a stream frame: non-authoritative progress of one intent.
-// Effect, KeyID and Signature are the signed frame's (receipts.SignedFrame);
-// they are absent from frames journaled before frames were signed, and
-// replay, which trusts what the journal admitted, does not verify them.
-type FrameRec struct {
-	Intent    schemas.Hash `cbor:"intent"`
-	Seq       uint64       `cbor:"seq"`
-	Executor  string       `cbor:"executor"`
-	Payload   []byte       `cbor:"payload"`
-	Stamp     Stamp        `cbor:"stamp"`
-	Effect    string       `cbor:"effect,omitempty"`
-	KeyID     string       `cbor:"key_id,omitempty"`
-	Signature []byte       `cbor:"signature,omitempty"`
-}
-
-// signed is the frame the record journaled.
-func (fr *FrameRec) signed() *receipts.SignedFrame {
-	return &receipts.SignedFrame{Frame: receipts.Frame{Intent: fr.Intent, Effect: fr.Effect, Seq: fr.Seq,
-		Executor: fr.Executor, Payload: fr.Payload}, KeyID: fr.KeyID, Signature: fr.Signature}
-}
 
 // Frame is a stream frame offered by an executor, signed by a key trusted
 // for its effect (see receipts.SignFrame).
@@ -189,7 +152,7 @@ func (w *World) PendingIntents(ctx context.Context) ([]OpenIntent, error) {
 // ingestReceipt admits one verified receipt. stamp is nil live (a new stamp
 // is taken if the receipt is delivered) and the journaled stamp in replay,
 // where a refusal is a divergence (the journal holds only admitted receipts).
-func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) (ReceiptResult, error) {
+func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *records.Stamp) (ReceiptResult, error) {
 	it := st.inflight[sr.Intent]
 	if it == nil {
 		return st.lateReceipt(sr)
@@ -211,7 +174,7 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *Stamp) (Receip
 	} else if err := schemas.CheckCanonical(sr.Payload); err != nil {
 		rejected = "payload: " + err.Error()
 	}
-	body := encodeReceipt(&ReceiptRec{Receipt: *sr, Stamp: *stamp, Rejected: rejected})
+	body := records.EncodeReceipt(&records.ReceiptRec{Receipt: *sr, Stamp: *stamp, Rejected: rejected})
 	seq := st.emit(journal.KindReceipt, body)
 	if stamp.LogicalNs > st.logical {
 		st.logical = stamp.LogicalNs
@@ -268,7 +231,7 @@ func (st *state) lateReceipt(sr *receipts.SignedReceipt) (ReceiptResult, error) 
 	}
 	reason := fmt.Sprintf("late receipt: intent settled at seq %d without a receipt (its instance failed)", e.seq)
 	st.beginInput()
-	seq := st.emit(journal.KindDrop, schemas.MustMarshal(&DropRec{Receipt: *sr, Reason: reason}))
+	seq := st.emit(journal.KindDrop, schemas.MustMarshal(&records.DropRec{Receipt: *sr, Reason: reason}))
 	st.fence.noteDrop(sr.Intent, seq)
 	return ReceiptResult{Seq: seq, Dropped: true, Reason: reason}, nil
 }
@@ -276,7 +239,7 @@ func (st *state) lateReceipt(sr *receipts.SignedReceipt) (ReceiptResult, error) 
 // replayDrop re-emits a journaled drop record as it is: a journal written
 // before drops were bounded may hold drops the live loop would now refuse
 // to journal (repeats, intents never issued), and they stay part of it.
-func (st *state) replayDrop(dr *DropRec, body []byte) {
+func (st *state) replayDrop(dr *records.DropRec, body []byte) {
 	st.beginInput()
 	seq := st.emit(journal.KindDrop, body)
 	st.fence.noteDrop(dr.Receipt.Intent, seq)
@@ -294,7 +257,7 @@ func effectMismatch(what string, h schemas.Hash, keyID, executor, claimed, actua
 // effect and the per-intent frame count are judged live only: replay trusts
 // the frames the journal admitted (and frames journaled before frames were
 // signed carry no effect).
-func (st *state) ingestFrame(f *Frame, stamp *Stamp) (uint64, error) {
+func (st *state) ingestFrame(f *Frame, stamp *records.Stamp) (uint64, error) {
 	it := st.inflight[f.Intent]
 	if it == nil {
 		return 0, fmt.Errorf("%w: intent %s is not pending", ErrFrameRefused, f.Intent)
@@ -316,7 +279,7 @@ func (st *state) ingestFrame(f *Frame, stamp *Stamp) (uint64, error) {
 		s := st.newStamp()
 		stamp = &s
 	}
-	body := schemas.MustMarshal(&FrameRec{Intent: f.Intent, Seq: f.Seq, Executor: f.Executor, Payload: f.Payload, Stamp: *stamp,
+	body := schemas.MustMarshal(&records.FrameRec{Intent: f.Intent, Seq: f.Seq, Executor: f.Executor, Payload: f.Payload, Stamp: *stamp,
 		Effect: f.Effect, KeyID: f.KeyID, Signature: f.Signature})
 	seq := st.emit(journal.KindFrame, body)
 	if stamp.LogicalNs > st.logical { // logical time never runs backwards (newStamp)
@@ -408,7 +371,7 @@ func (st *state) failInstanceClass(in *instance, input uint64, reason, class str
 // is in the mailbox is dropped and counted as skipped.
 func (st *state) failDelivery(in *instance, input uint64, d *delivery, reason, class string) {
 	reason = capReason(reason)
-	seq := st.emit(journal.KindFault, schemas.MustMarshal(&FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
+	seq := st.emit(journal.KindFault, schemas.MustMarshal(&records.FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
 	if class == FaultEnvironmental {
 		if rt := st.wfs[in.wf]; rt != nil && rt.mod != nil && rt.mod.runner != nil {
 			rt.mod.runner.Reset()

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -22,6 +21,7 @@ import (
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -111,7 +111,7 @@ func newOrderHarness(t testing.TB, onDisk bool) (*harness, *capture) {
 func createOrder(t testing.TB, h *harness, id string) {
 	t.Helper()
 	if _, err := h.w.Submit(context.Background(), kernel.Event{Schema: "com.test/OrderCreated@1",
-		JSON: json.RawMessage(fmt.Sprintf(`{"order_id":%q,"amount":100}`, id))}); err != nil {
+		JSON: []byte(fmt.Sprintf(`{"order_id":%q,"amount":100}`, id))}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -128,7 +128,7 @@ func orderState(t testing.TB, h *harness, id string) map[string]any {
 		t.Fatal(err)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(v.State, &m); err != nil {
+	if err := schemas.UnmarshalTrusted(v.State, &m); err != nil {
 		t.Fatal(err)
 	}
 	m["status"] = v.Status
@@ -212,7 +212,7 @@ func TestAdversarialReceipts(t *testing.T) {
 	if !errors.Is(err, kernel.ErrReceiptDuplicate) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", res.Seq)) || height() != before {
 		t.Fatalf("duplicate: %v (want ErrReceiptDuplicate naming seq %d), journal %d -> %d", err, res.Seq, before, height())
 	}
-	if got := orderState(t, h, "o1"); got["receipts"] != float64(1) || got["pc"] != "done" {
+	if got := orderState(t, h, "o1"); got["receipts"] != uint64(1) || got["pc"] != "done" {
 		t.Fatalf("after duplicate: %v (delivered twice?)", got)
 	}
 	if n := countKind(t, h.w, journal.KindDrop); n != 0 {
@@ -242,7 +242,7 @@ func TestAdversarialReceipts(t *testing.T) {
 func checkTracePrefilter(t *testing.T, h *harness, it, it2 kernel.OpenIntent) {
 	t.Helper()
 	ctx := context.Background()
-	kinds := func(es []kernel.TraceEntry) string {
+	kinds := func(es []records.TraceEntry) string {
 		var b strings.Builder
 		for _, e := range es {
 			fmt.Fprintf(&b, "%d:%s ", e.Seq, e.Kind)
@@ -251,11 +251,11 @@ func checkTracePrefilter(t *testing.T, h *harness, it, it2 kernel.OpenIntent) {
 	}
 	for _, id := range []string{"o1", "o2", "o3"} {
 		key := schemas.MustMarshal(id)
-		got, err := h.w.Trace(ctx, it.OriginWorkflow, key)
+		got, err := records.Trace(ctx, h.w.Journal(), it.OriginWorkflow, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := h.w.TraceUnfiltered(ctx, it.OriginWorkflow, key)
+		want, err := records.TraceUnfiltered(ctx, h.w.Journal(), it.OriginWorkflow, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,11 +267,11 @@ func checkTracePrefilter(t *testing.T, h *harness, it, it2 kernel.OpenIntent) {
 		}
 	}
 	for _, x := range []kernel.OpenIntent{it, it2} {
-		got, err := h.w.TraceIntent(ctx, x.Hash)
+		got, err := records.TraceIntent(ctx, h.w.Journal(), x.Hash)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := h.w.TraceIntentUnfiltered(ctx, x.Hash)
+		want, err := records.TraceIntentUnfiltered(ctx, h.w.Journal(), x.Hash)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestIdenticalParamsDistinctIntents(t *testing.T) {
 	const n = 1000
 	evs := make([]kernel.Event, n)
 	for i := range evs {
-		evs[i] = kernel.Event{Schema: "com.test/OrderCreated@1", JSON: json.RawMessage(fmt.Sprintf(`{"order_id":"o%04d","amount":100}`, i))}
+		evs[i] = kernel.Event{Schema: "com.test/OrderCreated@1", JSON: []byte(fmt.Sprintf(`{"order_id":"o%04d","amount":100}`, i))}
 	}
 	if _, err := h.w.Submit(context.Background(), evs...); err != nil {
 		t.Fatal(err)
@@ -325,7 +325,7 @@ func TestIdenticalParamsDistinctIntents(t *testing.T) {
 		t.Fatalf("status %+v: a receipt reached the wrong cell or was lost", s)
 	}
 	for i := 0; i < n; i += 97 {
-		if got := orderState(t, h, fmt.Sprintf("o%04d", i)); got["pc"] != "done" || got["receipts"] != float64(1) {
+		if got := orderState(t, h, fmt.Sprintf("o%04d", i)); got["pc"] != "done" || got["receipts"] != uint64(1) {
 			t.Fatalf("o%04d: %v", i, got)
 		}
 	}
@@ -488,7 +488,7 @@ func flushChild(mode string) {
 	}
 	arm := func() { armed.Lock(); killNext = true; armed.Unlock() }
 	create := func(id string) error {
-		_, err := w.Submit(context.Background(), kernel.Event{Schema: "com.test/OrderCreated@1", JSON: json.RawMessage(`{"order_id":"` + id + `","amount":5}`)})
+		_, err := w.Submit(context.Background(), kernel.Event{Schema: "com.test/OrderCreated@1", JSON: []byte(`{"order_id":"` + id + `","amount":5}`)})
 		return err
 	}
 	if mode == "intent" {

@@ -1,10 +1,8 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,10 +10,11 @@ import (
 	"github.com/google/btree"
 
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// Recover actions (RecoverRec.Action). Each un-fails the instance; they
+// Recover actions (records.RecoverRec.Action). Each un-fails the instance; they
 // differ in what becomes of the input that failed and of the cell's state.
 // Events journaled while the instance was failed are not delivered by any of
 // them: they were skipped for good.
@@ -51,24 +50,11 @@ const (
 	MaxFailedLimit     = 1000 // larger limits are cut to this
 )
 
-// RecoverRec is an operator's recover of a failed instance: a driver record.
-// Replay re-runs it through the same checks and action, and recomputes Input
-// and Skipped from the failed instance it rebuilt.
-type RecoverRec struct {
-	Workflow string `cbor:"workflow" json:"workflow"`
-	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
-	Action   string `cbor:"action" json:"action"`
-	Fault    uint64 `cbor:"fault" json:"fault"`                         // seq of the fault record answered
-	Input    uint64 `cbor:"input" json:"input"`                         // seq of the input whose step failed
-	Skipped  uint64 `cbor:"skipped,omitempty" json:"skipped,omitempty"` // events not delivered while failed
-	Stamp    Stamp  `cbor:"stamp" json:"stamp"`                         // when the operator acted
-}
-
 // failure is what a failed instance keeps about its failure.
 type failure struct {
 	seq     uint64    // the fault record
 	input   uint64    // the input whose step failed
-	class   string    // FaultRec.Class
+	class   string    // records.FaultRec.Class
 	skipped uint64    // events for the instance not delivered since
 	retry   *delivery // the failed delivery, for a retry; nil when it never reached the mailbox
 }
@@ -80,24 +66,23 @@ func (in *instance) skipEvent() {
 	}
 }
 
-// FailedInfo is one failed instance (`aosd failed ls`).
+// FailedInfo is one failed instance (`aosd failed ls`). Key is canonical
+// CBOR (nil for an unkeyed workflow); the daemon renders it as JSON.
 type FailedInfo struct {
-	Workflow string          `json:"workflow"`
-	Key      json.RawMessage `json:"key"`
-	Input    uint64          `json:"input"`     // seq of the input whose step failed
-	FaultSeq uint64          `json:"fault_seq"` // seq of the fault record; a recover must name it
-	Reason   string          `json:"reason"`
-	Class    string          `json:"class"`   // "business", "environmental" or "budget"
-	Skipped  uint64          `json:"skipped"` // events addressed to it since it failed (never delivered)
+	Workflow string
+	Key      []byte
+	Input    uint64 // seq of the input whose step failed
+	FaultSeq uint64 // seq of the fault record; a recover must name it
+	Reason   string
+	Class    string // "business", "environmental" or "budget"
+	Skipped  uint64 // events addressed to it since it failed (never delivered)
 	// InputSchema is the schema the failed input was delivered as, when it
 	// was kept for a retry.
-	InputSchema string `json:"input_schema,omitempty"`
+	InputSchema string
 	// Retryable says whether retry can deliver the failed input again under
 	// the current manifest; RetryBlocked says why not.
-	Retryable    bool   `json:"retryable"`
-	RetryBlocked string `json:"retry_blocked,omitempty"`
-
-	rawKey []byte // canonical CBOR, for the page cursor
+	Retryable    bool
+	RetryBlocked string
 }
 
 // RecoverResult says what a recover did.
@@ -109,7 +94,7 @@ type RecoverResult struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-// FaultClassName names a FaultRec.Class for people: a business fault has
+// FaultClassName names a records.FaultRec.Class for people: a business fault has
 // the empty class.
 func FaultClassName(class string) string {
 	if class == FaultBusiness {
@@ -175,7 +160,7 @@ func (w *World) Failed(ctx context.Context, workflow string, limit int, after st
 }
 
 // id is the index key of the row (workflow, key): the cursor's content.
-func (fi *FailedInfo) id() string { return fi.Workflow + "\x00" + string(fi.rawKey) }
+func (fi *FailedInfo) id() string { return fi.Workflow + "\x00" + string(fi.Key) }
 
 // FailedInstance reports one failed instance; ErrNotFailed when it is not.
 // key is canonical CBOR (nil for an unkeyed workflow).
@@ -197,28 +182,20 @@ func (w *World) FailedInstance(ctx context.Context, workflow string, key []byte)
 	return out, qerr
 }
 
-// FailedKeyFromJSON finds the key of a failed instance of workflow whose key
-// renders (as KeyJSON renders it) as one of the JSON texts given. It is for
-// callers that cannot parse a typed key because the workflow has left the
-// manifest (its key schema went with it) while some of its instances are
-// still failed; it scans that workflow's failed instances. ok is false when
-// none matches.
-func (w *World) FailedKeyFromJSON(ctx context.Context, workflow string, texts ...[]byte) (key []byte, ok bool, err error) {
-	want := map[string]bool{}
-	for _, t := range texts {
-		var b bytes.Buffer
-		if json.Compact(&b, t) == nil {
-			want[b.String()] = true
-		}
-	}
+// FailedKey finds the key of a failed instance of workflow that match
+// accepts. It is for callers that cannot parse a typed key because the
+// workflow has left the manifest (its key schema went with it) while some
+// of its instances are still failed; it scans that workflow's failed
+// instances, calling match on the loop (it must be quick and must not call
+// the world). ok is false when none matches.
+func (w *World) FailedKey(ctx context.Context, workflow string, match func(key []byte) bool) (key []byte, ok bool, err error) {
 	err = w.do(ctx, func(st *state) {
 		prefix := workflow + "\x00"
 		st.failed.ascend(prefix, func(in *instance) bool {
 			if !strings.HasPrefix(in.id, prefix) {
 				return false
 			}
-			var b bytes.Buffer
-			if json.Compact(&b, KeyJSON(in.key)) == nil && want[b.String()] {
+			if match(in.key) {
 				key, ok = in.key, true
 				return false
 			}
@@ -262,7 +239,7 @@ func (w *World) Recover(ctx context.Context, workflow string, key []byte, action
 // nil live (a new one is taken) and the journaled one in replay. Live, a
 // retry runs to idle here; in replay the retried delivery waits in the
 // mailbox for the step or fault record that follows.
-func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, stamp *Stamp) (uint64, error) {
+func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, stamp *records.Stamp) (uint64, error) {
 	in, err := st.checkRecover(wf, key, action, faultSeq)
 	if err != nil {
 		return 0, err
@@ -273,7 +250,7 @@ func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq 
 		s := st.newStamp()
 		stamp = &s
 	}
-	rec := RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped, Stamp: *stamp}
+	rec := records.RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped, Stamp: *stamp}
 	seq := st.emit(journal.KindRecover, schemas.MustMarshal(&rec))
 	if stamp.LogicalNs > st.logical {
 		st.logical = stamp.LogicalNs
@@ -363,8 +340,8 @@ func (st *state) retryBlocked(in *instance) string {
 // failedInfo describes a failed instance.
 func (st *state) failedInfo(in *instance) FailedInfo {
 	f := in.fault
-	fi := FailedInfo{Workflow: in.wf, Key: KeyJSON(in.key), Input: f.input, FaultSeq: f.seq, Reason: in.reason,
-		Class: FaultClassName(f.class), Skipped: f.skipped, rawKey: in.key}
+	fi := FailedInfo{Workflow: in.wf, Key: in.key, Input: f.input, FaultSeq: f.seq, Reason: in.reason,
+		Class: FaultClassName(f.class), Skipped: f.skipped}
 	if f.retry != nil {
 		fi.InputSchema = f.retry.schema
 	}

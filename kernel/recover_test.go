@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,6 +14,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -88,8 +88,8 @@ func countOf(t *testing.T, h *harness, key string) int {
 	var c struct {
 		Count int `json:"count"`
 	}
-	if err := json.Unmarshal(v.State, &c); err != nil {
-		t.Fatalf("state %s: %v", v.State, err)
+	if err := schemas.UnmarshalTrusted(v.State, &c); err != nil {
+		t.Fatalf("state %s: %v", stateJSON(v), err)
 	}
 	return c.Count
 }
@@ -106,11 +106,11 @@ func reopenSame(t *testing.T, h *harness) {
 	}
 }
 
-func recoverRecs(t *testing.T, h *harness) []kernel.RecoverRec {
+func recoverRecs(t *testing.T, h *harness) []records.RecoverRec {
 	t.Helper()
-	var out []kernel.RecoverRec
+	var out []records.RecoverRec
 	for _, r := range recordsOf(t, h.w, journal.KindRecover) {
-		var rr kernel.RecoverRec
+		var rr records.RecoverRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			t.Fatal(err)
 		}
@@ -120,10 +120,10 @@ func recoverRecs(t *testing.T, h *harness) []kernel.RecoverRec {
 }
 
 // stepConsuming is the step record that consumed input seq.
-func stepConsuming(t *testing.T, h *harness, input uint64) *kernel.StepRec {
+func stepConsuming(t *testing.T, h *harness, input uint64) *records.StepRec {
 	t.Helper()
 	for _, r := range recordsOf(t, h.w, journal.KindStep) {
-		var s kernel.StepRec
+		var s records.StepRec
 		if err := schemas.UnmarshalTrusted(r.Body, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestRecoverRetryAfterFix(t *testing.T) {
 
 	fi := failedOf(t, h, counterWF, "k")
 	if fi.Input != bad || fi.Class != "business" || fi.Skipped != 1 || !fi.Retryable ||
-		fi.InputSchema != "com.test/CountEvent@1" || !strings.Contains(fi.Reason, "unlucky") || string(fi.Key) != `"k"` {
+		fi.InputSchema != "com.test/CountEvent@1" || !strings.Contains(fi.Reason, "unlucky") || string(records.KeyJSON(fi.Key)) != `"k"` {
 		t.Fatalf("failed info %+v: want input %d, business, 1 skipped, retryable", fi, bad)
 	}
 
@@ -212,7 +212,7 @@ func TestRecoverRetryAfterFix(t *testing.T) {
 	if err != nil || len(rows) != 0 || next != "" {
 		t.Fatalf("failed after replay: %v %q %v", rows, next, err)
 	}
-	tr, err := h.w.Trace(ctx, counterWF, ckey("k"))
+	tr, err := records.Trace(ctx, h.w.Journal(), counterWF, ckey("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,12 +372,12 @@ func TestRecoverEnvironmentalRetry(t *testing.T) {
 	if err != nil || res.Status != kernel.StatusCompleted {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
-	if v := cellOf(t, h, "slow"); string(v.State) != `{"count":7}` {
-		t.Fatalf("state after retry %s", v.State)
+	if v := cellOf(t, h, "slow"); stateJSON(v) != `{"count":7}` {
+		t.Fatalf("state after retry %s", stateJSON(v))
 	}
 	reopenSame(t, h)
-	if v := cellOf(t, h, "slow"); string(v.State) != `{"count":7}` || v.Status != kernel.StatusCompleted {
-		t.Fatalf("after replay: %s %s", v.Status, v.State)
+	if v := cellOf(t, h, "slow"); stateJSON(v) != `{"count":7}` || v.Status != kernel.StatusCompleted {
+		t.Fatalf("after replay: %s %s", v.Status, stateJSON(v))
 	}
 }
 
@@ -392,7 +392,7 @@ func TestRecoverBudgetRetry(t *testing.T) {
 	mustSend(t, h, "k", 17)
 	const audit = "com.test/audit@1"
 	fi := failedOf(t, h, audit, "")
-	if fi.Class != kernel.FaultBudget || fi.Skipped != 90 || !fi.Retryable || string(fi.Key) != "null" {
+	if fi.Class != kernel.FaultBudget || fi.Skipped != 90 || !fi.Retryable || string(records.KeyJSON(fi.Key)) != "null" {
 		t.Fatalf("failed info %+v: want a budget fault with 90 skipped", fi)
 	}
 	reopenSame(t, h)
@@ -404,11 +404,11 @@ func TestRecoverBudgetRetry(t *testing.T) {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
 	v, err := h.w.Cell(ctx, audit, nil)
-	if err != nil || string(v.State) != `{"seen":10}` {
+	if err != nil || stateJSON(v) != `{"seen":10}` {
 		t.Fatalf("audit after retry: %+v %v", v, err)
 	}
 	reopenSame(t, h)
-	if v, err := h.w.Cell(ctx, audit, nil); err != nil || string(v.State) != `{"seen":10}` {
+	if v, err := h.w.Cell(ctx, audit, nil); err != nil || stateJSON(v) != `{"seen":10}` {
 		t.Fatalf("audit after replay: %+v %v", v, err)
 	}
 }
@@ -469,7 +469,7 @@ func TestFailedPaging(t *testing.T) {
 	names := func(rows []kernel.FailedInfo) []string {
 		var out []string
 		for _, r := range rows {
-			out = append(out, r.Workflow+" "+string(r.Key))
+			out = append(out, r.Workflow+" "+string(records.KeyJSON(r.Key)))
 		}
 		return out
 	}
@@ -590,7 +590,7 @@ func TestRecoverLeavesIntentsSettled(t *testing.T) {
 	if err != nil || len(its) != 1 {
 		t.Fatalf("pending %v %v", its, err)
 	}
-	if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/OrderCreated@1", JSON: json.RawMessage(`{"order_id":"o2","amount":13}`)}); err != nil {
+	if _, err := h.w.Submit(ctx, kernel.Event{Schema: "com.test/OrderCreated@1", JSON: []byte(`{"order_id":"o2","amount":13}`)}); err != nil {
 		t.Fatal(err)
 	}
 	fi := failedOf(t, h, "com.test/order@1", "o2")
@@ -632,7 +632,7 @@ func TestFailedLimits(t *testing.T) {
 		t.Fatalf("big page: %d rows, next %q, %v", len(rows), next, err)
 	}
 	rows, next, err = h.w.Failed(ctx, "", 0, next)
-	if err != nil || len(rows) != 1 || next != "" || string(rows[0].Key) != fmt.Sprintf(`"k%05d"`, kernel.MaxFailedLimit) {
+	if err != nil || len(rows) != 1 || next != "" || string(records.KeyJSON(rows[0].Key)) != fmt.Sprintf(`"k%05d"`, kernel.MaxFailedLimit) {
 		t.Fatalf("last page: %+v, next %q, %v", rows, next, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -85,7 +86,7 @@ func (st *state) match(r journal.Record) error {
 	if got.Kind != r.Kind {
 		e.Msg = fmt.Sprintf("replay produced a %s record", got.Kind)
 	}
-	var sr StepRec
+	var sr records.StepRec
 	if r.Kind == journal.KindStep && schemas.UnmarshalTrusted(r.Body, &sr) == nil {
 		e.Workflow, e.Key = sr.Workflow, sr.Key
 		e.Msg = st.explainStep(&sr, got)
@@ -97,7 +98,7 @@ func (st *state) match(r journal.Record) error {
 func (st *state) drive(r journal.Record) error {
 	switch r.Kind {
 	case journal.KindManifest:
-		var mr ManifestRec
+		var mr records.ManifestRec
 		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
@@ -114,7 +115,7 @@ func (st *state) drive(r journal.Record) error {
 		}
 		st.installManifest(m, wfs, mods, mr.Limits, st.replayStateChange(m, mr.StateChange))
 	case journal.KindConfig:
-		var cr ConfigRec
+		var cr records.ConfigRec
 		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
@@ -122,7 +123,7 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "limits record changes nothing"}
 		}
 	case journal.KindEvent:
-		var ev EventRec
+		var ev records.EventRec
 		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
@@ -140,7 +141,7 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 		st.beginInput()
-		rec := &EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp, IdempotencyKey: ev.IdempotencyKey}
+		rec := &records.EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp, IdempotencyKey: ev.IdempotencyKey}
 		seq := st.emitEvent(rec, targets, 0)
 		if ev.IdempotencyKey != "" {
 			key := idemKeyID(ev.IdempotencyKey)
@@ -149,13 +150,13 @@ func (st *state) drive(r journal.Record) error {
 			st.noteIngress(rec, seq, nil, idemID{})
 		}
 	case journal.KindStep, journal.KindFault:
-		var sr StepRec // FaultRec shares input, workflow and key
-		var fr FaultRec
+		var sr records.StepRec // records.FaultRec shares input, workflow and key
+		var fr records.FaultRec
 		if r.Kind == journal.KindFault {
 			if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
 				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 			}
-			sr = StepRec{Input: fr.Input, Workflow: fr.Workflow, Key: fr.Key}
+			sr = records.StepRec{Input: fr.Input, Workflow: fr.Workflow, Key: fr.Key}
 		} else if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
@@ -201,7 +202,7 @@ func (st *state) drive(r journal.Record) error {
 			st.settle(in)
 		}
 	case journal.KindRecover:
-		var rr RecoverRec
+		var rr records.RecoverRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
@@ -212,7 +213,7 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: rr.Workflow, Key: rr.Key, Msg: err.Error()}
 		}
 	case journal.KindReceipt:
-		var rr ReceiptRec
+		var rr records.ReceiptRec
 		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
@@ -220,17 +221,17 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 	case journal.KindDrop:
-		var dr DropRec
+		var dr records.DropRec
 		if err := schemas.UnmarshalTrusted(r.Body, &dr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 		st.replayDrop(&dr, r.Body)
 	case journal.KindFrame:
-		var fr FrameRec
+		var fr records.FrameRec
 		if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		if _, err := st.ingestFrame(fr.signed(), &fr.Stamp); err != nil {
+		if _, err := st.ingestFrame(fr.Signed(), &fr.Stamp); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
 	default:
@@ -241,7 +242,7 @@ func (st *state) drive(r journal.Record) error {
 
 // explainStep says how a replayed step differs from the journaled one, and
 // which module's code produced it, so a changed module is named.
-func (st *state) explainStep(want *StepRec, got journal.Record) string {
+func (st *state) explainStep(want *records.StepRec, got journal.Record) string {
 	what := "workflow " + want.Workflow
 	if rt := st.wfs[want.Workflow]; rt != nil && rt.mod != nil {
 		what = rt.mod.describe()
@@ -249,11 +250,11 @@ func (st *state) explainStep(want *StepRec, got journal.Record) string {
 	var diff string
 	switch got.Kind {
 	case journal.KindFault:
-		var fr FaultRec
+		var fr records.FaultRec
 		_ = schemas.UnmarshalTrusted(got.Body, &fr)
 		diff = fmt.Sprintf("the journal has a step, replay failed it: %s", fr.Reason)
 	case journal.KindStep:
-		var gr StepRec
+		var gr records.StepRec
 		_ = schemas.UnmarshalTrusted(got.Body, &gr)
 		switch {
 		case !hashPtrEqual(want.StateHash, gr.StateHash):

@@ -2,13 +2,14 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -37,8 +38,8 @@ func keyArg(t *testing.T, d *datadriven.TestData) []byte {
 	if k == "" {
 		return nil
 	}
-	var v any
-	if err := json.Unmarshal([]byte(k), &v); err != nil {
+	v, err := schemas.DecodeJSON([]byte(k))
+	if err != nil {
 		v = k
 	}
 	return schemas.MustMarshal(v)
@@ -83,11 +84,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		var sb strings.Builder
 		for _, r := range rows {
-			v, err := h.w.Cell(ctx, arg(d, "wf"), keyFromJSON(r.Key))
+			v, err := h.w.Cell(ctx, arg(d, "wf"), r.Key)
 			if err != nil {
 				return "error: " + err.Error() + "\n"
 			}
-			fmt.Fprintf(&sb, "%s %s %s\n", r.Key, r.Status, v.State)
+			fmt.Fprintf(&sb, "%s %s %s\n", records.KeyJSON(r.Key), r.Status, stateJSON(v))
 		}
 		return sb.String()
 	case "cell":
@@ -95,7 +96,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return "error: " + err.Error() + "\n"
 		}
-		return fmt.Sprintf("status=%s state=%s reason=%q\n", v.Status, v.State, v.Reason)
+		return fmt.Sprintf("status=%s state=%s reason=%q\n", v.Status, stateJSON(v), v.Reason)
 	case "status":
 		s, err := h.w.Status(ctx)
 		if err != nil {
@@ -104,14 +105,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return fmt.Sprintf("height=%d quiescent=%v running=%d waiting=%d completed=%d failed=%d inflight=%d\n",
 			s.JournalHeight, s.Quiescent, s.Instances.Running, s.Instances.Waiting, s.Instances.Completed, s.Instances.Failed, s.Inflight)
 	case "trace":
-		es, err := h.w.Trace(ctx, arg(d, "wf"), keyArg(t, d))
+		es, err := records.Trace(ctx, h.w.Journal(), arg(d, "wf"), keyArg(t, d))
 		if err != nil {
 			return "error: " + err.Error() + "\n"
 		}
 		var sb strings.Builder
 		for _, e := range es {
-			js, _ := json.Marshal(e)
-			sb.WriteString(shortHashes(string(js)) + "\n")
+			sb.WriteString(shortHashes(traceLine(e)) + "\n")
 		}
 		return sb.String()
 	case "reopen":
@@ -126,10 +126,15 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	return ""
 }
 
-func keyFromJSON(js json.RawMessage) []byte {
-	var v any
-	if err := json.Unmarshal(js, &v); err != nil || v == nil {
-		return nil
+// stateJSON is a cell's state as JSON, as the daemon shows it: null for no
+// state (or a state with no JSON form).
+func stateJSON(v *kernel.CellView) string {
+	if v.State == nil {
+		return "null"
 	}
-	return schemas.MustMarshal(v)
+	js, err := schemas.ToJSON(v.State)
+	if err != nil {
+		return "null"
+	}
+	return string(js)
 }

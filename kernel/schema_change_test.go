@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -127,9 +128,9 @@ func lastActive(t *testing.T, h *harness, key string) uint64 {
 }
 
 // lastManifestRec is the journal's latest manifest record.
-func lastManifestRec(t *testing.T, h *harness) kernel.ManifestRec {
+func lastManifestRec(t *testing.T, h *harness) records.ManifestRec {
 	t.Helper()
-	var mr kernel.ManifestRec
+	var mr records.ManifestRec
 	found := false
 	for _, r := range allRecords(t, h.w) {
 		if r.Kind == journal.KindManifest {
@@ -171,10 +172,10 @@ func TestStateSchemaIncompatibleChange(t *testing.T) {
 	schemaAct(t, h, "k1", "tagged")
 	v := schemaCell(t, h, "k1")
 	if v.Status != kernel.StatusFailed {
-		t.Fatalf("old cell under an incompatible schema: status %s, state %s", v.Status, v.State)
+		t.Fatalf("old cell under an incompatible schema: status %s, state %s", v.Status, stateJSON(v))
 	}
-	if string(v.State) != `{"n":1}` {
-		t.Fatalf("the failed step changed the state to %s", v.State)
+	if stateJSON(v) != `{"n":1}` {
+		t.Fatalf("the failed step changed the state to %s", stateJSON(v))
 	}
 	for _, want := range []string{"workflow com.test/s@1", `key "k1"`, "changed the state schema from",
 		"does not validate against com.test/SState@1", "tag", "reset the cell or apply a state schema that accepts it"} {
@@ -187,7 +188,7 @@ func TestStateSchemaIncompatibleChange(t *testing.T) {
 	}
 	recs := allRecords(t, h.w)
 	last := recs[len(recs)-1]
-	var fr kernel.FaultRec
+	var fr records.FaultRec
 	if last.Kind != journal.KindFault || schemas.UnmarshalTrusted(last.Body, &fr) != nil {
 		t.Fatalf("last record is %s, want the fault", last.Kind)
 	}
@@ -201,8 +202,8 @@ func TestStateSchemaIncompatibleChange(t *testing.T) {
 	// A cell first written after the apply is not checked, then or later.
 	schemaAct(t, h, "k3", "tagged")
 	schemaAct(t, h, "k3", "tagged")
-	if v := schemaCell(t, h, "k3"); v.Status != kernel.StatusCompleted || string(v.State) != `{"n":2,"tag":"t"}` {
-		t.Fatalf("new cell: %s %s %s", v.Status, v.State, v.Reason)
+	if v := schemaCell(t, h, "k3"); v.Status != kernel.StatusCompleted || stateJSON(v) != `{"n":2,"tag":"t"}` {
+		t.Fatalf("new cell: %s %s %s", v.Status, stateJSON(v), v.Reason)
 	}
 	if n := stateChecks(t, h); n != 1 {
 		t.Fatalf("%d state checks after stepping a new cell, want 1", n)
@@ -239,8 +240,8 @@ func TestStateSchemaCompatibleChange(t *testing.T) {
 	schemaAct(t, h, "k1", "plain")
 	mustApply(t, h, schemaManifest(stateNote, ""))
 	schemaAct(t, h, "k1", "plain")
-	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusCompleted || string(v.State) != `{"n":2}` {
-		t.Fatalf("old cell under a compatible schema: %s %s %s", v.Status, v.State, v.Reason)
+	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusCompleted || stateJSON(v) != `{"n":2}` {
+		t.Fatalf("old cell under a compatible schema: %s %s %s", v.Status, stateJSON(v), v.Reason)
 	}
 	if n := stateChecks(t, h); n != 1 {
 		t.Fatalf("%d state checks, want 1", n)
@@ -250,8 +251,8 @@ func TestStateSchemaCompatibleChange(t *testing.T) {
 		t.Fatalf("%d state checks after the cell was rewritten, want 1", n)
 	}
 	h.reopen()
-	if v := schemaCell(t, h, "k1"); string(v.State) != `{"n":3}` {
-		t.Fatalf("after reopen: %s", v.State)
+	if v := schemaCell(t, h, "k1"); stateJSON(v) != `{"n":3}` {
+		t.Fatalf("after reopen: %s", stateJSON(v))
 	}
 	if n := stateChecks(t, h); n != 1 {
 		t.Fatalf("%d state checks on replay, want 1", n)
@@ -271,8 +272,8 @@ func TestStateSchemaUnchanged(t *testing.T) {
 		t.Fatalf("manifest record state change %+v, want none changed", mr.StateChange)
 	}
 	schemaAct(t, h, "k1", "plain")
-	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusCompleted || string(v.State) != `{"n":2}` {
-		t.Fatalf("k1: %s %s %s", v.Status, v.State, v.Reason)
+	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusCompleted || stateJSON(v) != `{"n":2}` {
+		t.Fatalf("k1: %s %s %s", v.Status, stateJSON(v), v.Reason)
 	}
 	if n := stateChecks(t, h); n != 0 {
 		t.Fatalf("%d state checks for an unchanged schema, want 0", n)
@@ -312,7 +313,7 @@ func TestStateSchemaChangeAcrossRemoval(t *testing.T) {
 	}
 	schemaAct(t, h, "k1", "tagged")
 	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusFailed {
-		t.Fatalf("k1: %s %s", v.Status, v.State)
+		t.Fatalf("k1: %s %s", v.Status, stateJSON(v))
 	}
 }
 
@@ -342,8 +343,8 @@ func TestStateSchemaEpochCoversFrameWrites(t *testing.T) {
 	if _, err := h.w.SubmitReceipt(ctx, sr); err != nil {
 		t.Fatal(err)
 	}
-	if v := schemaCell(t, h, "f"); v.Status != kernel.StatusFailed || string(v.State) != `{"n":101}` {
-		t.Fatalf("cell f: %s %s %s (want failed on the receipt, state written by the frame)", v.Status, v.State, v.Reason)
+	if v := schemaCell(t, h, "f"); v.Status != kernel.StatusFailed || stateJSON(v) != `{"n":101}` {
+		t.Fatalf("cell f: %s %s %s (want failed on the receipt, state written by the frame)", v.Status, stateJSON(v), v.Reason)
 	}
 	if lastActive(t, h, "f") != frameWrite || frameWrite < 1<<50 {
 		t.Fatalf("cell f last written at %d, frame stamped %d", lastActive(t, h, "f"), frameWrite)
@@ -379,7 +380,7 @@ func TestStateSchemaLegacyJournal(t *testing.T) {
 		if r.Kind != journal.KindManifest {
 			continue
 		}
-		var mr kernel.ManifestRec
+		var mr records.ManifestRec
 		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +412,7 @@ func TestStateSchemaLegacyJournal(t *testing.T) {
 		t.Fatalf("%d state checks replaying a journal without state changes (err %v), want 0", n, err)
 	}
 	v, err := w.Cell(context.Background(), schemaWorkflow, schemas.MustMarshal("k1"))
-	if err != nil || string(v.State) != `{"n":2}` {
+	if err != nil || stateJSON(v) != `{"n":2}` {
 		t.Fatalf("k1 after replay: %v %v", v, err)
 	}
 }
@@ -445,23 +446,23 @@ func TestStateSchemaFaultRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	schemaAct(t, h, "k2", "tagged")
-	if v := schemaCell(t, h, "k2"); v.Status != kernel.StatusCompleted || string(v.State) != `{"n":1,"tag":"t"}` {
-		t.Fatalf("k2 after reset: %s %s %s", v.Status, v.State, v.Reason)
+	if v := schemaCell(t, h, "k2"); v.Status != kernel.StatusCompleted || stateJSON(v) != `{"n":1,"tag":"t"}` {
+		t.Fatalf("k2 after reset: %s %s %s", v.Status, stateJSON(v), v.Reason)
 	}
 	mustApply(t, h, schemaManifest(stateV1, "")) // accepts {n} again
 	res, err = h.w.Recover(ctx, schemaWorkflow, schemas.MustMarshal("k1"), kernel.RecoverRetry, fault("k1"))
 	if err != nil || res.Status != kernel.StatusCompleted {
 		t.Fatalf("retry under a schema that accepts the state: %+v, %v", res, err)
 	}
-	if v := schemaCell(t, h, "k1"); string(v.State) != `{"n":2,"tag":"t"}` {
-		t.Fatalf("k1 after the retry: %s", v.State)
+	if v := schemaCell(t, h, "k1"); stateJSON(v) != `{"n":2,"tag":"t"}` {
+		t.Fatalf("k1 after the retry: %s", stateJSON(v))
 	}
 	before := len(allRecords(t, h.w))
 	h.reopen()
 	if after := len(allRecords(t, h.w)); after != before {
 		t.Fatalf("%d records after reopen, %d before", after, before)
 	}
-	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusCompleted || string(v.State) != `{"n":2,"tag":"t"}` {
-		t.Fatalf("k1 after reopen: %s %s", v.Status, v.State)
+	if v := schemaCell(t, h, "k1"); v.Status != kernel.StatusCompleted || stateJSON(v) != `{"n":2,"tag":"t"}` {
+		t.Fatalf("k1 after reopen: %s %s", v.Status, stateJSON(v))
 	}
 }

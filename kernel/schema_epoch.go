@@ -1,12 +1,12 @@
 package kernel
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -19,20 +19,6 @@ import (
 // its state is validated against the current one before its first step under
 // the new code. A state that does not validate fails the instance with a
 // journaled business fault instead of reaching the module.
-
-// StateChangeRec is what an apply journals about state schemas: the
-// workflows whose state schema it changed (sorted; never null) and their new
-// schema epoch. Every manifest record written by a kernel that checks state
-// schemas carries one; a record without one predates the check, and replay
-// then starts no epoch (those journals ran without it and must replay as
-// they were written).
-type StateChangeRec struct {
-	Workflows []string `cbor:"workflows" json:"workflows"`
-	// Epoch is the logical time of the apply, raised to the latest logical
-	// time any step ran at before it (0 when Workflows is empty). Replay
-	// adopts it from the journal.
-	Epoch uint64 `cbor:"epoch,omitempty" json:"epoch,omitempty"`
-}
 
 // stateSchema identifies the state schema of a workflow: its name and the
 // hash of its definition together with every schema it refers to.
@@ -82,26 +68,26 @@ func (se *schemaEpochs) stateSchemasOf(m *manifest.Manifest) map[string]stateSch
 	return se.lastS
 }
 
-// newStateChange is the StateChangeRec an apply of m journals.
-func (st *state) newStateChange(m *manifest.Manifest) *StateChangeRec {
-	rec := &StateChangeRec{Workflows: st.changedStateSchemas(m)}
+// newStateChange is the records.StateChangeRec an apply of m journals.
+func (st *state) newStateChange(m *manifest.Manifest) *records.StateChangeRec {
+	rec := &records.StateChangeRec{Workflows: st.changedStateSchemas(m)}
 	if len(rec.Workflows) > 0 {
 		rec.Epoch = max(st.logical, st.epochs.maxRun)
 	}
 	return rec
 }
 
-// replayStateChange is the StateChangeRec replay journals for m, given the
+// replayStateChange is the records.StateChangeRec replay journals for m, given the
 // journaled one: nil when the journal has none (it predates the check), else
 // the workflows recomputed (a different list is a divergence the record
 // comparison reports) with the journal's epoch. The epoch is adopted, not
 // recomputed: a step the host stopped live ran at its logical time but is
 // not run again by replay.
-func (st *state) replayStateChange(m *manifest.Manifest, journaled *StateChangeRec) *StateChangeRec {
+func (st *state) replayStateChange(m *manifest.Manifest, journaled *records.StateChangeRec) *records.StateChangeRec {
 	if journaled == nil {
 		return nil
 	}
-	return &StateChangeRec{Workflows: st.changedStateSchemas(m), Epoch: journaled.Epoch}
+	return &records.StateChangeRec{Workflows: st.changedStateSchemas(m), Epoch: journaled.Epoch}
 }
 
 // changedStateSchemas lists, sorted and never nil, the workflows of m whose
@@ -122,7 +108,7 @@ func (st *state) changedStateSchemas(m *manifest.Manifest) []string {
 // installStateChange starts the epochs sc records (none when sc is nil: a
 // journal from before the check) and notes the state schema m gives each of
 // its workflows.
-func (st *state) installStateChange(m *manifest.Manifest, sc *StateChangeRec) {
+func (st *state) installStateChange(m *manifest.Manifest, sc *records.StateChangeRec) {
 	se := &st.epochs
 	if se.known == nil {
 		se.known, se.epochs = map[string]stateSchema{}, map[string]*schemaEpoch{}
@@ -203,8 +189,7 @@ func stateSchemaOf(m *manifest.Manifest, name string) stateSchema {
 			doc = sys[n]
 		}
 		if len(doc) > 0 {
-			var v any
-			if err := json.Unmarshal(doc, &v); err == nil {
+			if v, err := schemas.DecodeJSON(doc); err == nil {
 				manifest.WalkRefs(v, add)
 			}
 		}

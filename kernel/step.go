@@ -8,6 +8,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -55,7 +56,7 @@ type delivery struct {
 	seq       uint64 // the event record consumed
 	schema    string // as delivered (the workflow's event schema)
 	value     []byte
-	stamp     *Stamp
+	stamp     *records.Stamp
 	eventHash schemas.Hash
 	depth     uint64
 }
@@ -122,14 +123,14 @@ type stepResult struct {
 	storage  error             // the store failed: the world stops, nothing is journaled
 	state    []byte
 	events   []emitted
-	intents  []IntentRec
+	intents  []records.IntentRec
 	rt       *wfRuntime
 	stepSeq  uint64
 	deleting bool
 }
 
 type emitted struct {
-	rec     EventRec
+	rec     records.EventRec
 	targets []routing.Target
 }
 
@@ -164,7 +165,7 @@ func (st *state) step(in *instance, d *delivery) {
 		st.failDelivery(in, d.seq, d, res.fault, FaultBusiness)
 		return
 	}
-	rec := StepRec{Input: d.seq, Workflow: in.wf, WorkflowHash: res.rt.def.Hash, Key: in.key}
+	rec := records.StepRec{Input: d.seq, Workflow: in.wf, WorkflowHash: res.rt.def.Hash, Key: in.key}
 	var stateHash schemas.Hash
 	if res.state != nil {
 		stateHash = schemas.HashBytes(res.state)
@@ -176,7 +177,7 @@ func (st *state) step(in *instance, d *delivery) {
 	for i := range res.intents {
 		rec.Intents = append(rec.Intents, res.intents[i].Hash)
 	}
-	st.emit(journal.KindStep, encodeStep(&rec))
+	st.emit(journal.KindStep, records.EncodeStep(&rec))
 	if res.state != nil {
 		if err := res.rt.head.PutHashed(in.key, res.state, stateHash, d.stamp.LogicalNs); err != nil {
 			st.stop("cell store write for "+in.wf, err)
@@ -194,7 +195,7 @@ func (st *state) step(in *instance, d *delivery) {
 	}
 	for i := range res.intents {
 		it := &res.intents[i]
-		st.emit(journal.KindIntent, encodeIntentID(&it.Hash, &it.IntentID))
+		st.emit(journal.KindIntent, records.EncodeIntentID(&it.Hash, &it.IntentID))
 		if in.inflight == nil {
 			in.inflight = map[schemas.Hash]struct{}{}
 		}
@@ -287,8 +288,8 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		if err != nil {
 			return fmt.Errorf("domain event %d: %v", i, err)
 		}
-		rec := EventRec{Schema: e.Schema, Value: e.Value, Stamp: childStamp(d.stamp, next),
-			Origin: &OriginRec{Workflow: in.wf, Key: in.key, Step: res.stepSeq, Depth: d.depth + 1}}
+		rec := records.EventRec{Schema: e.Schema, Value: e.Value, Stamp: childStamp(d.stamp, next),
+			Origin: &records.OriginRec{Workflow: in.wf, Key: in.key, Step: res.stepSeq, Depth: d.depth + 1}}
 		res.events = append(res.events, emitted{rec: rec, targets: targets})
 		next++
 	}
@@ -308,21 +309,21 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 
 // admit checks an effect against the workflow's declaration and the manifest,
 // validates its params, and computes the intent identity (DESIGN.md §7).
-func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOut, stepSeq uint64) (IntentRec, error) {
+func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOut, stepSeq uint64) (records.IntentRec, error) {
 	if !slices.Contains(rt.def.EffectsEmitted, e.Effect) {
-		return IntentRec{}, fmt.Errorf("not in %s effects_emitted", rt.def.Name)
+		return records.IntentRec{}, fmt.Errorf("not in %s effects_emitted", rt.def.Name)
 	}
 	def := st.effectDef(e.Effect)
 	if def == nil {
-		return IntentRec{}, fmt.Errorf("not an effect of manifest %s", st.man.Name)
+		return records.IntentRec{}, fmt.Errorf("not an effect of manifest %s", st.man.Name)
 	}
 	if err := st.man.Registry.Validate(def.Params, e.Params); err != nil {
-		return IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
+		return records.IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
 	}
-	id := IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
+	id := records.IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
 		Effect: e.Effect, EffectHash: def.Hash, Params: e.Params, IdempotencyKey: e.IdempotencyKey,
 		IssuerRef: e.IssuerRef, EmittedAt: stepSeq, Index: uint64(idx)}
-	return IntentRec{Hash: schemas.HashBytes(encodeIntentID(nil, &id)), IntentID: id}, nil
+	return records.IntentRec{Hash: schemas.HashBytes(records.EncodeIntentID(nil, &id)), IntentID: id}, nil
 }
 
 // effectDef finds an effect of the current manifest (which holds the sys/ ones too).

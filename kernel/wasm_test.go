@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -93,7 +92,7 @@ func hostileManifestDir(t testing.TB) string {
 }
 
 func hostileEvent(key, act string) kernel.Event {
-	return kernel.Event{Schema: "test/HostileEvent@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":%q,"act":%q}`, key, act))}
+	return kernel.Event{Schema: "test/HostileEvent@1", JSON: []byte(fmt.Sprintf(`{"key":%q,"act":%q}`, key, act))}
 }
 
 type hostileState struct {
@@ -109,9 +108,9 @@ func hostileCell(t testing.TB, w *kernel.World, key string) (*kernel.CellView, h
 		t.Fatal(err)
 	}
 	var s hostileState
-	if v.State != nil && string(v.State) != "null" {
-		if err := json.Unmarshal(v.State, &s); err != nil {
-			t.Fatalf("state %s: %v", v.State, err)
+	if v.State != nil && stateJSON(v) != "null" {
+		if err := schemas.UnmarshalTrusted(v.State, &s); err != nil {
+			t.Fatalf("state %s: %v", stateJSON(v), err)
 		}
 	}
 	return v, s
@@ -169,7 +168,7 @@ func TestWasmHostileGuestsContained(t *testing.T) {
 			}
 			v, _ := hostileCell(t, h.w, "bad-"+c.act)
 			if v.Status != kernel.StatusFailed {
-				t.Fatalf("status %s (state %s), want failed", v.Status, v.State)
+				t.Fatalf("status %s (state %s), want failed", v.Status, stateJSON(v))
 			}
 			for _, w := range c.wants {
 				if !strings.Contains(v.Reason, w) {

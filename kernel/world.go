@@ -17,6 +17,7 @@ import (
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -86,7 +87,7 @@ type state struct {
 	logical   uint64                  // last logical time stamped
 	out       []journal.Record        // records produced this loop turn, not yet committed
 	outBytes  int                     // their body bytes
-	inflight  map[schemas.Hash]*IntentRec
+	inflight  map[schemas.Hash]*records.IntentRec
 	frameSeq  map[schemas.Hash]uint64 // last stream frame seq per pending intent
 	fence     intentFence             // recently settled intents, frames per intent (fence.go)
 	inputs    uint64                  // external inputs handled, for periodic upkeep
@@ -192,7 +193,7 @@ func OpenStores(s Stores, cfg Config) (*World, error) {
 		draining:  map[string]bool{},
 		drains:    map[string]*cells.Drain{},
 		instances: map[string]*instance{},
-		inflight:  map[schemas.Hash]*IntentRec{},
+		inflight:  map[schemas.Hash]*records.IntentRec{},
 		frameSeq:  map[schemas.Hash]uint64{},
 	}
 	w.st.setLimits(legacyLimits())

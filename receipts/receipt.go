@@ -83,17 +83,45 @@ func (r *Receipt) Body() []byte { return r.appendBody(make([]byte, 0, r.bodySize
 // every receipt is encoded twice (signed, then verified) on the hot path
 // and reflection cost a third of a signature. TestBodyMatchesLibrary and
 // FuzzBody hold it to schemas.Marshal's bytes.
-func (r *Receipt) appendBody(b []byte) []byte {
+func (r *Receipt) appendBody(b []byte) []byte { return appendReceipt(b, r, nil) }
+
+// AppendSignedReceipt appends schemas.Marshal(sr): the body's fields with
+// key_id and signature in one map. The kernel journals every admitted
+// receipt this way (records.EncodeReceipt), so it is the body's encoder
+// too: one place knows the receipt's keys.
+func AppendSignedReceipt(b []byte, sr *SignedReceipt) []byte {
+	return appendReceipt(b, &sr.Receipt, sr)
+}
+
+// SignedReceiptSize bounds the length of AppendSignedReceipt's output.
+func SignedReceiptSize(sr *SignedReceipt) int {
+	return sr.bodySize() + 20 + 9 + len(sr.KeyID) + 9 + len(sr.Signature)
+}
+
+// appendReceipt writes r's fields, and sr's key_id and signature when sr is
+// not nil, as one canonical map. Key order (shorter keys first, then
+// bytewise): effect, key_id?, status, attempt, payload, executor,
+// signature?, issuer_ref?, intent_hash.
+func appendReceipt(b []byte, r *Receipt, sr *SignedReceipt) []byte {
 	n := uint64(6)
+	if sr != nil {
+		n += 2
+	}
 	if r.IssuerRef != "" {
 		n++
 	}
 	b = schemas.AppendHead(b, 5, n)
 	b = appendText(appendText(b, "effect"), r.Effect)
+	if sr != nil {
+		b = appendText(appendText(b, "key_id"), sr.KeyID)
+	}
 	b = appendText(appendText(b, "status"), string(r.Status))
 	b = schemas.AppendHead(appendText(b, "attempt"), 0, r.Attempt)
 	b = appendBytes(appendText(b, "payload"), r.Payload) // nil is null (and Verify refuses it)
 	b = appendText(appendText(b, "executor"), r.Executor)
+	if sr != nil {
+		b = appendBytes(appendText(b, "signature"), sr.Signature)
+	}
 	if r.IssuerRef != "" {
 		b = appendText(appendText(b, "issuer_ref"), r.IssuerRef)
 	}

@@ -13,14 +13,14 @@ import (
 // listCells fetches one page of a workflow's cells or, with all, every page
 // from q.After on, one request per page (q.Limit rows each, the maximum when
 // 0), so the world is never held for more than a page.
-func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.CellsQuery, all bool) (*kernel.CellPage, error) {
+func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.CellsQuery, all bool) (*daemon.CellPage, error) {
 	if !all {
 		return c.Cells(ctx, workflow, q)
 	}
 	if q.Limit == 0 {
 		q.Limit = kernel.MaxCellPage
 	}
-	out := &kernel.CellPage{Cells: []kernel.CellInfo{}}
+	out := &daemon.CellPage{Cells: []daemon.CellInfo{}}
 	for {
 		p, err := c.Cells(ctx, workflow, q)
 		if err != nil {
@@ -36,7 +36,7 @@ func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.Ce
 
 // printCells prints a page as a table, then how many rows it held and, when
 // more follow, the command that lists the next page.
-func (a *app) printCells(workflow string, p *kernel.CellPage) error {
+func (a *app) printCells(workflow string, p *daemon.CellPage) error {
 	w := newTable(a.stdout)
 	w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
 	for _, ci := range p.Cells {

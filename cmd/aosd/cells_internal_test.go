@@ -16,7 +16,7 @@ type pagedBackend struct {
 	queries []daemon.CellsQuery
 }
 
-func (b *pagedBackend) Cells(_ context.Context, _ string, q daemon.CellsQuery) (*kernel.CellPage, error) {
+func (b *pagedBackend) Cells(_ context.Context, _ string, q daemon.CellsQuery) (*daemon.CellPage, error) {
 	b.queries = append(b.queries, q)
 	start := 0
 	if q.After != "" {
@@ -26,9 +26,9 @@ func (b *pagedBackend) Cells(_ context.Context, _ string, q daemon.CellsQuery) (
 	if size == 0 {
 		size = kernel.DefaultCellPage
 	}
-	p := &kernel.CellPage{}
+	p := &daemon.CellPage{}
 	for i := start; i < min(start+size, b.rows); i++ {
-		p.Cells = append(p.Cells, kernel.CellInfo{Key: []byte(fmt.Sprint(i))})
+		p.Cells = append(p.Cells, daemon.CellInfo{Key: []byte(fmt.Sprint(i))})
 	}
 	if start+size < b.rows {
 		p.Next = fmt.Sprint(start + size)

@@ -78,7 +78,7 @@ func (a *app) failedList(c *daemon.Conn, q daemon.FailedQuery, all bool) error {
 	return nil
 }
 
-func printFailed(w io.Writer, rows []kernel.FailedInfo) {
+func printFailed(w io.Writer, rows []daemon.FailedInfo) {
 	t := newTable(w)
 	t.row("WORKFLOW", "KEY", "INPUT", "FAULT", "CLASS", "SKIPPED", "RETRY", "REASON")
 	for _, f := range rows {

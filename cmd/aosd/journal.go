@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
@@ -75,31 +76,58 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
+// journalDetail is one line about a described record (daemon.Describe),
+// read back into its typed body; a body of another shape is shown as JSON.
 func journalDetail(kind string, body json.RawMessage) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil {
-		return compact(body, 120)
-	}
-	str := func(k string) string {
-		var s string
-		if json.Unmarshal(m[k], &s) == nil {
-			return s
-		}
-		return string(m[k])
-	}
-	switch kind {
-	case "event":
-		return fmt.Sprintf("%s %s -> %s", str("schema"), compact(m["value"], 80), compact(m["targets"], 80))
-	case "step":
-		return fmt.Sprintf("%s key %s input %s -> %s", str("workflow"), m["key"], m["input"], str("state_hash"))
-	case "intent":
-		return fmt.Sprintf("%s from %s key %s %s", str("effect"), str("origin_workflow"), m["origin_key"], str("hash"))
-	case "manifest":
-		return fmt.Sprintf("%s %s", str("name"), str("hash"))
-	case "fault":
-		return fmt.Sprintf("%s key %s: %s", str("workflow"), m["key"], str("reason"))
-	case "recover":
-		return fmt.Sprintf("%s %s key %s: fault %s (input %s, %s skipped)", str("action"), str("workflow"), m["key"], m["fault"], m["input"], m["skipped"])
+	if d, ok := bodyDetail(kind, body); ok {
+		return d
 	}
 	return compact(body, 120)
+}
+
+func bodyDetail(kind string, body json.RawMessage) (string, bool) {
+	switch kind {
+	case "event":
+		if b, ok := decodeBody[daemon.EventBody](body); ok {
+			targets, _ := json.Marshal(b.Targets)
+			return fmt.Sprintf("%s %s -> %s", b.Schema, compact(b.Value, 80), compact(targets, 80)), true
+		}
+	case "step":
+		if b, ok := decodeBody[daemon.StepBody](body); ok {
+			return fmt.Sprintf("%s key %s input %d -> %s", b.Workflow, b.Key, b.Input, hashText(b.StateHash)), true
+		}
+	case "intent":
+		if b, ok := decodeBody[daemon.IntentBody](body); ok {
+			return fmt.Sprintf("%s from %s key %s %s", b.Effect, b.OriginWorkflow, b.OriginKey, b.Hash), true
+		}
+	case "manifest":
+		if b, ok := decodeBody[daemon.ManifestBody](body); ok {
+			return fmt.Sprintf("%s %s", b.Name, b.Hash), true
+		}
+	case "fault":
+		if b, ok := decodeBody[daemon.FaultBody](body); ok {
+			return fmt.Sprintf("%s key %s: %s", b.Workflow, b.Key, b.Reason), true
+		}
+	case "recover":
+		if b, ok := decodeBody[daemon.RecoverBody](body); ok {
+			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %d skipped)", b.Action, b.Workflow, b.Key, b.Fault, b.Input, b.Skipped), true
+		}
+	}
+	return "", false
+}
+
+func decodeBody[T any](body json.RawMessage) (*T, bool) {
+	var b T
+	if json.Unmarshal(body, &b) != nil {
+		return nil, false
+	}
+	return &b, true
+}
+
+// hashText is a deleted state's hash as the journal listing shows it: empty.
+func hashText(h *schemas.Hash) string {
+	if h == nil {
+		return ""
+	}
+	return h.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // cmdLimits shows or changes the world's limits. They are part of the world
@@ -36,7 +37,7 @@ func cmdLimits(fs *flag.FlagSet, a *app) func([]string) error {
 			})
 		case "set":
 			if len(pos) == 0 {
-				return usagef("limits set: want NAME=VALUE ... (names: %s)", strings.Join(kernel.LimitNames(), ", "))
+				return usagef("limits set: want NAME=VALUE ... (names: %s)", strings.Join(records.LimitNames(), ", "))
 			}
 			lim, err := parseLimitArgs(pos)
 			if err != nil {
@@ -78,7 +79,7 @@ func parseLimitArgs(args []string) (kernel.Limits, error) {
 		obj[name] = n
 	}
 	b, _ := json.Marshal(obj)
-	lim, err := kernel.ParseLimits(b)
+	lim, err := daemon.ParseLimits(b)
 	if err != nil {
 		return kernel.Limits{}, usagef("limits set: %v", err)
 	}
@@ -87,7 +88,7 @@ func parseLimitArgs(args []string) (kernel.Limits, error) {
 
 func printLimits(a *app, lim kernel.Limits) error {
 	w := newTable(a.stdout)
-	names := kernel.LimitNames()
+	names := records.LimitNames()
 	vals := lim.NonZero()
 	for _, n := range names {
 		w.row(n, vals[n])

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/kernel"
 )
 
 func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
@@ -24,7 +23,7 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 			key = pos[1]
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			var tr []kernel.TraceEntry
+			var tr []daemon.TraceEntry
 			var err error
 			if *intent != "" {
 				tr, err = c.TraceIntent(a.ctx, *intent)
@@ -47,7 +46,7 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
-func traceDetail(e kernel.TraceEntry) string {
+func traceDetail(e daemon.TraceEntry) string {
 	switch e.Kind {
 	case "event":
 		return fmt.Sprintf("%s %s", e.Schema, compact(e.Value, 100))

@@ -1,6 +1,7 @@
-package kernel
+package records
 
 import (
+	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -36,7 +37,7 @@ type EventRec struct {
 	Targets []TargetRec `cbor:"targets" json:"targets"`
 	Origin  *OriginRec  `cbor:"origin,omitempty" json:"origin,omitempty"`
 	// IdempotencyKey is the key an ingress event was submitted with, if any
-	// (idempotency.go); replay rebuilds the key table from it.
+	// (kernel/idempotency.go); replay rebuilds the key table from it.
 	IdempotencyKey string `cbor:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
 }
 
@@ -90,23 +91,84 @@ type ManifestRec struct {
 	Name   string       `cbor:"name" json:"name"`
 	Source []byte       `cbor:"source" json:"-"`
 	// Limits are the limits in force from this manifest on; nil in journals
-	// written before limits were journaled (replay then uses legacyLimits).
+	// written before limits were journaled (replay then uses the kernel's
+	// legacy limits).
 	Limits *Limits `cbor:"limits,omitempty" json:"limits,omitempty"`
 	// StateChange says which workflows this apply changed the state schema
-	// of (schema_epoch.go); nil in journals written before that was checked.
+	// of (kernel/schema_epoch.go); nil in journals written before that was
+	// checked.
 	StateChange *StateChangeRec `cbor:"state_change,omitempty" json:"state_change,omitempty"`
 }
 
-// workflowContext is sys/WorkflowContext@1.
-type workflowContext struct {
-	NowNs         uint64 `cbor:"now_ns"`
-	LogicalNowNs  uint64 `cbor:"logical_now_ns"`
-	Entropy       []byte `cbor:"entropy"`
-	JournalHeight uint64 `cbor:"journal_height"`
-	EventHash     string `cbor:"event_hash"`
-	ManifestHash  string `cbor:"manifest_hash"`
-	Workflow      string `cbor:"workflow"`
-	WorkflowHash  string `cbor:"workflow_hash"`
-	Key           []byte `cbor:"key,omitempty"`
-	CellMode      bool   `cbor:"cell_mode"`
+// StateChangeRec is what an apply journals about state schemas: the
+// workflows whose state schema it changed (sorted; never null) and their new
+// schema epoch. Every manifest record written by a kernel that checks state
+// schemas carries one; a record without one predates the check, and replay
+// then starts no epoch (those journals ran without it and must replay as
+// they were written).
+type StateChangeRec struct {
+	Workflows []string `cbor:"workflows" json:"workflows"`
+	// Epoch is the logical time of the apply, raised to the latest logical
+	// time any step ran at before it (0 when Workflows is empty). Replay
+	// adopts it from the journal.
+	Epoch uint64 `cbor:"epoch,omitempty" json:"epoch,omitempty"`
+}
+
+// ConfigRec is a change of the world's limits, journaled when an operator
+// sets them (World.SetLimits, `aosd limits set`) or when a world opens with
+// Config.Limits asking for other values than the journal's. Limits journaled
+// with a manifest record (ManifestRec.Limits) need no ConfigRec.
+type ConfigRec struct {
+	Limits Limits `cbor:"limits" json:"limits"`
+}
+
+// RecoverRec is an operator's recover of a failed instance: a driver record.
+// Replay re-runs it through the same checks and action, and recomputes Input
+// and Skipped from the failed instance it rebuilt.
+type RecoverRec struct {
+	Workflow string `cbor:"workflow" json:"workflow"`
+	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
+	Action   string `cbor:"action" json:"action"`
+	Fault    uint64 `cbor:"fault" json:"fault"`                         // seq of the fault record answered
+	Input    uint64 `cbor:"input" json:"input"`                         // seq of the input whose step failed
+	Skipped  uint64 `cbor:"skipped,omitempty" json:"skipped,omitempty"` // events not delivered while failed
+	Stamp    Stamp  `cbor:"stamp" json:"stamp"`                         // when the operator acted
+}
+
+// ReceiptRec is a receipt admitted for a pending intent.
+type ReceiptRec struct {
+	Receipt  receipts.SignedReceipt `cbor:"receipt"`
+	Stamp    Stamp                  `cbor:"stamp"`
+	Rejected string                 `cbor:"rejected,omitempty"` // payload failed validation
+}
+
+// DropRec is a validly signed receipt fenced off: its intent was not
+// pending. Since drops were bounded (kernel/fence.go) the kernel journals
+// one only for the first late receipt for an intent settled without a
+// receipt; older journals hold drops for every receipt of an intent not
+// pending, and replay re-emits whatever drops the journal holds.
+type DropRec struct {
+	Receipt receipts.SignedReceipt `cbor:"receipt"`
+	Reason  string                 `cbor:"reason"`
+}
+
+// FrameRec is a stream frame: non-authoritative progress of one intent.
+// Effect, KeyID and Signature are the signed frame's (receipts.SignedFrame);
+// they are absent from frames journaled before frames were signed, and
+// replay, which trusts what the journal admitted, does not verify them.
+type FrameRec struct {
+	Intent    schemas.Hash `cbor:"intent"`
+	Seq       uint64       `cbor:"seq"`
+	Executor  string       `cbor:"executor"`
+	Payload   []byte       `cbor:"payload"`
+	Stamp     Stamp        `cbor:"stamp"`
+	Effect    string       `cbor:"effect,omitempty"`
+	KeyID     string       `cbor:"key_id,omitempty"`
+	Signature []byte       `cbor:"signature,omitempty"`
+}
+
+// Signed is the frame the record journaled.
+func (fr *FrameRec) Signed() *receipts.SignedFrame {
+	return &receipts.SignedFrame{Frame: receipts.Frame{Intent: fr.Intent, Effect: fr.Effect, Seq: fr.Seq,
+		Executor: fr.Executor, Payload: fr.Payload}, KeyID: fr.KeyID, Signature: fr.Signature}
 }
