@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
@@ -107,20 +107,20 @@ func Open(ctx context.Context, dir string, opts Options) (*World, error) {
 	// The store opens first so the built-in blob executors share its CAS;
 	// the dispatcher must exist before the kernel opens, because opening
 	// republishes every intent still in flight.
-	db, err := cas.OpenBadger(d.Store())
+	db, err := badgerdb.Open(d.Store())
 	if err != nil {
-		if errors.Is(err, cas.ErrLocked) {
+		if errors.Is(err, badgerdb.ErrLocked) {
 			return nil, fmt.Errorf("open world %s: %w (another process, perhaps aosd serve, holds it)", dir, err)
 		}
 		return nil, fmt.Errorf("open world %s: %w", dir, err)
 	}
-	kr, disp, err := daemon.NewExecutors(d, effects.Builtins(cas.NewBadger(db), nil), log)
+	kr, disp, err := daemon.NewExecutors(d, effects.Builtins(db.CAS(), nil), log)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	cfg.Keyring, cfg.Publisher = kr, disp
-	k, err := kernel.OpenDB(db, cfg)
+	k, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}, cfg)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open world %s: %w", dir, err)

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
@@ -145,7 +145,7 @@ type run struct {
 func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, native bool) run {
 	t.Helper()
 	ctx := context.Background()
-	db, err := cas.OpenBadger(t.TempDir())
+	db, err := badgerdb.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 		}
 	}
 	pub := &capture{}
-	w, err := kernel.OpenDB(db, kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
+	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
 		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache", StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -290,4 +290,9 @@ func TestExampleWorldsWasmEqualsNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storesOf is the world's storage ports over its Badger database.
+func storesOf(db *badgerdb.DB) kernel.Stores {
+	return kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}
 }

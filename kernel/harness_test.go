@@ -13,9 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
-
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -151,9 +149,39 @@ func testBuiltins() *modules.Builtins {
 	return b
 }
 
+// storesOf is the world's storage ports over its Badger database.
+func storesOf(db *worldstore.Store) kernel.Stores {
+	return kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}
+}
+
+// dirWorld is a world over its own Badger directory, the way a world
+// directory holds one: Close closes the world, then the store.
+type dirWorld struct {
+	*kernel.World
+	db *worldstore.Store
+}
+
+// openDir opens the world stored in dir (creating it if needed).
+func openDir(dir string, cfg kernel.Config) (*dirWorld, error) {
+	db, err := worldstore.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kernel.Open(storesOf(db), cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &dirWorld{World: w, db: db}, nil
+}
+
+func (d *dirWorld) Close() error {
+	return errors.Join(d.World.Close(), d.db.Close())
+}
+
 type harness struct {
 	t        testing.TB
-	db       *badger.DB
+	db       *worldstore.Store
 	dir      string
 	w        *kernel.World
 	clock    *stepClock
@@ -177,9 +205,9 @@ func newHarnessWith(t testing.TB, seed uint64, onDisk bool, setup func(h *harnes
 	var err error
 	if onDisk {
 		h.dir = t.TempDir()
-		h.db, err = cas.OpenBadger(h.dir)
+		h.db, err = worldstore.Open(h.dir)
 	} else {
-		h.db, err = cas.OpenBadgerInMemory()
+		h.db, err = worldstore.OpenInMemory()
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +231,7 @@ func (h *harness) config() kernel.Config {
 }
 
 func (h *harness) open() {
-	w, err := kernel.OpenDB(h.db, h.config())
+	w, err := kernel.Open(storesOf(h.db), h.config())
 	if err != nil {
 		h.t.Fatalf("open world: %v", err)
 	}
@@ -219,7 +247,7 @@ func (h *harness) reopen() {
 		if err := h.db.Close(); err != nil {
 			h.t.Fatal(err)
 		}
-		db, err := cas.OpenBadger(h.dir)
+		db, err := worldstore.Open(h.dir)
 		if err != nil {
 			h.t.Fatal(err)
 		}

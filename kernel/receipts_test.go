@@ -16,7 +16,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/internal/storefault"
+	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -435,7 +436,7 @@ func countKind(t testing.TB, w *kernel.World, k journal.Kind) int {
 }
 
 func reopenAt(t testing.TB, world string) *harness {
-	db, err := cas.OpenBadger(world)
+	db, err := worldstore.Open(world)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +465,14 @@ func flushChild(mode string) {
 			fmt.Printf("PUBLISHED %s\n", it.Hash)
 		}
 	})
-	w, err := kernel.Open(world, kernel.Config{Builtins: b, Keyring: kr, Publisher: pub, BeforeFlush: func() {
+	db, err := worldstore.Open(world)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(2)
+	}
+	// The flush hook is a wrapper at the journal port: it runs in the
+	// committer just before each append, after the step.
+	jn := &storefault.Journal{Log: db.Journal(), BeforeAppend: func([]journal.Record) {
 		armed.Lock()
 		k := killNext
 		armed.Unlock()
@@ -474,7 +482,8 @@ func flushChild(mode string) {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
-	}})
+	}}
+	w, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: jn}, kernel.Config{Builtins: b, Keyring: kr, Publisher: pub})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
