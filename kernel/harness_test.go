@@ -187,6 +187,7 @@ type harness struct {
 	clock    *stepClock
 	entropy  *seededEntropy
 	builtins *modules.Builtins
+	mem      *kernel.Stores // when set, the world runs on these, not on db
 	lastSeen uint64
 	extra    func(*kernel.Config)
 }
@@ -231,7 +232,13 @@ func (h *harness) config() kernel.Config {
 }
 
 func (h *harness) open() {
-	w, err := kernel.Open(storesOf(h.db), h.config())
+	stores := kernel.Stores{}
+	if h.mem != nil {
+		stores = *h.mem
+	} else {
+		stores = storesOf(h.db)
+	}
+	w, err := kernel.Open(stores, h.config())
 	if err != nil {
 		h.t.Fatalf("open world: %v", err)
 	}

@@ -96,17 +96,27 @@ var executorKey = ed25519.NewKeyFromSeed(make([]byte, 32))
 var paymentEffects = []string{"com.test/payment.charge@1"}
 
 func newOrderHarness(t testing.TB, onDisk bool) (*harness, *capture) {
+	h, pub := newOrderWorld(t, onDisk)
+	mustApply(t, h, orderManifest)
+	return h, pub
+}
+
+// newOrderWorld is newOrderHarness before its manifest goes in.
+func newOrderWorld(t testing.TB, onDisk bool) (*harness, *capture) {
 	pub := &capture{}
+	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
+		h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
+		h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = paymentsKeyring(t) }
+	})
+	return h, pub
+}
+
+func paymentsKeyring(t testing.TB) *receipts.Keyring {
 	kr := receipts.NewKeyring()
 	if err := kr.Add("payments", executorKey.Public().(ed25519.PublicKey), paymentEffects); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
-		h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
-		h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = kr }
-	})
-	mustApply(t, h, orderManifest)
-	return h, pub
+	return kr
 }
 
 func createOrder(t testing.TB, h *harness, id string) {
