@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/journal/journaltest"
 )
@@ -15,14 +16,21 @@ func TestJournal(t *testing.T) {
 	journaltest.Run(t, func(t *testing.T) journaltest.Journal { return openMem(t).Journal() })
 }
 
+// reopen closes db and opens dir again: what the journal holds then is
+// what reached the disk.
+func reopen(t *testing.T, db *badgerdb.DB, dir string) *badgerdb.DB {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return openDisk(t, dir)
+}
+
 func TestHeightAfterReopen(t *testing.T) {
 	dir := t.TempDir()
 	db := openDisk(t, dir)
 	journaltest.AppendFrames(t, db.Journal(), 1, 100, 1000, 1)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDisk(t, dir)
+	db = reopen(t, db, dir)
 	defer db.Close()
 	j := db.Journal()
 	if h := j.Height(); h != 1102 {
@@ -40,10 +48,7 @@ func TestRefusedAppendsWriteNothing(t *testing.T) {
 	db := openDisk(t, dir)
 	journaltest.AppendFrames(t, db.Journal(), 3)
 	journaltest.RefuseGaps(t, db.Journal())
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDisk(t, dir)
+	db = reopen(t, db, dir)
 	defer db.Close()
 	j := db.Journal()
 	if h := j.Height(); h != 3 {

@@ -326,7 +326,7 @@ func TestForgedBudgetFaultDiverges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := kernel.Open(storesOf(h.db), h.config())
+	_, err := kernel.Open(h.db.Stores(), h.config())
 	var re *kernel.ReplayError
 	if !errors.As(err, &re) || re.Seq != height+2 || !strings.Contains(re.Msg, "work budget") {
 		t.Fatalf("open = %v, want a replay divergence at the forged budget fault", err)

@@ -149,11 +149,6 @@ func testBuiltins() *modules.Builtins {
 	return b
 }
 
-// storesOf is the world's storage ports over its Badger database.
-func storesOf(db *worldstore.Store) kernel.Stores {
-	return kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}
-}
-
 // dirWorld is a world over its own Badger directory, the way a world
 // directory holds one: Close closes the world, then the store.
 type dirWorld struct {
@@ -167,7 +162,7 @@ func openDir(dir string, cfg kernel.Config) (*dirWorld, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := kernel.Open(storesOf(db), cfg)
+	w, err := kernel.Open(db.Stores(), cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -232,11 +227,11 @@ func (h *harness) config() kernel.Config {
 }
 
 func (h *harness) open() {
-	stores := kernel.Stores{}
+	var stores kernel.Stores
 	if h.mem != nil {
 		stores = *h.mem
 	} else {
-		stores = storesOf(h.db)
+		stores = h.db.Stores()
 	}
 	w, err := kernel.Open(stores, h.config())
 	if err != nil {

@@ -331,7 +331,7 @@ func TestReplayRefusesRemembered(t *testing.T) {
 	if err := jn.Append([]journal.Record{{Seq: next, Kind: journal.KindEvent, Body: schemas.MustMarshal(&body)}}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := kernel.Open(storesOf(h.db), h.config())
+	w, err := kernel.Open(h.db.Stores(), h.config())
 	if err == nil {
 		w.Close()
 		t.Fatal("replay accepted a second event under a remembered key")

@@ -398,7 +398,7 @@ func TestStateSchemaLegacyJournal(t *testing.T) {
 	if err := db.Journal().Append(recs); err != nil {
 		t.Fatal(err)
 	}
-	w, err := kernel.Open(storesOf(db), h.config())
+	w, err := kernel.Open(db.Stores(), h.config())
 	if err != nil {
 		t.Fatalf("replaying a journal without state changes: %v", err)
 	}

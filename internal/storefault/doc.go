@@ -16,6 +16,7 @@
 //     predicate accepts, so a clean run's count tells a test where the
 //     failure points of a faulty run can fall.
 //
-// It imports cas and journal only; it must not import the kernel or a
-// storage engine (it is handed the stores it wraps).
+// It wraps the ports as the kernel defines them (cas.Store, kernel.Log) and
+// must not import a storage engine: it is handed the stores it wraps. The
+// kernel's own package must not import it (only its external tests do).
 package storefault

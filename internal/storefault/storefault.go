@@ -9,6 +9,7 @@ import (
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -152,19 +153,10 @@ func (c *CAS) Delete(hs []schemas.Hash) error {
 	return c.Store.Delete(hs)
 }
 
-// Log is the journal port the kernel consumes (kernel.Log), restated here so
-// this package need not import the kernel.
-type Log interface {
-	Height() uint64
-	Append(recs []journal.Record) error
-	Read(from uint64, fn func(journal.Record) (bool, error)) error
-	Wait(ctx context.Context, after uint64) (uint64, error)
-}
-
 // Journal is a journal whose Appends and Reads fail when Faults says so and
 // which runs BeforeAppend ahead of each Append.
 type Journal struct {
-	Log    Log
+	Log    kernel.Log
 	Faults *Injector // nil: none
 	// BeforeAppend, when set, runs first in every Append, before a failure
 	// is injected or the wrapped journal sees the records. recs must not be
@@ -172,12 +164,12 @@ type Journal struct {
 	BeforeAppend func(recs []journal.Record)
 }
 
-var _ Log = (*Journal)(nil)
+var _ kernel.Log = (*Journal)(nil)
 
-// Height implements Log.
+// Height implements kernel.Log.
 func (j *Journal) Height() uint64 { return j.Log.Height() }
 
-// Append implements Log.
+// Append implements kernel.Log.
 func (j *Journal) Append(recs []journal.Record) error {
 	if j.BeforeAppend != nil {
 		j.BeforeAppend(recs)
@@ -188,7 +180,7 @@ func (j *Journal) Append(recs []journal.Record) error {
 	return j.Log.Append(recs)
 }
 
-// Read implements Log.
+// Read implements kernel.Log.
 func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error {
 	if err := j.Faults.check(JournalRead); err != nil {
 		return err
@@ -196,7 +188,7 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 	return j.Log.Read(from, fn)
 }
 
-// Wait implements Log.
+// Wait implements kernel.Log.
 func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 	return j.Log.Wait(ctx, after)
 }

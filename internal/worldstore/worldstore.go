@@ -4,28 +4,18 @@
 // only to its ports. Which engine backs a world directory is decided here
 // for them (and in the daemon for a running world).
 //
-// It must not import the kernel (the kernel's internal tests could then not
-// use it); what it hands out satisfies the kernel's ports structurally.
+// Only the kernel's external tests use it (it imports the kernel for the
+// ports' types).
 package worldstore
 
 import (
-	"context"
-
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
 )
 
 // ErrLocked reports a directory another process has open.
 var ErrLocked = badgerdb.ErrLocked
-
-// Journal is the journal port (kernel.Log) as a world directory provides it.
-type Journal interface {
-	Height() uint64
-	Append(recs []journal.Record) error
-	Read(from uint64, fn func(journal.Record) (bool, error)) error
-	Wait(ctx context.Context, after uint64) (uint64, error)
-}
 
 // Store is a world directory's open stores. Close it after every world
 // running on it is closed.
@@ -56,7 +46,12 @@ func OpenInMemory() (*Store, error) {
 func (s *Store) CAS() cas.Store { return s.db.CAS() }
 
 // Journal is the world's journal, its height recovered at Open.
-func (s *Store) Journal() Journal { return s.db.Journal() }
+func (s *Store) Journal() kernel.Log { return s.db.Journal() }
+
+// Stores are both ports, for kernel.Open.
+func (s *Store) Stores() kernel.Stores {
+	return kernel.Stores{CAS: s.db.CAS(), Journal: s.db.Journal()}
+}
 
 // Close closes the store.
 func (s *Store) Close() error { return s.db.Close() }
