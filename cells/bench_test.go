@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/schemas"
 )
 
 // Benchmarks run on a 1,000,000-cell world built once per backend and shared:
-// "mem" is cas.NewMemory, "badger" is cas.Badger on disk in a temp directory.
+// "mem" is cas.NewMemory, "badger" is the Badger CAS on disk in a temp directory.
 // Run them with (see docs/perf/cells.md):
 //
 //	go test -run '^$' -bench . -benchtime 3x ./cells/     (Materialize)
@@ -50,12 +51,12 @@ func openBackend(b *testing.B, backend string) cas.Store {
 		if err != nil {
 			b.Fatal(err)
 		}
-		db, err := cas.OpenBadger(dir)
+		db, err := badgerdb.Open(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		cleanups = append(cleanups, func() { db.Close(); os.RemoveAll(dir) })
-		return cas.NewBadger(db)
+		return db.CAS()
 	}
 	b.Fatalf("unknown backend %q", backend)
 	return nil

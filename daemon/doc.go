@@ -25,7 +25,7 @@
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon
 //     when daemon.json names a live process that answers, and a direct open of
-//     a world held by another process fails with cas.ErrLocked, which Connect
+//     a world held by another process fails with badgerdb.ErrLocked, which Connect
 //     turns into a message that names the daemon.
 //   - Every refusal is an *Error with an HTTP status, a stable code, a message
 //     and a where; nothing invalid reaches the journal (the kernel validates

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/internal/examples"
@@ -49,16 +49,16 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
-	db, err := cas.OpenBadger(dir.Store())
+	db, err := badgerdb.Open(dir.Store())
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(cas.NewBadger(db), nil), nil)
+	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(db.CAS(), nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Keyring, cfg.Publisher = kr, disp
-	w, err := kernel.OpenDB(db, cfg)
+	w, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -67,8 +68,13 @@ func tallyWorld(t *testing.T) (*served, func(builtin string)) {
 	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := kernel.Open(dir.Store(), kernel.Config{Builtins: b})
+	db, err := badgerdb.Open(dir.Store())
 	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}, kernel.Config{Builtins: b})
+	if err != nil {
+		db.Close()
 		t.Fatal(err)
 	}
 	tok, err := dir.Token()
@@ -79,6 +85,7 @@ func tallyWorld(t *testing.T) (*served, func(builtin string)) {
 	t.Cleanup(func() {
 		hs.Close()
 		w.Close()
+		db.Close()
 	})
 	apply := func(builtin string) {
 		p := filepath.Join(t.TempDir(), "manifest.json")

@@ -4,34 +4,62 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
-
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/kernel"
 )
 
 // store is a world's store as a Host opens it. It is the one place the host
 // names the storage engine: the built-in executors share its CAS, and the
-// kernel opens on it.
-type store struct{ db *badger.DB }
+// kernel opens on its two ports.
+type store struct{ db *badgerdb.DB }
 
 // openStore opens the store of the world in d. A store another process
-// holds is cas.ErrLocked, with a hint at who.
+// holds is badgerdb.ErrLocked, with a hint at who.
 func openStore(d Dir) (*store, error) {
-	db, err := cas.OpenBadger(d.Store())
+	s, err := openStoreAt(d.Store())
 	if err != nil {
-		if errors.Is(err, cas.ErrLocked) {
+		if isLocked(err) {
 			return nil, fmt.Errorf("open world %s: %w (another process, perhaps aosd serve, holds it)", d, err)
 		}
 		return nil, fmt.Errorf("open world %s: %w", d, err)
 	}
+	return s, nil
+}
+
+// openStoreAt opens the store directory at path.
+func openStoreAt(path string) (*store, error) {
+	db, err := badgerdb.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	return &store{db: db}, nil
 }
 
+// isLocked says whether err is a store held by another process.
+func isLocked(err error) bool { return errors.Is(err, badgerdb.ErrLocked) }
+
+// openWorld opens the store directory and the world on it. The caller
+// closes the world, then the store.
+func openWorld(path string, cfg kernel.Config) (*kernel.World, *store, error) {
+	s, err := openStoreAt(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := s.openKernel(cfg)
+	if err != nil {
+		s.close()
+		return nil, nil, err
+	}
+	return w, s, nil
+}
+
 // cas is the store's content-addressed half, for the built-in executors.
-func (s *store) cas() cas.Store { return cas.NewBadger(s.db) }
+func (s *store) cas() cas.Store { return s.db.CAS() }
 
 // openKernel opens the kernel on the store, which stays the caller's.
-func (s *store) openKernel(cfg kernel.Config) (*kernel.World, error) { return kernel.OpenDB(s.db, cfg) }
+func (s *store) openKernel(cfg kernel.Config) (*kernel.World, error) {
+	return kernel.Open(kernel.Stores{CAS: s.db.CAS(), Journal: s.db.Journal()}, cfg)
+}
 
 func (s *store) close() error { return s.db.Close() }

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -82,11 +81,11 @@ func Init(d Dir, cfg kernel.Config) (string, error) {
 	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
 		return "", err
 	}
-	w, err := kernel.Open(d.Store(), d.Config(cfg))
+	w, db, err := openWorld(d.Store(), d.Config(cfg))
 	if err != nil {
 		return "", fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
-	if err := w.Close(); err != nil {
+	if err := errors.Join(w.Close(), db.close()); err != nil {
 		return "", fmt.Errorf("close store %s: %w", d.Store(), err)
 	}
 	return hex.EncodeToString(pub), nil
@@ -196,15 +195,16 @@ type Conn struct {
 	Remote bool   // through a daemon
 	Addr   string // the daemon's address when Remote
 	world  *kernel.World
+	db     *store // the world's store, closed after it
 }
 
 // World is the open world when the connection is local.
 func (c *Conn) World() *kernel.World { return c.world }
 
-// Close closes a local world.
+// Close closes a local world, then its store.
 func (c *Conn) Close() error {
 	if c.world != nil {
-		return c.world.Close()
+		return errors.Join(c.world.Close(), c.db.close())
 	}
 	return nil
 }
@@ -241,9 +241,9 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 			}
 		}
 	}
-	w, err := kernel.Open(d.Store(), d.Config(opt.Config))
+	w, db, err := openWorld(d.Store(), d.Config(opt.Config))
 	if err != nil {
-		if errors.Is(err, cas.ErrLocked) {
+		if isLocked(err) {
 			switch {
 			case info != nil:
 				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: fmt.Sprintf(
@@ -256,7 +256,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("open world %s: %w", d, err)
 	}
-	return &Conn{Backend: &Local{W: w, Dir: d}, world: w}, nil
+	return &Conn{Backend: &Local{W: w, Dir: d}, world: w, db: db}, nil
 }
 
 func probe(ctx context.Context, cl *Client) error {

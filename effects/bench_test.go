@@ -12,7 +12,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -141,7 +141,7 @@ func BenchmarkReceiptRoundTrip(b *testing.B) {
 	for _, conc := range []int{1, 256, 1024} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			dir := b.TempDir()
-			db, err := cas.OpenBadger(dir)
+			db, err := badgerdb.Open(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func BenchmarkReceiptRoundTrip(b *testing.B) {
 			_ = kr.Add(receipts.BuiltinExecutor, builtinKey.Public().(ed25519.PublicKey), []string{"com.test/charge@1"})
 			rt := &roundTrip{start: map[string]time.Time{}, key: map[schemas.Hash]string{}, done: map[string]chan time.Duration{}}
 			rt.d = effects.New(effects.Config{Key: builtinKey, Executors: map[string]effects.Executor{"com.test/charge@1": instant{}}})
-			w, err := kernel.OpenDB(db, kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: rt})
+			w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: rt})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -242,7 +242,7 @@ func (s *errSink) SubmitFrame(ctx context.Context, f receipts.SignedFrame) (uint
 // so: the world settling the intent (which cancels the executor's work on
 // it) must not make the submission that settled it report an error.
 func TestBuiltinReceiptsAdmitted(t *testing.T) {
-	db, err := cas.OpenBadger(t.TempDir())
+	db, err := badgerdb.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 	d := effects.New(effects.Config{Key: builtinKey, Executors: map[string]effects.Executor{"com.test/charge@1": instant{}}})
 	const n = 400
 	sink := &errSink{answered: make(chan struct{}, n)}
-	w, err := kernel.OpenDB(db, kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: d})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -163,7 +163,7 @@ type world struct {
 
 // open opens the world in dir with a dispatcher running the built-in executors.
 func open(t testing.TB, dir string, now func() time.Time) *world {
-	db, err := cas.OpenBadger(dir)
+	db, err := badgerdb.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +174,8 @@ func open(t testing.TB, dir string, now func() time.Time) *world {
 	if err := kr.Add("payments", externalKey.Public().(ed25519.PublicKey), []string{"com.test/charge@1"}); err != nil {
 		t.Fatal(err)
 	}
-	d := effects.New(effects.Config{Key: builtinKey, Executors: effects.Builtins(cas.NewBadger(db), nil), Now: now})
-	w, err := kernel.OpenDB(db, kernel.Config{Builtins: jobs(), Keyring: kr, Publisher: d})
+	d := effects.New(effects.Config{Key: builtinKey, Executors: effects.Builtins(db.CAS(), nil), Now: now})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: jobs(), Keyring: kr, Publisher: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,4 +395,9 @@ func TestExternalClaimLease(t *testing.T) {
 	if left, _ := wd.d.Claim(ctx, "payments", []string{"com.test/charge@1"}, 10, time.Minute, 0); len(left) != 0 {
 		t.Fatalf("settled intent still claimable: %v", left)
 	}
+}
+
+// storesOf is the world's storage ports over its Badger database.
+func storesOf(db *badgerdb.DB) kernel.Stores {
+	return kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/build"
-	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/examples/workflows/counter"
 	"github.com/aos-kernel/aos/internal/examples"
@@ -58,7 +58,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 	if err != nil {
 		b.Fatal(err)
 	}
-	db, err := cas.OpenBadger(b.TempDir())
+	db, err := badgerdb.Open(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 			return workflows.Identity(module)
 		})
 	}
-	w, err := kernel.OpenDB(db, kernel.Config{Builtins: builtins, WasmCacheDir: examples.Dir(b) + "/.wasm-cache"})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, WasmCacheDir: examples.Dir(b) + "/.wasm-cache"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -102,7 +102,7 @@ func buildOldWorld(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := cas.OpenBadger(dir)
+	db, err := badgerdb.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestOldWorldOpens(t *testing.T) {
 
 	fresh := t.TempDir()
 	buildOldWorld(t, fresh)
-	db, err := cas.OpenBadger(fresh)
+	db, err := badgerdb.Open(fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestOldWorldOpens(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	db, err = cas.OpenBadger(dir)
+	db, err = badgerdb.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

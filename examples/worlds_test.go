@@ -17,9 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
-
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
@@ -148,7 +146,7 @@ type run struct {
 func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, native bool) run {
 	t.Helper()
 	ctx := context.Background()
-	db, err := cas.OpenBadger(t.TempDir())
+	db, err := badgerdb.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +192,7 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 
 // openWorld opens a world on db with deterministic stamps, the executor key
 // and, when native, the example workflows linked in by artifact hash.
-func openWorld(t *testing.T, db *badger.DB, m *manifest.Manifest, native bool) (*kernel.World, *capture, *atomic.Int64) {
+func openWorld(t *testing.T, db *badgerdb.DB, m *manifest.Manifest, native bool) (*kernel.World, *capture, *atomic.Int64) {
 	t.Helper()
 	kr := receipts.NewKeyring()
 	if err := kr.Add(receipts.BuiltinExecutor, executorKey.Public().(ed25519.PublicKey), []string{"sys/timer.set@1", "com.example/payment.charge@1"}); err != nil {
@@ -230,7 +228,7 @@ func openWorld(t *testing.T, db *badger.DB, m *manifest.Manifest, native bool) (
 		}
 	}
 	pub := &capture{}
-	w, err := kernel.OpenDB(db, kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
+	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
 		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache", StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -312,4 +310,9 @@ func TestExampleWorldsWasmEqualsNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storesOf is the world's storage ports over its Badger database.
+func storesOf(db *badgerdb.DB) kernel.Stores {
+	return kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}
 }

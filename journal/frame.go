@@ -14,8 +14,9 @@ import (
 // directions are written by hand; TestFrameCodecMatchesLibrary and
 // FuzzDecodeFrame hold them to the library's bytes and values.
 
-// encodeFrame is schemas.Marshal(recs).
-func encodeFrame(recs []Record) []byte {
+// EncodeFrame is schemas.Marshal(recs): the bytes a backend stores for one
+// Append.
+func EncodeFrame(recs []Record) []byte {
 	n := 9
 	for i := range recs {
 		n += 1 + 4 + 9 + 5 + 9 + len(recs[i].Body) + 5 + 9 + len(recs[i].Kind)
@@ -32,7 +33,7 @@ func encodeFrame(recs []Record) []byte {
 	return b
 }
 
-// decodeFrameFast decodes a frame laid out exactly as encodeFrame writes it.
+// decodeFrameFast decodes a frame laid out exactly as EncodeFrame writes it.
 // It copies v once and the records' bodies share that copy (capped, so an
 // append to one cannot overwrite the next). ok is false for anything else,
 // and the caller falls back to the library decoder, which says what is

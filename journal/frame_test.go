@@ -35,9 +35,9 @@ func TestFrameCodecMatchesLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := encodeFrame(recs)
+		got := EncodeFrame(recs)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("encodeFrame differs from the library for %d records", len(recs))
+			t.Fatalf("EncodeFrame differs from the library for %d records", len(recs))
 		}
 		dec, ok := decodeFrameFast(got)
 		if !ok {
@@ -57,7 +57,7 @@ func TestFrameCodecMatchesLibrary(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range [][]byte{nil, {0x9f}, {0x81, 0xa3}, {0x81, 0xa2, 0x63, 's', 'e', 'q', 1}, append(encodeFrame([]Record{{Seq: 1, Kind: KindStep, Body: []byte{1}}}), 0)} {
+	for _, bad := range [][]byte{nil, {0x9f}, {0x81, 0xa3}, {0x81, 0xa2, 0x63, 's', 'e', 'q', 1}, append(EncodeFrame([]Record{{Seq: 1, Kind: KindStep, Body: []byte{1}}}), 0)} {
 		if _, ok := decodeFrameFast(bad); ok {
 			t.Fatalf("decodeFrameFast accepted %x", bad)
 		}
@@ -67,8 +67,8 @@ func TestFrameCodecMatchesLibrary(t *testing.T) {
 // Whatever the fast decoder accepts, the library accepts with the same
 // records; what it refuses goes to the library, so it may refuse freely.
 func FuzzDecodeFrame(f *testing.F) {
-	f.Add(encodeFrame([]Record{{Seq: 1, Kind: KindEvent, Body: []byte{0xa0}}, {Seq: 2, Kind: KindStep, Body: []byte{1, 2}}}))
-	f.Add(encodeFrame(nil))
+	f.Add(EncodeFrame([]Record{{Seq: 1, Kind: KindEvent, Body: []byte{0xa0}}, {Seq: 2, Kind: KindStep, Body: []byte{1, 2}}}))
+	f.Add(EncodeFrame(nil))
 	f.Add([]byte{0x81, 0xa3, 0x63, 's', 'e', 'q', 0x1b, 0, 0, 0, 0, 0, 0, 0, 1, 0x64, 'b', 'o', 'd', 'y', 0x40, 0x64, 'k', 'i', 'n', 'd', 0x60})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec, ok := decodeFrameFast(data)

@@ -443,11 +443,7 @@ func TestOldJournalDropsReplay(t *testing.T) {
 		{Seq: height + 3, Kind: journal.KindFrame, Body: schemas.MustMarshal(&records.FrameRec{Intent: it.Hash, Seq: 1, Executor: "payments",
 			Payload: schemas.MustMarshal(map[string]any{"pct": 50}), Stamp: stamp})},
 	}
-	jn, err := journal.Open(h.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jn.Append(recs); err != nil {
+	if err := h.db.Journal().Append(recs); err != nil {
 		t.Fatal(err)
 	}
 	h.open() // replays the journal; fails on any divergence

@@ -306,17 +306,13 @@ func TestForgedBudgetFaultDiverges(t *testing.T) {
 		Stamp:   records.Stamp{NowNs: 5, LogicalNs: 5, Entropy: make([]byte, 32), Height: height, ManifestHash: man},
 		Targets: []records.TargetRec{{Workflow: "com.test/bomb@1", Key: key}}}
 	fault := records.FaultRec{Input: height + 1, Workflow: "com.test/bomb@1", Key: key, Reason: "forged", Class: kernel.FaultBudget}
-	jn, err := journal.Open(h.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jn.Append([]journal.Record{
+	if err := h.db.Journal().Append([]journal.Record{
 		{Seq: height + 1, Kind: journal.KindEvent, Body: schemas.MustMarshal(&ev)},
 		{Seq: height + 2, Kind: journal.KindFault, Body: schemas.MustMarshal(&fault)},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = kernel.OpenDB(h.db, h.config())
+	_, err := kernel.Open(h.db.Stores(), h.config())
 	var re *kernel.ReplayError
 	if !errors.As(err, &re) || re.Seq != height+2 || !strings.Contains(re.Msg, "work budget") {
 		t.Fatalf("open = %v, want a replay divergence at the forged budget fault", err)

@@ -67,9 +67,6 @@ type Config struct {
 	// Publisher receives intents once they are durable (default: none; the
 	// daemon wires the executors here).
 	Publisher Publisher
-	// BeforeFlush, when set, runs in the committer just before each journal
-	// append. Crash tests use it to kill the process between step and flush.
-	BeforeFlush func()
 	// Keyring holds the executor keys whose receipts the world trusts.
 	Keyring *receipts.Keyring
 	// MaterializeAt: when a workflow's cell delta holds more dirty cells than

@@ -7,9 +7,18 @@
 // manifest, the router, the instance table, the per-workflow cell heads, the
 // mailboxes and the journal sequence counter. Callers talk to it through
 // requests; it never blocks on I/O. Records it produces go to a committer
-// goroutine that group-commits them to the journal (one Badger transaction and
-// one fsync for everything queued) and only then acknowledges callers and
-// releases intents to executors.
+// goroutine that group-commits them to the journal (one append, made durable
+// before it returns, for everything queued) and only then acknowledges
+// callers and releases intents to executors.
+//
+// Ports. The kernel names no storage engine. It defines the ports it
+// consumes and is handed implementations (Stores): the journal (Log: append
+// a frame, read a range, height, wait) and cas.Store, beside the Clock,
+// Entropy and Publisher ports in config.go. The package named after Badger
+// opens a world directory and implements both storage ports; journal.Memory and
+// cas.Memory serve unit tests; internal/storefault wraps either to inject
+// failures or run a hook before an append. Test hooks are wrappers at a
+// port, never fields of Config.
 //
 // Determinism. Each external input (an ingress event, later a receipt) runs to
 // idle before the next is taken: it is journaled, routed, delivered, and every
@@ -35,6 +44,6 @@
 // harness renders typed records itself).
 //
 // Must not touch: wall clock, randomness (except through the ports), map
-// iteration where order matters, the network, JSON rendering. Executors live
-// elsewhere.
+// iteration where order matters, the network, JSON rendering, a storage
+// engine (Badger or any other: only the ports). Executors live elsewhere.
 package kernel

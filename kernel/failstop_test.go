@@ -5,112 +5,59 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/internal/storefault"
+	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// faultPlan fails the failAt-th counted storage operation once (0: never)
-// and counts the operations it saw.
-type faultPlan struct {
-	reads, writes bool // which operations count
-	failAt        int64
-	n             atomic.Int64
-	fired         atomic.Bool
-}
-
-func (p *faultPlan) tick(write bool, op string) error {
-	if (write && !p.writes) || (!write && !p.reads) {
-		return nil
-	}
-	if n := p.n.Add(1); n == p.failAt {
-		p.fired.Store(true)
-		return fmt.Errorf("injected failure of %s (operation %d)", op, n)
-	}
-	return nil
-}
-
-// faultyCAS and faultyLog are the storage ports with failures injected.
-type faultyCAS struct {
-	cas.Store
-	p *faultPlan
-}
-
-func (f faultyCAS) Put(b []byte) (schemas.Hash, error) {
-	if err := f.p.tick(true, "cas put"); err != nil {
-		return schemas.Hash{}, err
-	}
-	return f.Store.Put(b)
-}
-
-func (f faultyCAS) PutBatch(bs [][]byte) ([]schemas.Hash, error) {
-	if err := f.p.tick(true, "cas put batch"); err != nil {
-		return nil, err
-	}
-	return f.Store.PutBatch(bs)
-}
-
-func (f faultyCAS) Get(h schemas.Hash) ([]byte, error) {
-	if err := f.p.tick(false, "cas get"); err != nil {
-		return nil, err
-	}
-	return f.Store.Get(h)
-}
-
-func (f faultyCAS) Has(h schemas.Hash) (bool, error) {
-	if err := f.p.tick(false, "cas has"); err != nil {
-		return false, err
-	}
-	return f.Store.Has(h)
-}
-
-type faultyLog struct {
-	kernel.Log
-	p *faultPlan
-}
-
-func (f faultyLog) Append(recs []journal.Record) error {
-	if err := f.p.tick(true, "journal append"); err != nil {
-		return err
-	}
-	return f.Log.Append(recs)
-}
-
-// storageRun drives a counter world over faulty stores until the plan
-// fires (or the work ends), and returns what was acknowledged.
+// storageRun drives a counter world over faulty stores until the injected
+// failure fires (or the work ends), and returns what was acknowledged.
 type storageRun struct {
 	acked map[uint64]string // seq -> key of each acknowledged event
 	errs  []error
 }
 
-func runWithFaults(t *testing.T, dir string, p *faultPlan) storageRun {
+// faults names the operations a run counts and which of them fails (the
+// failAt-th; 0: none, the run only counts).
+type faults struct {
+	ops    func(storefault.Op) bool
+	failAt int64
+}
+
+// The storage operations the world's inputs cause: CAS reads, and CAS writes
+// with journal appends.
+var (
+	storageReads  = storefault.Ops(storefault.CASGet, storefault.CASHas)
+	storageWrites = storefault.Ops(storefault.CASPut, storefault.CASPutBatch, storefault.JournalAppend)
+)
+
+func runWithFaults(t *testing.T, dir string, f faults) (storageRun, *storefault.Injector) {
 	t.Helper()
-	db, err := cas.OpenBadger(dir)
+	db, err := worldstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	jn, err := journal.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := kernel.Config{Builtins: testBuiltins(), MaterializeAt: 16, MaterializeChunk: 8,
 		Cells: cells.Config{CacheSize: 4, SpillThreshold: 8, ResidentBudget: 64}}
-	plan := &faultPlan{} // off while the world opens and the manifest goes in
-	w, err := kernel.OpenStores(kernel.Stores{CAS: faultyCAS{cas.NewBadger(db), plan}, Journal: faultyLog{jn, plan}}, cfg)
+	inj := &storefault.Injector{} // off while the world opens and the manifest goes in
+	w, err := kernel.Open(kernel.Stores{
+		CAS:     &storefault.CAS{Store: db.CAS(), Faults: inj},
+		Journal: &storefault.Journal{Log: db.Journal(), Faults: inj},
+	}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	h := &harness{t: t, w: w}
 	mustApply(t, h, counterManifest)
-	plan.reads, plan.writes, plan.failAt = p.reads, p.writes, p.failAt
+	inj.Arm(f.ops, f.failAt)
 
 	run := storageRun{acked: map[uint64]string{}}
 	var mu sync.Mutex
@@ -137,7 +84,7 @@ func runWithFaults(t *testing.T, dir string, p *faultPlan) storageRun {
 		}()
 	}
 	wg.Wait()
-	if plan.fired.Load() {
+	if inj.Fired() {
 		if _, err := w.Submit(context.Background(), countEvent("after", 1)); !errors.Is(err, kernel.ErrBroken) {
 			t.Fatalf("submit after the failure: %v, want ErrBroken", err)
 		}
@@ -145,26 +92,28 @@ func runWithFaults(t *testing.T, dir string, p *faultPlan) storageRun {
 			t.Fatalf("status after the failure: %v, want ErrBroken", err)
 		}
 	}
-	p.n.Store(plan.n.Load())
-	p.fired.Store(plan.fired.Load())
-	return run
+	return run, inj
 }
 
 // TestStorageFailuresFailStop injects one failed storage operation (a CAS
-// read, or a CAS write or journal append) at many points of a busy world.
+// read; a CAS write or journal append; a journal append alone) at many
+// points of a busy world on Badger.
 // Each time the world stops: callers get ErrBroken (wrapping ErrStorage and
 // the cause), no fault is journaled for anyone's event, every acknowledged
 // event is in the journal on reopen, the cells agree with the journal, and
 // the reopened world goes on.
 func TestStorageFailuresFailStop(t *testing.T) {
 	for _, kind := range []struct {
-		name          string
-		reads, writes bool
-	}{{"writes", false, true}, {"reads", true, false}} {
+		name string
+		ops  func(storefault.Op) bool
+	}{
+		{"writes", storageWrites},
+		{"reads", storageReads},
+		{"appends", storefault.Ops(storefault.JournalAppend)},
+	} {
 		// A clean run counts the operations, so the failures land all over it.
-		probe := &faultPlan{reads: kind.reads, writes: kind.writes}
-		runWithFaults(t, t.TempDir(), probe)
-		total := probe.n.Load()
+		_, probe := runWithFaults(t, t.TempDir(), faults{ops: kind.ops})
+		total := probe.Count()
 		if total < 20 {
 			t.Fatalf("%s: only %d operations in a run; the test would not probe much", kind.name, total)
 		}
@@ -175,9 +124,8 @@ func TestStorageFailuresFailStop(t *testing.T) {
 		for _, at := range points {
 			t.Run(fmt.Sprintf("%s/%d", kind.name, at), func(t *testing.T) {
 				dir := t.TempDir()
-				p := &faultPlan{reads: kind.reads, writes: kind.writes, failAt: at}
-				run := runWithFaults(t, dir, p)
-				if !p.fired.Load() {
+				run, inj := runWithFaults(t, dir, faults{ops: kind.ops, failAt: at})
+				if !inj.Fired() {
 					// This interleaving needed fewer operations: then
 					// everything must have gone through.
 					if len(run.errs) > 0 || len(run.acked) != 180 {
@@ -201,14 +149,14 @@ func TestStorageFailuresFailStop(t *testing.T) {
 // against what the faulty run acknowledged.
 func checkReopened(t *testing.T, dir string, run storageRun) {
 	t.Helper()
-	w, err := kernel.Open(dir, kernel.Config{Builtins: testBuiltins()})
+	w, err := openDir(dir, kernel.Config{Builtins: testBuiltins()})
 	if err != nil {
 		t.Fatalf("reopen after the failure: %v", err)
 	}
 	defer w.Close()
 	journaled := map[uint64]string{}
 	perKey := map[string]int{}
-	for _, r := range allRecords(t, w) {
+	for _, r := range allRecords(t, w.World) {
 		switch r.Kind {
 		case journal.KindFault:
 			t.Fatalf("a fault was journaled: seq %d", r.Seq)

@@ -10,9 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
-
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
@@ -147,14 +145,40 @@ func testBuiltins() *modules.Builtins {
 	return b
 }
 
+// dirWorld is a world over its own Badger directory, the way a world
+// directory holds one: Close closes the world, then the store.
+type dirWorld struct {
+	*kernel.World
+	db *worldstore.Store
+}
+
+// openDir opens the world stored in dir (creating it if needed).
+func openDir(dir string, cfg kernel.Config) (*dirWorld, error) {
+	db, err := worldstore.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kernel.Open(db.Stores(), cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &dirWorld{World: w, db: db}, nil
+}
+
+func (d *dirWorld) Close() error {
+	return errors.Join(d.World.Close(), d.db.Close())
+}
+
 type harness struct {
 	t        testing.TB
-	db       *badger.DB
+	db       *worldstore.Store
 	dir      string
 	w        *kernel.World
 	clock    *stepClock
 	entropy  *seededEntropy
 	builtins *modules.Builtins
+	mem      *kernel.Stores // when set, the world runs on these, not on db
 	lastSeen uint64
 	extra    func(*kernel.Config)
 }
@@ -173,9 +197,9 @@ func newHarnessWith(t testing.TB, seed uint64, onDisk bool, setup func(h *harnes
 	var err error
 	if onDisk {
 		h.dir = t.TempDir()
-		h.db, err = cas.OpenBadger(h.dir)
+		h.db, err = worldstore.Open(h.dir)
 	} else {
-		h.db, err = cas.OpenBadgerInMemory()
+		h.db, err = worldstore.OpenInMemory()
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +223,13 @@ func (h *harness) config() kernel.Config {
 }
 
 func (h *harness) open() {
-	w, err := kernel.OpenDB(h.db, h.config())
+	var stores kernel.Stores
+	if h.mem != nil {
+		stores = *h.mem
+	} else {
+		stores = h.db.Stores()
+	}
+	w, err := kernel.Open(stores, h.config())
 	if err != nil {
 		h.t.Fatalf("open world: %v", err)
 	}
@@ -215,7 +245,7 @@ func (h *harness) reopen() {
 		if err := h.db.Close(); err != nil {
 			h.t.Fatal(err)
 		}
-		db, err := cas.OpenBadger(h.dir)
+		db, err := worldstore.Open(h.dir)
 		if err != nil {
 			h.t.Fatal(err)
 		}

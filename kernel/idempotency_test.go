@@ -326,15 +326,12 @@ func TestReplayRefusesRemembered(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.w = nil
-	jn, err := journal.Open(h.db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jn := h.db.Journal()
 	next := jn.Height() + 1
 	if err := jn.Append([]journal.Record{{Seq: next, Kind: journal.KindEvent, Body: schemas.MustMarshal(&body)}}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := kernel.OpenDB(h.db, h.config())
+	w, err := kernel.Open(h.db.Stores(), h.config())
 	if err == nil {
 		w.Close()
 		t.Fatal("replay accepted a second event under a remembered key")

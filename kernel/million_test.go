@@ -76,10 +76,11 @@ func TestMillionCells(t *testing.T) {
 	// The bound is what the configuration allows, independent of the number
 	// of cells. Kernel-owned memory is asserted exactly above (dirty cells,
 	// cache size, an empty instance table). The rest is Badger: memtable
-	// arenas (up to 3 x 64 MiB, set in cas.OpenBadger) plus the buffers of a
+	// arenas (up to 3 x 64 MiB, set where the world's Badger directory is
+	// opened) plus the buffers of a
 	// table being built when a flush or compaction is in flight (120 MiB
 	// measured for one memtable flush; with block compression on, as before
-	// cas.OpenBadger turned it off, a second buffer per table and the
+	// the opener turned it off, a second buffer per table and the
 	// decompressed block cache made it ~340 MiB). Without compression blocks
 	// are read from the mmap, off the heap. An unmaterialized delta would
 	// add ~180 MiB per million cells on top, and keep growing.

@@ -69,7 +69,7 @@ func TestChangedBuiltinCodeNamedOnReplay(t *testing.T) {
 	}
 	cfg := h.config()
 	cfg.Builtins = changed
-	_, err := kernel.OpenDB(h.db, cfg)
+	_, err := kernel.Open(h.db.Stores(), cfg)
 	var re *kernel.ReplayError
 	if !errors.As(err, &re) {
 		t.Fatalf("open with changed code: %v, want a ReplayError", err)
@@ -329,7 +329,7 @@ func TestEnvironmentalFailureDuringReplayStops(t *testing.T) {
 	}
 	h.w = nil
 	f.envFail = 5
-	_, err := kernel.OpenDB(h.db, h.config())
+	_, err := kernel.Open(h.db.Stores(), h.config())
 	if err == nil || !strings.Contains(err.Error(), "environmental failure while replaying") {
 		t.Fatalf("open with a failing host: %v", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -323,18 +322,13 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 	// Reopen in this process: every acknowledged event is in the journal.
-	db, err := cas.OpenBadger(world)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	w, err := kernel.OpenDB(db, kernel.Config{Builtins: testBuiltins()})
+	w, err := openDir(world, kernel.Config{Builtins: testBuiltins()})
 	if err != nil {
 		t.Fatalf("reopen after SIGKILL: %v", err)
 	}
 	defer w.Close()
 	recs := map[uint64]journal.Record{}
-	for _, r := range allRecords(t, w) {
+	for _, r := range allRecords(t, w.World) {
 		recs[r.Seq] = r
 	}
 	for seq, key := range acked {
@@ -359,7 +353,7 @@ func TestCrashRecovery(t *testing.T) {
 // events forever, printing each acknowledged seq.
 func crashChild() {
 	world, manPath := os.Getenv("AOS_CRASH_WORLD"), os.Getenv("AOS_CRASH_MANIFEST")
-	w, err := kernel.Open(world, kernel.Config{Builtins: testBuiltins()})
+	w, err := openDir(world, kernel.Config{Builtins: testBuiltins()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)

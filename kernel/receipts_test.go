@@ -15,7 +15,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/internal/storefault"
+	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -95,17 +96,27 @@ var executorKey = ed25519.NewKeyFromSeed(make([]byte, 32))
 var paymentEffects = []string{"com.test/payment.charge@1"}
 
 func newOrderHarness(t testing.TB, onDisk bool) (*harness, *capture) {
+	h, pub := newOrderWorld(t, onDisk)
+	mustApply(t, h, orderManifest)
+	return h, pub
+}
+
+// newOrderWorld is newOrderHarness before its manifest goes in.
+func newOrderWorld(t testing.TB, onDisk bool) (*harness, *capture) {
 	pub := &capture{}
+	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
+		h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
+		h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = paymentsKeyring(t) }
+	})
+	return h, pub
+}
+
+func paymentsKeyring(t testing.TB) *receipts.Keyring {
 	kr := receipts.NewKeyring()
 	if err := kr.Add("payments", executorKey.Public().(ed25519.PublicKey), paymentEffects); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessWith(t, 3, onDisk, func(h *harness) {
-		h.builtins.MustRegister("test/order", "test/order@1", "step", orderStep)
-		h.extra = func(c *kernel.Config) { c.Publisher = pub; c.Keyring = kr }
-	})
-	mustApply(t, h, orderManifest)
-	return h, pub
+	return kr
 }
 
 func createOrder(t testing.TB, h *harness, id string) {
@@ -435,7 +446,7 @@ func countKind(t testing.TB, w *kernel.World, k journal.Kind) int {
 }
 
 func reopenAt(t testing.TB, world string) *harness {
-	db, err := cas.OpenBadger(world)
+	db, err := worldstore.Open(world)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +475,14 @@ func flushChild(mode string) {
 			fmt.Printf("PUBLISHED %s\n", it.Hash)
 		}
 	})
-	w, err := kernel.Open(world, kernel.Config{Builtins: b, Keyring: kr, Publisher: pub, BeforeFlush: func() {
+	db, err := worldstore.Open(world)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(2)
+	}
+	// The flush hook is a wrapper at the journal port: it runs in the
+	// committer just before each append, after the step.
+	jn := &storefault.Journal{Log: db.Journal(), BeforeAppend: func([]journal.Record) {
 		armed.Lock()
 		k := killNext
 		armed.Unlock()
@@ -474,7 +492,8 @@ func flushChild(mode string) {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
-	}})
+	}}
+	w, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: jn}, kernel.Config{Builtins: b, Keyring: kr, Publisher: pub})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)

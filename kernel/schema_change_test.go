@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
@@ -391,19 +391,15 @@ func TestStateSchemaLegacyJournal(t *testing.T) {
 	if stripped != 2 {
 		t.Fatalf("%d manifest records, want 2", stripped)
 	}
-	db, err := cas.OpenBadger(t.TempDir())
+	db, err := worldstore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	jn, err := journal.Open(db)
-	if err != nil {
+	if err := db.Journal().Append(recs); err != nil {
 		t.Fatal(err)
 	}
-	if err := jn.Append(recs); err != nil {
-		t.Fatal(err)
-	}
-	w, err := kernel.OpenDB(db, h.config())
+	w, err := kernel.Open(db.Stores(), h.config())
 	if err != nil {
 		t.Fatalf("replaying a journal without state changes: %v", err)
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/build"
-	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -246,7 +245,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 
 	// The reference: every event in one life.
 	refDir := t.TempDir()
-	ref, err := kernel.Open(refDir, globalsConfig(cache))
+	ref, err := openDir(refDir, globalsConfig(cache))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,8 +257,8 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := allRecords(t, ref)
-	_, last := hostileCell(t, ref, fmt.Sprintf("k%d", (globalsEvents-1)%3))
+	want := allRecords(t, ref.World)
+	_, last := hostileCell(t, ref.World, fmt.Sprintf("k%d", (globalsEvents-1)%3))
 	if last.Global != globalsEvents {
 		t.Fatalf("reference: last step saw global %d, want %d", last.Global, globalsEvents)
 	}
@@ -295,17 +294,12 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 	}
 
 	// Restart: replay re-creates the instance; continue from the journal.
-	db, err := cas.OpenBadger(world)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	w, err := kernel.OpenDB(db, globalsConfig(cache))
+	w, err := openDir(world, globalsConfig(cache))
 	if err != nil {
 		t.Fatalf("reopen after SIGKILL: %v", err)
 	}
 	journaled := 0
-	for _, r := range allRecords(t, w) {
+	for _, r := range allRecords(t, w.World) {
 		if r.Kind == journal.KindEvent {
 			journaled++
 		}
@@ -318,7 +312,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := allRecords(t, w)
+	got := allRecords(t, w.World)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -332,19 +326,19 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 	}
 
 	// Replay: reopening the reference replays all of it and must agree.
-	ref, err = kernel.Open(refDir, globalsConfig(cache))
+	ref, err = openDir(refDir, globalsConfig(cache))
 	if err != nil {
 		t.Fatalf("replay of the reference: %v", err)
 	}
 	defer ref.Close()
-	if _, s := hostileCell(t, ref, fmt.Sprintf("k%d", (globalsEvents-1)%3)); s.Global != globalsEvents {
+	if _, s := hostileCell(t, ref.World, fmt.Sprintf("k%d", (globalsEvents-1)%3)); s.Global != globalsEvents {
 		t.Fatalf("after replay the last state has global %d", s.Global)
 	}
 }
 
 func globalsChild() {
 	ctx := context.Background()
-	w, err := kernel.Open(os.Getenv("AOS_GLOBALS_WORLD"), globalsConfig(os.Getenv("AOS_GLOBALS_CACHE")))
+	w, err := openDir(os.Getenv("AOS_GLOBALS_WORLD"), globalsConfig(os.Getenv("AOS_GLOBALS_CACHE")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
@@ -34,8 +32,6 @@ var (
 // World is one running kernel over one store.
 type World struct {
 	cfg     Config
-	db      *badger.DB
-	ownsDB  bool
 	cas     cas.Store
 	journal Log
 
@@ -111,39 +107,10 @@ type wfRuntime struct {
 	keyed bool
 }
 
-// Open opens (creating if needed) a world stored in dir: one Badger directory
-// holding the CAS and the journal. It replays the journal to rebuild state.
-func Open(dir string, cfg Config) (*World, error) {
-	db, err := cas.OpenBadger(dir)
-	if err != nil {
-		return nil, err
-	}
-	w, err := OpenDB(db, cfg)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	w.ownsDB = true
-	return w, nil
-}
-
-// OpenDB opens a world over an already open Badger database, which the caller
-// keeps owning.
-func OpenDB(db *badger.DB, cfg Config) (*World, error) {
-	jn, err := journal.Open(db)
-	if err != nil {
-		return nil, fmt.Errorf("open journal: %w", err)
-	}
-	w, err := OpenStores(Stores{CAS: cas.NewBadger(db), Journal: jn}, cfg)
-	if err != nil {
-		return nil, err
-	}
-	w.db = db
-	return w, nil
-}
-
-// Log is the journal port: what the world appends to and replays from
-// (journal.Journal over Badger is the one the world opens itself).
+// Log is the journal port: what the world appends to and replays from.
+// The kernel names no storage engine: a world directory's journal lives in
+// the package named after Badger, journal.Memory serves unit tests, and
+// tests wrap either to inject failures or run hooks (internal/storefault).
 type Log interface {
 	// Height is the seq of the last durable record.
 	Height() uint64
@@ -155,16 +122,18 @@ type Log interface {
 	Wait(ctx context.Context, after uint64) (uint64, error)
 }
 
-// Stores are the storage ports a world runs on. Both usually share one store
-// and one sync (OpenDB); tests wrap them to inject failures.
+// Stores are the storage ports a world runs on. On disk both live in one
+// Badger database and share its sync (one open gives both); the CAS
+// objects a record names must be durable once its Append returns.
 type Stores struct {
 	CAS     cas.Store
 	Journal Log
 }
 
-// OpenStores opens a world over the given stores, which the caller keeps
-// owning, and replays the journal to rebuild state.
-func OpenStores(s Stores, cfg Config) (*World, error) {
+// Open opens a world over the given stores and replays the journal to
+// rebuild state. The caller keeps owning the stores and closes them after
+// the world.
+func Open(s Stores, cfg Config) (*World, error) {
 	cfg = cfg.withDefaults()
 	var err error
 	var engine *wasm.Engine
@@ -218,10 +187,9 @@ func OpenStores(s Stores, cfg Config) (*World, error) {
 	return w, nil
 }
 
-// Close stops the loop after the requests already queued, waits for their
-// records to be durable, and closes the store if the world opened it.
+// Close stops the loop after the requests already queued and waits for their
+// records to be durable. The stores stay open: their owner closes them.
 func (w *World) Close() error {
-	var err error
 	w.closing.Do(func() {
 		w.closed.Store(true)
 		close(w.reqs)
@@ -231,11 +199,8 @@ func (w *World) Close() error {
 			w.verifier.Close()
 		}
 		w.closeEngine()
-		if w.ownsDB {
-			err = w.db.Close()
-		}
 	})
-	return err
+	return nil
 }
 
 func (w *World) closeEngine() {
@@ -451,9 +416,6 @@ func (w *World) committer() {
 		if p := w.broken.Load(); p != nil {
 			err = *p
 		} else if len(recs) > 0 {
-			if w.cfg.BeforeFlush != nil {
-				w.cfg.BeforeFlush()
-			}
 			t0 := time.Now()
 			err = w.journal.Append(recs)
 			w.cfg.Observer.Flushed(len(recs), time.Since(t0), err)

@@ -64,10 +64,15 @@ var mutations = []mutation{
 		from: "\t\tif st.stopped != nil {\n\t\t\t// Nothing of this turn",
 		to:   "\t\tif false {\n\t\t\t// Nothing of this turn",
 		pkg:  "./kernel", run: "TestStorageFailuresFailStop"},
-	{name: "cas/heal-on-put", file: "cas/badger.go",
+	{name: "cas/heal-on-put", file: "badgerdb/cas.go",
 		from: "if intact {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		to:   "if intact || true {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
-		pkg:  "./cas", run: "TestPutHealsCorruption"},
+		pkg:  "./badgerdb", run: "TestPutHealsCorruption"},
+	// Every journal backend refuses records that do not continue it.
+	{name: "journal/gap-check", file: "journal/codec.go",
+		from: "if recs[0].Seq != height+1 {",
+		to:   "if false {",
+		pkg:  "./badgerdb", run: "TestJournal/AppendRefusesGapsAndDisorder|TestRefusedAppendsWriteNothing"},
 	// Executor authority and journal-growth bounds (issue 11).
 	{name: "authority/key-allowed-for-effect", file: "receipts/verify.go",
 		from: "if !key.Allows(sr.Effect) {",

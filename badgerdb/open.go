@@ -1,4 +1,4 @@
-package cas
+package badgerdb
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // ErrLocked reports a world directory whose Badger lock is held by another
 // process (or by another open handle in this process).
-var ErrLocked = errors.New("cas: world directory is locked")
+var ErrLocked = errors.New("badgerdb: world directory is locked")
 
 // badgerLockMsg is the text Badger puts in its directory-lock error. Badger
 // formats the underlying flock error with %+v rather than %w, so errors.Is
@@ -46,13 +46,23 @@ const numMemtables = 3
 // compaction in flight at both). Tables written with compression earlier
 // still read: Badger records each table's compression in its manifest.
 
-// OpenBadger opens (creating if needed) the one Badger directory of a world.
-// The CAS (keys "c/...") and the journal (keys "j/...") share it.
+// DB is a world's one Badger database and the two ports it serves: the CAS
+// (keys "c/...") and the journal (keys "j/..."). Both share one write-ahead
+// log, so one DB.Sync after a journal commit also makes durable every CAS
+// object written before it (see doc.go).
+type DB struct {
+	db      *badger.DB
+	cas     *CAS
+	journal *Journal
+}
+
+// Open opens (creating if needed) the one Badger directory of a world and
+// recovers the journal's height from it.
 //
 // Options: SyncWrites is false because the journal makes its own commits
 // durable with DB.Sync (see doc.go); Badger's own logging goes to slog.Default
 // at warn level and above. A directory held by another process gives ErrLocked.
-func OpenBadger(dir string) (*badger.DB, error) {
+func Open(dir string) (*DB, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
 		WithValueThreshold(valueThreshold).
@@ -65,14 +75,14 @@ func OpenBadger(dir string) (*badger.DB, error) {
 		if strings.Contains(err.Error(), badgerLockMsg) {
 			return nil, fmt.Errorf("%w: %s: another process has the world open (%v)", ErrLocked, dir, err)
 		}
-		return nil, fmt.Errorf("cas: open badger %s: %w", dir, err)
+		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
 	}
-	return db, nil
+	return wrap(db)
 }
 
-// OpenBadgerInMemory opens a Badger database that lives in memory only, for
-// unit tests. DB.Sync is a no-op on it, so it proves nothing about durability.
-func OpenBadgerInMemory() (*badger.DB, error) {
+// OpenInMemory opens a database that lives in memory only, for unit tests.
+// DB.Sync is a no-op on it, so it proves nothing about durability.
+func OpenInMemory() (*DB, error) {
 	opts := badger.DefaultOptions("").
 		WithInMemory(true).
 		WithMemTableSize(8 << 20).
@@ -80,10 +90,31 @@ func OpenBadgerInMemory() (*badger.DB, error) {
 		WithLogger(slogLogger{slog.Default()})
 	db, err := badger.Open(opts)
 	if err != nil {
-		return nil, fmt.Errorf("cas: open in-memory badger: %w", err)
+		return nil, fmt.Errorf("badgerdb: open in memory: %w", err)
 	}
-	return db, nil
+	return wrap(db)
 }
+
+// wrap builds the ports over an open database, closing it if the journal
+// cannot be recovered.
+func wrap(db *badger.DB) (*DB, error) {
+	j, err := openJournal(db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &DB{db: db, cas: &CAS{db: db}, journal: j}, nil
+}
+
+// CAS is the content-addressed store kept under "c/".
+func (d *DB) CAS() *CAS { return d.cas }
+
+// Journal is the journal kept under "j/", its height recovered at Open.
+func (d *DB) Journal() *Journal { return d.journal }
+
+// Close closes the database. Whatever runs on the ports (a world) must be
+// closed first.
+func (d *DB) Close() error { return d.db.Close() }
 
 // slogLogger adapts badger.Logger to log/slog, dropping info and debug
 // chatter (compaction and flush notices) that would drown the daemon's logs.

@@ -1,4 +1,4 @@
-package journal_test
+package badgerdb_test
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/aos-kernel/aos/journal/journaltest"
 )
 
 // crashDirEnv tells a re-executed test binary to act as the crash child and
@@ -24,13 +26,14 @@ func TestJournalCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only runs as the child of TestJournalSurvivesKill")
 	}
-	db, j := openDisk(t, dir)
+	db := openDisk(t, dir)
 	defer db.Close()
+	j := db.Journal()
 	fmt.Printf("ready %d\n", j.Height())
 	rng := rand.New(rand.NewPCG(j.Height(), 7))
 	for i := 0; i < 1_000_000; i++ {
 		n := 1 + rng.IntN(50)
-		if err := j.Append(recs(j.Height()+1, n)); err != nil {
+		if err := j.Append(journaltest.Recs(j.Height()+1, n)); err != nil {
 			fmt.Printf("error %v\n", err)
 			os.Exit(3)
 		}
@@ -53,13 +56,14 @@ func TestJournalSurvivesKill(t *testing.T) {
 		wantAcks := 20 + rng.IntN(200)
 		acked = max(acked, runAndKill(t, dir, wantAcks, acked))
 
-		db, j := openDisk(t, dir)
+		db := openDisk(t, dir)
+		j := db.Journal()
 		h := j.Height()
 		if h < acked {
 			db.Close()
 			t.Fatalf("round %d: height after kill = %d, but seq %d was acknowledged", round, h, acked)
 		}
-		checkRun(t, readAll(t, j, 1), 1, h)
+		journaltest.CheckRun(t, journaltest.ReadAll(t, j, 1), 1, h)
 		t.Logf("round %d: killed after %d acks; acked through %d, recovered height %d", round, wantAcks, acked, h)
 		acked = h // everything present now is the base the next child continues from
 		if err := db.Close(); err != nil {

@@ -1,4 +1,4 @@
-package journal_test
+package badgerdb_test
 
 import (
 	"fmt"
@@ -16,8 +16,9 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("frame=%d", n), func(b *testing.B) {
-			db, j := openDisk(b, b.TempDir())
+			db := openDisk(b, b.TempDir())
 			defer db.Close()
+			j := db.Journal()
 			frame := make([]journal.Record, n)
 			for k := range frame {
 				frame[k] = journal.Record{Kind: journal.KindStep, Body: body}

@@ -1,11 +1,11 @@
-package cas_test
+package badgerdb_test
 
 import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -19,10 +19,10 @@ func object(i uint64) []byte {
 	return b
 }
 
-func benchStore(b *testing.B) *cas.Badger {
+func benchStore(b *testing.B) *badgerdb.CAS {
 	db := openDisk(b, b.TempDir())
 	b.Cleanup(func() { db.Close() })
-	return cas.NewBadger(db)
+	return db.CAS()
 }
 
 func BenchmarkBadgerPut(b *testing.B) {

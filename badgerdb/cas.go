@@ -1,4 +1,4 @@
-package cas
+package badgerdb
 
 import (
 	"errors"
@@ -6,42 +6,41 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// keyPrefix is the CAS's share of the world's Badger key space.
-const keyPrefix = "c/"
+// casPrefix is the CAS's share of the world's Badger key space.
+const casPrefix = "c/"
 
-const keyLen = len(keyPrefix) + len(schemas.Hash{})
+const objectKeyLen = len(casPrefix) + len(schemas.Hash{})
 
 // maxConflictRetries bounds retries of Put when two writers race on the same
 // key. The retry sees the other writer's object and is a no-op.
 const maxConflictRetries = 8
 
-// Badger is a Store over a Badger database shared with the journal. Objects
-// live under "c/" + 32 raw hash bytes, so Badger's key order is hash order.
-type Badger struct {
+// CAS is a cas.Store over the Badger database shared with the journal.
+// Objects live under "c/" + 32 raw hash bytes, so Badger's key order is hash
+// order.
+type CAS struct {
 	db *badger.DB
 }
 
-var _ Store = (*Badger)(nil)
-
-// NewBadger returns a Store over db. The caller owns db and closes it.
-func NewBadger(db *badger.DB) *Badger { return &Badger{db: db} }
+var _ cas.Store = (*CAS)(nil)
 
 func objectKey(h schemas.Hash) []byte {
-	k := make([]byte, keyLen)
-	copy(k, keyPrefix)
-	copy(k[len(keyPrefix):], h[:])
+	k := make([]byte, objectKeyLen)
+	copy(k, casPrefix)
+	copy(k[len(casPrefix):], h[:])
 	return k
 }
 
 func hashFromKey(k []byte) (schemas.Hash, error) {
 	var h schemas.Hash
-	if len(k) != keyLen || string(k[:len(keyPrefix)]) != keyPrefix {
-		return h, fmt.Errorf("cas: malformed key %q under %q", k, keyPrefix)
+	if len(k) != objectKeyLen || string(k[:len(casPrefix)]) != casPrefix {
+		return h, fmt.Errorf("cas: malformed key %q under %q", k, casPrefix)
 	}
-	copy(h[:], k[len(keyPrefix):])
+	copy(h[:], k[len(casPrefix):])
 	return h, nil
 }
 
@@ -49,7 +48,7 @@ func hashFromKey(k []byte) (schemas.Hash, error) {
 // rewritten when its stored bytes still hash to h; when they do not (the
 // disk or someone corrupted them), they are replaced: a write heals a
 // corrupt object rather than trusting it.
-func (b *Badger) Put(data []byte) (schemas.Hash, error) {
+func (b *CAS) Put(data []byte) (schemas.Hash, error) {
 	h := schemas.HashBytes(data)
 	key := objectKey(h)
 	var err error
@@ -86,7 +85,7 @@ func (b *Badger) Put(data []byte) (schemas.Hash, error) {
 // an immutable object with its own bytes is harmless. A write batch splits
 // itself when it outgrows one transaction, so a batch is not atomic; that is
 // harmless for immutable content-addressed objects too.
-func (b *Badger) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
+func (b *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 	hs := make([]schemas.Hash, len(objs))
 	for i, o := range objs {
 		hs[i] = schemas.HashBytes(o)
@@ -110,7 +109,7 @@ func (b *Badger) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 }
 
 // Get returns the bytes stored under h after checking they hash to h.
-func (b *Badger) Get(h schemas.Hash) ([]byte, error) {
+func (b *CAS) Get(h schemas.Hash) ([]byte, error) {
 	var data []byte
 	err := b.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(objectKey(h))
@@ -122,18 +121,18 @@ func (b *Badger) Get(h schemas.Hash) ([]byte, error) {
 	})
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
+		return nil, fmt.Errorf("%w: %s", cas.ErrNotFound, h)
 	case err != nil:
 		return nil, fmt.Errorf("cas: get %s: %w", h, err)
 	}
 	if got := schemas.HashBytes(data); got != h {
-		return nil, fmt.Errorf("%w: %s (stored bytes hash to %s)", ErrCorrupt, h, got)
+		return nil, fmt.Errorf("%w: %s (stored bytes hash to %s)", cas.ErrCorrupt, h, got)
 	}
 	return data, nil
 }
 
 // Has reports whether h is stored, without reading its value.
-func (b *Badger) Has(h schemas.Hash) (bool, error) {
+func (b *CAS) Has(h schemas.Hash) (bool, error) {
 	err := b.db.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(objectKey(h))
 		return err
@@ -151,12 +150,12 @@ func (b *Badger) Has(h schemas.Hash) (bool, error) {
 // Iterate calls fn for each object in hash order from one consistent snapshot.
 // It reads keys only; sizes of values kept in the value log (over the value
 // threshold, 1 MiB by default) are read from the value to be exact.
-func (b *Badger) Iterate(fn func(h schemas.Hash, size int) error) error {
+func (b *CAS) Iterate(fn func(h schemas.Hash, size int) error) error {
 	threshold := b.db.Opts().ValueThreshold
 	return b.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
-		opts.Prefix = []byte(keyPrefix)
+		opts.Prefix = []byte(casPrefix)
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -181,7 +180,7 @@ func (b *Badger) Iterate(fn func(h schemas.Hash, size int) error) error {
 }
 
 // Delete removes objects with one write batch. Missing objects are ignored.
-func (b *Badger) Delete(hs []schemas.Hash) error {
+func (b *CAS) Delete(hs []schemas.Hash) error {
 	if len(hs) == 0 {
 		return nil
 	}

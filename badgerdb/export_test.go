@@ -1,0 +1,10 @@
+package badgerdb
+
+import "github.com/dgraph-io/badger/v4"
+
+// Badger exposes the database so tests can forge and count keys.
+func (d *DB) Badger() *badger.DB { return d.db }
+
+// NewCAS is a CAS over a database opened with other options (e.g. the
+// compression of older worlds).
+func NewCAS(db *badger.DB) *CAS { return &CAS{db: db} }

@@ -1,0 +1,194 @@
+package storefault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// ErrInjected is the failure an Injector hands out.
+var ErrInjected = errors.New("storefault: injected failure")
+
+// Op names a storage operation a failure can hit.
+type Op string
+
+// The operations the wrappers count.
+const (
+	CASPut        Op = "cas put"
+	CASPutBatch   Op = "cas put batch"
+	CASGet        Op = "cas get"
+	CASHas        Op = "cas has"
+	CASIterate    Op = "cas iterate"
+	CASDelete     Op = "cas delete"
+	JournalAppend Op = "journal append"
+	JournalRead   Op = "journal read"
+)
+
+// Writes are the operations that change a store.
+var Writes = []Op{CASPut, CASPutBatch, CASDelete, JournalAppend}
+
+// Ops returns a predicate accepting exactly ops.
+func Ops(ops ...Op) func(Op) bool {
+	return func(op Op) bool { return slices.Contains(ops, op) }
+}
+
+// Injector fails the n-th operation its predicate accepts, once, and counts
+// the operations it accepts. The zero Injector (or a nil one) fails nothing
+// and counts nothing; Arm sets it, so a test can open a world cleanly and
+// only then let failures fall.
+type Injector struct {
+	mu     sync.Mutex
+	match  func(Op) bool
+	failAt int64 // 0: count only
+	n      int64
+	fired  bool
+}
+
+// FailNth returns an Injector failing the n-th operation match accepts
+// (n 0: none, it only counts).
+func FailNth(match func(Op) bool, n int64) *Injector {
+	return &Injector{match: match, failAt: n}
+}
+
+// Arm (re)sets which operations count and which one fails, and restarts the
+// count.
+func (i *Injector) Arm(match func(Op) bool, n int64) {
+	i.mu.Lock()
+	i.match, i.failAt, i.n, i.fired = match, n, 0, false
+	i.mu.Unlock()
+}
+
+// Count is how many accepted operations the Injector has seen.
+func (i *Injector) Count() int64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.n
+}
+
+// Fired reports whether the failure was handed out.
+func (i *Injector) Fired() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.fired
+}
+
+// check counts op and returns the injected failure when its turn has come.
+func (i *Injector) check(op Op) error {
+	if i == nil {
+		return nil
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.match == nil || !i.match(op) {
+		return nil
+	}
+	i.n++
+	if i.n != i.failAt {
+		return nil
+	}
+	i.fired = true
+	return fmt.Errorf("%w of %s (operation %d)", ErrInjected, op, i.n)
+}
+
+// CAS is a cas.Store whose operations fail when Faults says so.
+type CAS struct {
+	Store  cas.Store
+	Faults *Injector // nil: none
+}
+
+var _ cas.Store = (*CAS)(nil)
+
+// Put implements cas.Store.
+func (c *CAS) Put(data []byte) (schemas.Hash, error) {
+	if err := c.Faults.check(CASPut); err != nil {
+		return schemas.Hash{}, err
+	}
+	return c.Store.Put(data)
+}
+
+// PutBatch implements cas.Store.
+func (c *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
+	if err := c.Faults.check(CASPutBatch); err != nil {
+		return nil, err
+	}
+	return c.Store.PutBatch(objs)
+}
+
+// Get implements cas.Store.
+func (c *CAS) Get(h schemas.Hash) ([]byte, error) {
+	if err := c.Faults.check(CASGet); err != nil {
+		return nil, err
+	}
+	return c.Store.Get(h)
+}
+
+// Has implements cas.Store.
+func (c *CAS) Has(h schemas.Hash) (bool, error) {
+	if err := c.Faults.check(CASHas); err != nil {
+		return false, err
+	}
+	return c.Store.Has(h)
+}
+
+// Iterate implements cas.Store.
+func (c *CAS) Iterate(fn func(h schemas.Hash, size int) error) error {
+	if err := c.Faults.check(CASIterate); err != nil {
+		return err
+	}
+	return c.Store.Iterate(fn)
+}
+
+// Delete implements cas.Store.
+func (c *CAS) Delete(hs []schemas.Hash) error {
+	if err := c.Faults.check(CASDelete); err != nil {
+		return err
+	}
+	return c.Store.Delete(hs)
+}
+
+// Journal is a journal whose Appends and Reads fail when Faults says so and
+// which runs BeforeAppend ahead of each Append.
+type Journal struct {
+	Log    kernel.Log
+	Faults *Injector // nil: none
+	// BeforeAppend, when set, runs first in every Append, before a failure
+	// is injected or the wrapped journal sees the records. recs must not be
+	// changed. A crash test kills its process here.
+	BeforeAppend func(recs []journal.Record)
+}
+
+var _ kernel.Log = (*Journal)(nil)
+
+// Height implements kernel.Log.
+func (j *Journal) Height() uint64 { return j.Log.Height() }
+
+// Append implements kernel.Log.
+func (j *Journal) Append(recs []journal.Record) error {
+	if j.BeforeAppend != nil {
+		j.BeforeAppend(recs)
+	}
+	if err := j.Faults.check(JournalAppend); err != nil {
+		return err
+	}
+	return j.Log.Append(recs)
+}
+
+// Read implements kernel.Log.
+func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error {
+	if err := j.Faults.check(JournalRead); err != nil {
+		return err
+	}
+	return j.Log.Read(from, fn)
+}
+
+// Wait implements kernel.Log.
+func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
+	return j.Log.Wait(ctx, after)
+}

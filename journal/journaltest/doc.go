@@ -1,0 +1,9 @@
+// Package journaltest is the contract every journal backend keeps, as tests
+// a backend runs against itself: journaltest.Run(t, open). journal.Memory
+// runs it in package journal, the Badger journal in the Badger package, so
+// both are held to one set of assertions (gap-free appends, reads across
+// frames bounded by the height, Wait). It also gives backends' own tests
+// the deterministic records they write and check (Rec, CheckRun).
+//
+// It imports only journal; it must not name a backend.
+package journaltest
