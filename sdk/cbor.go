@@ -164,7 +164,7 @@ func (r *reader) text() ([]byte, error) {
 		return nil, err
 	}
 	if major != canon.MajorText {
-		return nil, fmt.Errorf("want a text string, found %s", majorName(major))
+		return nil, fmt.Errorf("want a text string, found %s", canon.TypeName(major))
 	}
 	s, err := r.span(n)
 	if err == nil && !utf8.Valid(s) {
@@ -185,7 +185,7 @@ func (r *reader) bytesOrNull() ([]byte, error) {
 		return nil, err
 	}
 	if major != canon.MajorBytes {
-		return nil, fmt.Errorf("want a byte string, found %s", majorName(major))
+		return nil, fmt.Errorf("want a byte string, found %s", canon.TypeName(major))
 	}
 	return r.span(n)
 }
@@ -196,7 +196,7 @@ func (r *reader) uint() (uint64, error) {
 		return 0, err
 	}
 	if major != canon.MajorUint {
-		return 0, fmt.Errorf("want an unsigned integer, found %s", majorName(major))
+		return 0, fmt.Errorf("want an unsigned integer, found %s", canon.TypeName(major))
 	}
 	return n, nil
 }
@@ -223,7 +223,7 @@ func (r *reader) mapHead() (uint64, error) {
 		return 0, err
 	}
 	if major != canon.MajorMap {
-		return 0, fmt.Errorf("want a map, found %s", majorName(major))
+		return 0, fmt.Errorf("want a map, found %s", canon.TypeName(major))
 	}
 	return n, nil
 }
@@ -238,25 +238,4 @@ func (r *reader) skip() ([]byte, error) {
 	}
 	r.off = next
 	return r.b[start:r.off], nil
-}
-
-func majorName(major byte) string {
-	switch major {
-	case canon.MajorUint:
-		return "an unsigned integer"
-	case canon.MajorNeg:
-		return "a negative integer"
-	case canon.MajorBytes:
-		return "a byte string"
-	case canon.MajorText:
-		return "a text string"
-	case canon.MajorArray:
-		return "an array"
-	case canon.MajorMap:
-		return "a map"
-	case canon.MajorTag:
-		return "a tag"
-	default:
-		return "a simple value or float"
-	}
 }

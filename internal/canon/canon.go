@@ -131,6 +131,30 @@ func Head(b []byte, i int) (major byte, arg uint64, next int, ok bool) {
 	return 0, 0, 0, false
 }
 
+// TypeName names a major type for an error message: "an unsigned
+// integer", "a map", ...; major type 7 (false, true, null, floats and other
+// simple values) is "a simple value or float", which a reader that knows
+// the argument may say more precisely.
+func TypeName(major byte) string {
+	switch major {
+	case MajorUint:
+		return "an unsigned integer"
+	case MajorNeg:
+		return "a negative integer"
+	case MajorBytes:
+		return "a byte string"
+	case MajorText:
+		return "a text string"
+	case MajorArray:
+		return "an array"
+	case MajorMap:
+		return "a map"
+	case MajorTag:
+		return "a tag"
+	}
+	return "a simple value or float"
+}
+
 // Problem says why an item could not be read. Readers turn it into their
 // own error: their texts reach faults and the journal, so each keeps its
 // wording.

@@ -252,3 +252,13 @@ func checkHead(t *testing.T, data []byte, major byte, arg uint64, next int) {
 		}
 	}
 }
+
+func TestTypeName(t *testing.T) {
+	want := []string{"an unsigned integer", "a negative integer", "a byte string", "a text string",
+		"an array", "a map", "a tag", "a simple value or float"}
+	for major, w := range want {
+		if got := canon.TypeName(byte(major)); got != w {
+			t.Errorf("TypeName(%d) = %q, want %q", major, got, w)
+		}
+	}
+}

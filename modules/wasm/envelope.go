@@ -270,21 +270,8 @@ func (d *decoder) content(n uint64) ([]byte, error) {
 }
 
 func typeName(major byte, arg uint64) string {
-	switch major {
-	case canon.MajorUint:
-		return "an unsigned integer"
-	case canon.MajorNeg:
-		return "a negative integer"
-	case canon.MajorBytes:
-		return "a byte string"
-	case canon.MajorText:
-		return "a text string"
-	case canon.MajorArray:
-		return "an array"
-	case canon.MajorMap:
-		return "a map"
-	case canon.MajorTag:
-		return "a tag"
+	if major != canon.MajorSimple {
+		return canon.TypeName(major)
 	}
 	switch arg {
 	case 20, 21:
