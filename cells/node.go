@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -95,68 +96,41 @@ func nibble(kh *schemas.Hash, depth int) int {
 // bitmap marks nibble i. Hand-written because Materialize encodes and decodes tens
 // of megabytes per snapshot and reflection would dominate it.
 
-func appendHead(b []byte, major byte, n uint64) []byte { return schemas.AppendHead(b, major, n) }
-
-func headLen(n uint64) int {
-	switch {
-	case n < 24:
-		return 1
-	case n <= 0xff:
-		return 2
-	case n <= 0xffff:
-		return 3
-	case n <= 0xffffffff:
-		return 5
-	default:
-		return 9
-	}
-}
-
-const (
-	majUint  = 0
-	majBytes = 2
-	majArray = 4
-)
-
-func appendBstr(b []byte, p []byte) []byte {
-	return append(appendHead(b, majBytes, uint64(len(p))), p...)
-}
-
 func entryLen(e *entry) int {
-	return 1 + 34 + headLen(uint64(len(e.key))) + len(e.key) + 34 + headLen(e.size) + headLen(e.last)
+	return 1 + 34 + canon.HeadLen(uint64(len(e.key))) + len(e.key) + 34 + canon.HeadLen(e.size) + canon.HeadLen(e.last)
 }
 
 func encodeLeaf(es []entry) []byte {
-	n := 2 + headLen(uint64(len(es)))
+	n := 2 + canon.HeadLen(uint64(len(es)))
 	for i := range es {
 		n += entryLen(&es[i])
 	}
 	b := make([]byte, 0, n)
-	b = appendHead(b, majArray, 2)
-	b = appendHead(b, majUint, kindLeaf)
-	b = appendHead(b, majArray, uint64(len(es)))
+	b = canon.AppendArray(b, 2)
+	b = canon.AppendUint(b, kindLeaf)
+	b = canon.AppendArray(b, uint64(len(es)))
 	for i := range es {
 		e := &es[i]
-		b = appendHead(b, majArray, 5)
-		b = appendBstr(b, e.kh[:])
-		b = appendBstr(b, e.key)
-		b = appendBstr(b, e.state[:])
-		b = appendHead(b, majUint, e.size)
-		b = appendHead(b, majUint, e.last)
+		b = canon.AppendArray(b, 5)
+		b = canon.AppendBytes(b, e.kh[:])
+		b = canon.AppendBytes(b, e.key)
+		b = canon.AppendBytes(b, e.state[:])
+		b = canon.AppendUint(b, e.size)
+		b = canon.AppendUint(b, e.last)
 	}
 	return b
 }
 
 func encodeBranch(bitmap uint16, cs []child) []byte {
 	b := make([]byte, 0, 8+len(cs)*(1+34+9))
-	b = appendHead(b, majArray, 3)
-	b = appendHead(b, majUint, kindBranch)
-	b = appendHead(b, majUint, uint64(bitmap))
-	b = appendHead(b, majArray, uint64(len(cs)))
+	b = canon.AppendArray(b, 3)
+	b = canon.AppendUint(b, kindBranch)
+	b = canon.AppendUint(b, uint64(bitmap))
+	b = canon.AppendArray(b, uint64(len(cs)))
 	for i := range cs {
-		b = appendHead(b, majArray, 2)
-		b = appendBstr(b, cs[i].hash[:])
-		b = appendHead(b, majUint, cs[i].count)
+		b = canon.AppendArray(b, 2)
+		b = canon.AppendBytes(b, cs[i].hash[:])
+		b = canon.AppendUint(b, cs[i].count)
 	}
 	return b
 }
@@ -179,40 +153,25 @@ func (d *decoder) head(major byte) (uint64, error) {
 	if ib>>5 != major {
 		return 0, d.fail(fmt.Sprintf("major type %d, want %d", ib>>5, major))
 	}
-	d.off++
-	ai := ib & 0x1f
-	if ai < 24 {
-		return uint64(ai), nil
-	}
-	var w int
-	switch ai {
-	case 24:
-		w = 1
-	case 25:
-		w = 2
-	case 26:
-		w = 4
-	case 27:
-		w = 8
-	default:
+	_, n, next, ok := canon.Head(d.b, d.off)
+	if !ok {
+		why := canon.Why(d.b, d.off)
+		d.off++
+		if why == canon.Truncated {
+			return 0, d.fail("truncated")
+		}
 		return 0, d.fail("indefinite or reserved length")
 	}
-	if len(d.b)-d.off < w {
-		return 0, d.fail("truncated")
-	}
-	var n uint64
-	for _, c := range d.b[d.off : d.off+w] {
-		n = n<<8 | uint64(c)
-	}
-	d.off += w
-	if headLen(n) != 1+w {
+	w := next - d.off
+	d.off = next
+	if canon.HeadLen(n) != w {
 		return 0, d.fail("non-shortest integer")
 	}
 	return n, nil
 }
 
 func (d *decoder) bstr() ([]byte, error) {
-	n, err := d.head(majBytes)
+	n, err := d.head(canon.MajorBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +196,7 @@ func (d *decoder) hash(h *schemas.Hash) error {
 }
 
 func (d *decoder) arrayOf(n uint64) error {
-	got, err := d.head(majArray)
+	got, err := d.head(canon.MajorArray)
 	if err != nil {
 		return err
 	}
@@ -252,11 +211,11 @@ func (d *decoder) arrayOf(n uint64) error {
 // shortest encodings, sort order, counts and the leaf/branch size rule.
 func decodeNode(data []byte) (*node, error) {
 	d := &decoder{b: data}
-	ln, err := d.head(majArray)
+	ln, err := d.head(canon.MajorArray)
 	if err != nil {
 		return nil, err
 	}
-	kind, err := d.head(majUint)
+	kind, err := d.head(canon.MajorUint)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +238,7 @@ func decodeNode(data []byte) (*node, error) {
 }
 
 func (d *decoder) leaf() (*node, error) {
-	cnt, err := d.head(majArray)
+	cnt, err := d.head(canon.MajorArray)
 	if err != nil {
 		return nil, err
 	}
@@ -301,10 +260,10 @@ func (d *decoder) leaf() (*node, error) {
 		if err := d.hash(&e.state); err != nil {
 			return nil, err
 		}
-		if e.size, err = d.head(majUint); err != nil {
+		if e.size, err = d.head(canon.MajorUint); err != nil {
 			return nil, err
 		}
-		if e.last, err = d.head(majUint); err != nil {
+		if e.last, err = d.head(canon.MajorUint); err != nil {
 			return nil, err
 		}
 		if i > 0 && bytes.Compare(n.entries[i-1].kh[:], e.kh[:]) >= 0 {
@@ -315,14 +274,14 @@ func (d *decoder) leaf() (*node, error) {
 }
 
 func (d *decoder) branch() (*node, error) {
-	bm, err := d.head(majUint)
+	bm, err := d.head(canon.MajorUint)
 	if err != nil {
 		return nil, err
 	}
 	if bm == 0 || bm > 0xffff {
 		return nil, d.fail(fmt.Sprintf("branch bitmap %#x", bm))
 	}
-	cnt, err := d.head(majArray)
+	cnt, err := d.head(canon.MajorArray)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +297,7 @@ func (d *decoder) branch() (*node, error) {
 		if err := d.hash(&c.hash); err != nil {
 			return nil, err
 		}
-		if c.count, err = d.head(majUint); err != nil {
+		if c.count, err = d.head(canon.MajorUint); err != nil {
 			return nil, err
 		}
 		if c.count == 0 || c.hash.IsZero() {

@@ -1,9 +1,9 @@
 package journal
 
 import (
-	"encoding/binary"
 	"unicode/utf8"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -40,7 +40,7 @@ func EncodeFrame(recs []Record) []byte {
 // wrong.
 func decodeFrameFast(v []byte) (recs []Record, ok bool) {
 	buf := append([]byte(nil), v...)
-	maj, n, i, ok := head(buf, 0)
+	maj, n, i, ok := canon.Head(buf, 0)
 	if !ok || maj != 4 || n > uint64(len(buf)) {
 		return nil, false
 	}
@@ -50,14 +50,14 @@ func decodeFrameFast(v []byte) (recs []Record, ok bool) {
 			return nil, false
 		}
 		var seq uint64
-		if maj, seq, i, ok = head(buf, i+5); !ok || maj != 0 {
+		if maj, seq, i, ok = canon.Head(buf, i+5); !ok || maj != 0 {
 			return nil, false
 		}
 		if i+5 > len(buf) || string(buf[i:i+5]) != "\x64body" {
 			return nil, false
 		}
 		var blen uint64
-		if maj, blen, i, ok = head(buf, i+5); !ok || maj != 2 || blen > uint64(len(buf)-i) {
+		if maj, blen, i, ok = canon.Head(buf, i+5); !ok || maj != 2 || blen > uint64(len(buf)-i) {
 			return nil, false
 		}
 		body := buf[i : i+int(blen) : i+int(blen)]
@@ -66,36 +66,13 @@ func decodeFrameFast(v []byte) (recs []Record, ok bool) {
 			return nil, false
 		}
 		var klen uint64
-		if maj, klen, i, ok = head(buf, i+5); !ok || maj != 3 || klen > uint64(len(buf)-i) || !utf8.Valid(buf[i:i+int(klen)]) {
+		if maj, klen, i, ok = canon.Head(buf, i+5); !ok || maj != 3 || klen > uint64(len(buf)-i) || !utf8.Valid(buf[i:i+int(klen)]) {
 			return nil, false
 		}
 		recs[k] = Record{Seq: seq, Kind: internKind(buf[i : i+int(klen)]), Body: body}
 		i += int(klen)
 	}
 	return recs, i == len(buf)
-}
-
-// head reads one CBOR head at b[i]: major type, argument, next offset.
-// Indefinite lengths and reserved encodings are refused.
-func head(b []byte, i int) (major byte, arg uint64, next int, ok bool) {
-	if i >= len(b) {
-		return 0, 0, 0, false
-	}
-	major, info := b[i]>>5, b[i]&0x1f
-	i++
-	switch {
-	case info < 24:
-		return major, uint64(info), i, true
-	case info == 24 && i+1 <= len(b):
-		return major, uint64(b[i]), i + 1, true
-	case info == 25 && i+2 <= len(b):
-		return major, uint64(binary.BigEndian.Uint16(b[i:])), i + 2, true
-	case info == 26 && i+4 <= len(b):
-		return major, uint64(binary.BigEndian.Uint32(b[i:])), i + 4, true
-	case info == 27 && i+8 <= len(b):
-		return major, binary.BigEndian.Uint64(b[i:]), i + 8, true
-	}
-	return 0, 0, 0, false
 }
 
 // internKind returns the constant for a known kind, so decoding a frame

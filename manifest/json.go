@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aos-kernel/aos/internal/walk"
 )
 
 // maxDepth bounds how deeply a manifest file may nest. Source wraps every def
@@ -186,74 +187,51 @@ func floatNumber(f float64) json.Number {
 // toCBORValue turns a parsed JSON value into the generic value whose canonical
 // CBOR is the def's identity: json.Number becomes int64, uint64 or float64.
 func toCBORValue(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			m[k] = toCBORValue(e)
-		}
-		return m
-	case []any:
-		a := make([]any, len(t))
-		for i, e := range t {
-			a[i] = toCBORValue(e)
-		}
-		return a
-	case json.Number:
-		s := string(t)
-		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return i
-		}
-		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
-			return u
-		}
-		f, _ := strconv.ParseFloat(s, 64)
-		return f
-	default:
-		return v
+	out, _, _ := walk.Map(v, nil, false, cborLeaf)
+	return out
+}
+
+func cborLeaf(v any, _ []string) (any, bool, error) {
+	t, ok := v.(json.Number)
+	if !ok {
+		return nil, false, nil
 	}
+	s := string(t)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, true, nil
+	}
+	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return u, true, nil
+	}
+	f, _ := strconv.ParseFloat(s, 64)
+	return f, true, nil
 }
 
 // fromCBORValue is the inverse of toCBORValue for values schemas.Decode
 // returns. It refuses what JSON cannot express (byte strings, non-text keys).
-func fromCBORValue(v any, depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("nested more than %d levels deep", maxDepth)
+func fromCBORValue(v any) (any, error) {
+	out, _, err := walk.Map(v, nil, false, jsonLeaf)
+	return out, err
+}
+
+func jsonLeaf(v any, path []string) (any, bool, error) {
+	if len(path)+1 > maxDepth { // the root is level 1
+		return nil, false, fmt.Errorf("nested more than %d levels deep", maxDepth)
 	}
 	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			x, err := fromCBORValue(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			m[k] = x
-		}
-		return m, nil
-	case []any:
-		a := make([]any, len(t))
-		for i, e := range t {
-			x, err := fromCBORValue(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			a[i] = x
-		}
-		return a, nil
+	case map[string]any, []any, string, bool, nil:
+		return nil, false, nil
 	case uint64:
-		return json.Number(strconv.FormatUint(t, 10)), nil
+		return json.Number(strconv.FormatUint(t, 10)), true, nil
 	case int64:
-		return json.Number(strconv.FormatInt(t, 10)), nil
+		return json.Number(strconv.FormatInt(t, 10)), true, nil
 	case float64:
 		if math.IsInf(t, 0) || math.IsNaN(t) {
-			return nil, fmt.Errorf("number %v cannot be expressed in JSON", t)
+			return nil, false, fmt.Errorf("number %v cannot be expressed in JSON", t)
 		}
-		return floatNumber(t), nil
-	case string, bool, nil:
-		return t, nil
+		return floatNumber(t), true, nil
 	default:
-		return nil, fmt.Errorf("value of type %T cannot be expressed in JSON", v)
+		return nil, false, fmt.Errorf("value of type %T cannot be expressed in JSON", v)
 	}
 }
 
@@ -304,10 +282,5 @@ func comparePtr(a, b string) int {
 }
 
 func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
+	return walk.SortedKeys(m)
 }

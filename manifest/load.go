@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aos-kernel/aos/internal/walk"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -121,7 +122,7 @@ func FromSource(src []byte, artifacts func(h schemas.Hash) ([]byte, error)) (*Ma
 		return nil, l.c.ps
 	}
 	for i, dv := range defs {
-		jv, err := fromCBORValue(dv, 1)
+		jv, err := fromCBORValue(dv)
 		ptr := "/defs/" + strconv.Itoa(i)
 		if err != nil {
 			l.c.addf(sourceFile, "", ptr, "%v", err)
@@ -433,18 +434,10 @@ func (l *loader) sysSchemaRefs(usedSysEffects map[string]bool, effects map[strin
 // WalkRefs calls f with every "$ref" string in a schema document (a JSON
 // value as encoding/json decodes it), in no particular order.
 func WalkRefs(v any, f func(string)) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if s, ok := e.(string); ok && k == "$ref" {
-				f(s)
-				continue
-			}
-			WalkRefs(e, f)
+	_, _, _ = walk.Map(v, nil, false, func(v any, path []string) (any, bool, error) {
+		if s, ok := v.(string); ok && len(path) > 0 && path[len(path)-1] == "$ref" {
+			f(s) // array indexes are never "$ref": this is an object member
 		}
-	case []any:
-		for _, e := range t {
-			WalkRefs(e, f)
-		}
-	}
+		return nil, false, nil
+	})
 }

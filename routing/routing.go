@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -120,7 +121,7 @@ func (r *Router) Route(schema string, value []byte) ([]Target, error) {
 func Wrap(tag string, value []byte) []byte {
 	b := make([]byte, 0, 1+5+9+len(tag)+7+len(value))
 	b = append(b, 0xa2, 0x64, '$', 't', 'a', 'g')
-	b = schemas.AppendText(b, tag)
+	b = canon.AppendText(b, tag)
 	b = append(b, 0x66, '$', 'v', 'a', 'l', 'u', 'e')
 	return append(b, value...)
 }

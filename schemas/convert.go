@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aos-kernel/aos/internal/walk"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -56,7 +57,7 @@ func (r *Registry) FromValue(name string, v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJSONValue(v, nil, 0); err != nil {
+	if err := checkJSONValue(v); err != nil {
 		return nil, valueErr(name, err)
 	}
 	return st.fromValue(c, v)
@@ -95,33 +96,29 @@ func (st *regState) fastFromValue(c *compiled, v any) ([]byte, bool) {
 // JSON Schema but converts to the float64 1, which would encode as the
 // integer 1. Other spellings take the general path.
 func integerLiterals(v any) bool {
+	_, _, err := walk.Map(v, nil, false, integerLiteral)
+	return err == nil
+}
+
+// errNotInteger stops integerLiterals' walk; it never leaves the package.
+var errNotInteger = errors.New("schemas: number not written as an integer")
+
+func integerLiteral(v any, _ []string) (any, bool, error) {
 	switch t := v.(type) {
 	case json.Number:
 		s := strings.TrimPrefix(string(t), "-")
 		if s == "" {
-			return false
+			return nil, false, errNotInteger
 		}
 		for i := 0; i < len(s); i++ {
 			if s[i] < '0' || s[i] > '9' {
-				return false
+				return nil, false, errNotInteger
 			}
 		}
 	case float64, float32:
-		return false
-	case map[string]any:
-		for _, e := range t {
-			if !integerLiterals(e) {
-				return false
-			}
-		}
-	case []any:
-		for _, e := range t {
-			if !integerLiterals(e) {
-				return false
-			}
-		}
+		return nil, false, errNotInteger
 	}
-	return true
+	return nil, false, nil
 }
 
 // fromValueSlow validates v with the JSON Schema validator, then converts it
@@ -174,7 +171,7 @@ func (st *regState) validate(c *compiled, data []byte) error {
 	}
 	// jm is v with byte strings as base64 text; when there are none, v itself.
 	path := make([]string, 0, 16)
-	jm, hasBytes, err := toJSONModel(v, &path)
+	jm, hasBytes, err := toJSONModel(v, path)
 	if err != nil {
 		return valueErr(name, err)
 	}
@@ -255,39 +252,31 @@ func validationErr(name string, err error) error {
 
 // checkJSONValue refuses Go values outside the JSON data model, and numbers
 // out of range, before they reach the validator.
-func checkJSONValue(v any, path []string, depth int) error {
-	if depth > maxDepth {
-		return newPosErr(path, "nesting deeper than %d", maxDepth)
+func checkJSONValue(v any) error {
+	_, _, err := walk.Map(v, nil, true, checkJSONLeaf)
+	return err
+}
+
+func checkJSONLeaf(v any, path []string) (any, bool, error) {
+	if len(path) > maxDepth {
+		return nil, false, newPosErr(path, "nesting deeper than %d", maxDepth)
 	}
 	switch t := v.(type) {
-	case nil, bool, string, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return nil
+	case nil, bool, string, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64,
+		map[string]any, []any:
+		return nil, false, nil
 	case float64:
 		if !floatOK(t) {
-			return newPosErr(path, "number %v is not finite", t)
+			return nil, false, newPosErr(path, "number %v is not finite", t)
 		}
-		return nil
+		return nil, false, nil
 	case json.Number:
 		if err := checkNumber(t); err != nil {
-			return newPosErr(path, "%v", err)
+			return nil, false, newPosErr(path, "%v", err)
 		}
-		return nil
-	case map[string]any:
-		for _, k := range sortedKeys(t) {
-			if err := checkJSONValue(t[k], append(path, k), depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	case []any:
-		for i, e := range t {
-			if err := checkJSONValue(e, append(path, fmt.Sprint(i)), depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
+		return nil, false, nil
 	}
-	return newPosErr(path, "%T is not a JSON value", v)
+	return nil, false, newPosErr(path, "%T is not a JSON value", v)
 }
 
 func floatOK(f float64) bool { return f-f == 0 }
@@ -482,42 +471,31 @@ func (w *walker) convert(jv any, ss []*jsonschema.Schema) (any, error) {
 
 // plain converts a JSON-model value that holds no byte strings.
 func plain(jv any, path []string) (any, error) {
+	out, _, err := walk.Map(jv, path, true, plainLeaf)
+	return out, err
+}
+
+func plainLeaf(jv any, path []string) (any, bool, error) {
 	switch t := jv.(type) {
 	case json.Number:
 		v, err := canonicalNumber(t)
 		if err != nil {
-			return nil, newPosErr(path, "%v", err)
+			return nil, false, newPosErr(path, "%v", err)
 		}
-		return v, nil
-	case float64:
-		if !floatOK(t) {
-			return nil, newPosErr(path, "number %v is not finite", t)
-		}
-		return canonicalFloat(t), nil
+		return v, true, nil
 	case float32:
-		return plain(float64(t), path)
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for _, k := range sortedKeys(t) {
-			c, err := plain(t[k], append(path, k))
-			if err != nil {
-				return nil, err
-			}
-			out[k] = c
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			c, err := plain(e, append(path, fmt.Sprint(i)))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
+		return plainFloat(float64(t), path)
+	case float64:
+		return plainFloat(t, path)
 	}
-	return jv, nil // nil, bool, string, Go integers
+	return nil, false, nil // maps, slices, nil, bool, string, Go integers
+}
+
+func plainFloat(f float64, path []string) (any, bool, error) {
+	if !floatOK(f) {
+		return nil, false, newPosErr(path, "number %v is not finite", f)
+	}
+	return canonicalFloat(f), true, nil
 }
 
 // check verifies that orig (decoded CBOR) has byte strings exactly where the
@@ -561,23 +539,15 @@ func (w *walker) check(jm, orig any, ss []*jsonschema.Schema) error {
 }
 
 func noBytes(orig any, path []string) error {
-	switch t := orig.(type) {
-	case []byte:
-		return newPosErr(path, "want a text string, got a byte string (the schema has no contentEncoding base64 here)")
-	case map[string]any:
-		for _, k := range sortedKeys(t) {
-			if err := noBytes(t[k], append(path, k)); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, e := range t {
-			if err := noBytes(e, append(path, fmt.Sprint(i))); err != nil {
-				return err
-			}
-		}
+	_, _, err := walk.Map(orig, path, true, noBytesLeaf)
+	return err
+}
+
+func noBytesLeaf(v any, path []string) (any, bool, error) {
+	if _, ok := v.([]byte); ok {
+		return nil, false, newPosErr(path, "want a text string, got a byte string (the schema has no contentEncoding base64 here)")
 	}
-	return nil
+	return nil, false, nil
 }
 
 // toJSONModel maps a decoded CBOR value into the JSON data model the
@@ -585,8 +555,11 @@ func noBytes(orig any, path []string) error {
 // json.Number. Containers are copied only when something inside changes, so
 // a value without byte strings is returned as is. Floats must be finite and
 // non-integral (or outside integer range): FromJSON never writes other floats.
-func toJSONModel(v any, pp *[]string) (any, bool, error) {
-	path := *pp
+func toJSONModel(v any, path []string) (any, bool, error) {
+	return walk.Map(v, path, true, jsonModelLeaf)
+}
+
+func jsonModelLeaf(v any, path []string) (any, bool, error) {
 	switch t := v.(type) {
 	case []byte:
 		return base64.StdEncoding.EncodeToString(t), true, nil
@@ -596,56 +569,11 @@ func toJSONModel(v any, pp *[]string) (any, bool, error) {
 		if !floatIsCanonical(t) {
 			return nil, false, newPosErr(path, "float %v is not canonical here: integral numbers are integers, and NaN/Infinity are not JSON", t)
 		}
-		return t, false, nil
-	case map[string]any:
-		var out map[string]any
-		for _, k := range sortedKeys(t) {
-			e := t[k]
-			*pp = append(path, k)
-			c, changed, err := toJSONModel(e, pp)
-			*pp = path
-			if err != nil {
-				return nil, false, err
-			}
-			if changed && out == nil {
-				out = make(map[string]any, len(t))
-				for k2, e2 := range t {
-					out[k2] = e2
-				}
-			}
-			if out != nil {
-				out[k] = c
-			}
-		}
-		if out != nil {
-			return out, true, nil
-		}
-		return t, false, nil
-	case []any:
-		var out []any
-		for i, e := range t {
-			*pp = append(path, strconv.Itoa(i))
-			c, changed, err := toJSONModel(e, pp)
-			*pp = path
-			if err != nil {
-				return nil, false, err
-			}
-			if changed && out == nil {
-				out = make([]any, len(t))
-				copy(out, t)
-			}
-			if out != nil {
-				out[i] = c
-			}
-		}
-		if out != nil {
-			return out, true, nil
-		}
-		return t, false, nil
+		return nil, false, nil
 	case map[any]any:
 		return nil, false, newPosErr(path, "map with non-text keys is not a JSON object")
-	case nil, bool, string, uint64, int64:
-		return v, false, nil
+	case nil, bool, string, uint64, int64, map[string]any, []any:
+		return nil, false, nil
 	}
 	return nil, false, newPosErr(path, "%T is not a JSON value", v)
 }
@@ -653,11 +581,4 @@ func toJSONModel(v any, pp *[]string) (any, bool, error) {
 // sortedKeys returns m's keys in order, so every walk that can stop at the
 // first problem reports the same problem on every run (error messages reach
 // the journal through faults and rejected receipts).
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return walk.SortedKeys(m) }

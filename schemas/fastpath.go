@@ -3,7 +3,6 @@ package schemas
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"math/big"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -252,23 +252,7 @@ func newPlan() *plan {
 }
 
 // encodeText returns the canonical CBOR encoding of a text string.
-func encodeText(s string) []byte {
-	n := uint64(len(s))
-	var b []byte
-	switch {
-	case n < 24:
-		b = []byte{0x60 | byte(n)}
-	case n <= 0xff:
-		b = []byte{0x78, byte(n)}
-	case n <= 0xffff:
-		b = binary.BigEndian.AppendUint16([]byte{0x79}, uint16(n))
-	case n <= 0xffffffff:
-		b = binary.BigEndian.AppendUint32([]byte{0x7a}, uint32(n))
-	default:
-		b = binary.BigEndian.AppendUint64([]byte{0x7b}, n)
-	}
-	return append(b, s...)
-}
+func encodeText(s string) []byte { return canon.AppendText(nil, s) }
 
 // Fields of jsonschema.Schema a plan implements (or that only matter
 // together with one it refuses), and the values the library gives absent
@@ -558,38 +542,12 @@ func (p *plan) accepts(data []byte) bool {
 // argument. Indefinite lengths, reserved values, truncation and major type
 // 7 (whose heads are not integers) are unsure.
 func (c *fastCheck) head() (major byte, arg uint64, ok bool) {
-	d, i := c.data, c.pos
-	if i >= len(d) {
+	major, arg, next, ok := canon.Head(c.data, c.pos)
+	if !ok || major == canon.MajorSimple || next-c.pos != canon.HeadLen(arg) {
 		return 0, 0, false
 	}
-	major, ai := d[i]>>5, d[i]&0x1f
-	i++
-	if major == 7 {
-		return 0, 0, false
-	}
-	switch {
-	case ai < 24:
-		arg = uint64(ai)
-	case ai == 24 && i+1 <= len(d):
-		arg, i = uint64(d[i]), i+1
-		ok = arg >= 24
-	case ai == 25 && i+2 <= len(d):
-		arg, i = uint64(binary.BigEndian.Uint16(d[i:])), i+2
-		ok = arg > 0xff
-	case ai == 26 && i+4 <= len(d):
-		arg, i = uint64(binary.BigEndian.Uint32(d[i:])), i+4
-		ok = arg > 0xffff
-	case ai == 27 && i+8 <= len(d):
-		arg, i = binary.BigEndian.Uint64(d[i:]), i+8
-		ok = arg > 0xffffffff
-	default:
-		return 0, 0, false
-	}
-	if ai < 24 {
-		ok = true
-	}
-	c.pos = i
-	return major, arg, ok
+	c.pos = next
+	return major, arg, true
 }
 
 // str reads the payload of a string whose head gave length n.
@@ -612,11 +570,11 @@ func (c *fastCheck) value(p *plan, depth int) bool {
 		return c.variant(p, depth)
 	}
 	switch c.data[c.pos] {
-	case 0xf4, 0xf5:
-		b := c.data[c.pos] == 0xf5
+	case canon.False, canon.True:
+		b := c.data[c.pos] == canon.True
 		c.pos++
 		return p.allows(tyBoolean) && p.enum.matchBool(b) && p.konst.matchBool(b)
-	case 0xf6:
+	case canon.Null:
 		c.pos++
 		return p.allows(tyNull) && p.enum.matchNull() && p.konst.matchNull()
 	}
@@ -625,17 +583,17 @@ func (c *fastCheck) value(p *plan, depth int) bool {
 		return false
 	}
 	switch major {
-	case 0, 1:
-		return c.integer(p, cborInt{neg: major == 1, mag: arg})
-	case 2:
+	case canon.MajorUint, canon.MajorNeg:
+		return c.integer(p, cborInt{neg: major == canon.MajorNeg, mag: arg})
+	case canon.MajorBytes:
 		s, ok := c.str(arg)
 		return ok && c.bytes(p, s)
-	case 3:
+	case canon.MajorText:
 		s, ok := c.str(arg)
 		return ok && utf8.Valid(s) && c.text(p, s)
-	case 4:
+	case canon.MajorArray:
 		return c.array(p, arg, depth)
-	case 5:
+	case canon.MajorMap:
 		return c.object(p, arg, depth)
 	}
 	return false // tags
@@ -705,7 +663,7 @@ func (c *fastCheck) array(p *plan, n uint64, depth int) bool {
 func (c *fastCheck) key(prev []byte) ([]byte, bool) {
 	start := c.pos
 	major, n, ok := c.head()
-	if !ok || major != 3 {
+	if !ok || major != canon.MajorText {
 		return nil, false
 	}
 	s, ok := c.str(n)
@@ -764,7 +722,7 @@ func (c *fastCheck) variant(p *plan, depth int) bool {
 		return false
 	}
 	major, n, ok := c.head()
-	if !ok || major != 5 || n != 2 {
+	if !ok || major != canon.MajorMap || n != 2 {
 		return false
 	}
 	if !bytes.HasPrefix(c.data[c.pos:], encTagKey) {
@@ -772,7 +730,7 @@ func (c *fastCheck) variant(p *plan, depth int) bool {
 	}
 	c.pos += len(encTagKey)
 	major, n, ok = c.head()
-	if !ok || major != 3 {
+	if !ok || major != canon.MajorText {
 		return false
 	}
 	tag, ok := c.str(n)

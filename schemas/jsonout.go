@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+
+	"github.com/aos-kernel/aos/internal/walk"
 )
 
 // decodeJSONModel decodes canonical CBOR for validation.
@@ -42,45 +44,31 @@ func ToJSON(data []byte) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// displayValue is v with every leaf in its JSON form.
 func displayValue(v any, path []string) (any, error) {
+	out, _, err := walk.Map(v, path, false, displayLeaf)
+	return out, err
+}
+
+func displayLeaf(v any, path []string) (any, bool, error) {
 	switch t := v.(type) {
-	case nil, bool, string:
-		return v, nil
+	case nil, bool, string, map[string]any, []any:
+		return nil, false, nil
 	case []byte:
-		return base64.StdEncoding.EncodeToString(t), nil
+		return base64.StdEncoding.EncodeToString(t), true, nil
 	case uint64:
-		return json.Number(strconv.FormatUint(t, 10)), nil
+		return json.Number(strconv.FormatUint(t, 10)), true, nil
 	case int64:
-		return json.Number(strconv.FormatInt(t, 10)), nil
+		return json.Number(strconv.FormatInt(t, 10)), true, nil
 	case big.Int:
-		return json.Number(t.String()), nil
+		return json.Number(t.String()), true, nil
 	case float64:
 		if !floatOK(t) {
-			return nil, fmt.Errorf("at %s: %v has no JSON form", pointer(path), t)
+			return nil, false, fmt.Errorf("at %s: %v has no JSON form", pointer(path), t)
 		}
-		return json.Number(strconv.FormatFloat(t, 'g', -1, 64)), nil
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			c, err := displayValue(e, append(path, k))
-			if err != nil {
-				return nil, err
-			}
-			out[k] = c
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			c, err := displayValue(e, append(path, strconv.Itoa(i)))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
+		return json.Number(strconv.FormatFloat(t, 'g', -1, 64)), true, nil
 	case map[any]any:
-		return nil, fmt.Errorf("at %s: map with non-text keys has no JSON form", pointer(path))
+		return nil, false, fmt.Errorf("at %s: map with non-text keys has no JSON form", pointer(path))
 	}
-	return nil, fmt.Errorf("at %s: %T has no JSON form", pointer(path), v)
+	return nil, false, fmt.Errorf("at %s: %T has no JSON form", pointer(path), v)
 }

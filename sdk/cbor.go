@@ -3,10 +3,10 @@ package sdk
 import (
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"unicode/utf8"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -84,7 +84,7 @@ type RawValue []byte
 // MarshalCBOR writes r verbatim; an empty RawValue is null.
 func (r RawValue) MarshalCBOR() ([]byte, error) {
 	if len(r) == 0 {
-		return []byte{0xf6}, nil
+		return []byte{canon.Null}, nil
 	}
 	return r, nil
 }
@@ -93,54 +93,6 @@ func (r RawValue) MarshalCBOR() ([]byte, error) {
 func (r *RawValue) UnmarshalCBOR(data []byte) error {
 	*r = append((*r)[:0], data...)
 	return nil
-}
-
-// CBOR major types, shifted into the initial byte.
-const (
-	majUint   = 0 << 5
-	majNeg    = 1 << 5
-	majBytes  = 2 << 5
-	majText   = 3 << 5
-	majArray  = 4 << 5
-	majMap    = 5 << 5
-	majTag    = 6 << 5
-	majSimple = 7 << 5
-)
-
-const (
-	cborFalse = 0xf4
-	cborTrue  = 0xf5
-	cborNull  = 0xf6
-)
-
-// appendHead appends a CBOR head in its shortest form.
-func appendHead(b []byte, major byte, n uint64) []byte {
-	switch {
-	case n < 24:
-		return append(b, major|byte(n))
-	case n <= math.MaxUint8:
-		return append(b, major|24, byte(n))
-	case n <= math.MaxUint16:
-		return append(b, major|25, byte(n>>8), byte(n))
-	case n <= math.MaxUint32:
-		return append(b, major|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	default:
-		return append(b, major|27, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
-			byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-}
-
-func appendText(b []byte, s string) []byte {
-	return append(appendHead(b, majText, uint64(len(s))), s...)
-}
-
-// appendBytes writes p as a byte string, or null when p is nil (as the
-// library writes a nil []byte field).
-func appendBytes(b []byte, p []byte) []byte {
-	if p == nil {
-		return append(b, cborNull)
-	}
-	return append(appendHead(b, majBytes, uint64(len(p))), p...)
 }
 
 var (
@@ -153,49 +105,44 @@ var (
 	errUTF8       = errors.New("invalid UTF-8 text")
 )
 
+// problemErr is the sdk's error for what canon found wrong; the texts are
+// the ones guests have always seen.
+func problemErr(p canon.Problem) error {
+	switch p {
+	case canon.Indefinite:
+		return errIndefinite
+	case canon.Reserved:
+		return errReserved
+	case canon.TooDeep:
+		return errTooDeep
+	case canon.Tag:
+		return errTag
+	case canon.BadSimple:
+		return errBadSimple
+	case canon.BadUTF8:
+		return errUTF8
+	}
+	return errTruncated
+}
+
 // reader walks CBOR heads over b. It never panics on any input.
 type reader struct {
 	b   []byte
 	off int
 }
 
-// head reads one head: the major type (shifted), and its argument (a length,
-// a count, an integer, or for major 7 the simple value or float bits).
+// head reads one head: the major type, and its argument (a length, a
+// count, an integer, or for major 7 the simple value or float bits).
 // Indefinite lengths are refused.
 func (r *reader) head() (major byte, arg uint64, err error) {
-	if r.off >= len(r.b) {
-		return 0, 0, errTruncated
+	major, arg, next, ok := canon.Head(r.b, r.off)
+	if !ok {
+		return 0, 0, problemErr(canon.Why(r.b, r.off))
 	}
-	ib := r.b[r.off]
-	r.off++
-	major, ai := ib&0xe0, ib&0x1f
-	var n int
-	switch {
-	case ai < 24:
-		return major, uint64(ai), nil
-	case ai == 24:
-		n = 1
-	case ai == 25:
-		n = 2
-	case ai == 26:
-		n = 4
-	case ai == 27:
-		n = 8
-	case ai == 31:
-		return 0, 0, errIndefinite
-	default:
-		return 0, 0, errReserved
-	}
-	if len(r.b)-r.off < n {
-		return 0, 0, errTruncated
-	}
-	for _, c := range r.b[r.off : r.off+n] {
-		arg = arg<<8 | uint64(c)
-	}
-	r.off += n
-	if major == majSimple && ai == 24 && arg < 32 {
+	if major == canon.MajorSimple && r.b[r.off]&0x1f == 24 && arg < 32 {
 		return 0, 0, errBadSimple
 	}
+	r.off = next
 	return major, arg, nil
 }
 
@@ -216,8 +163,8 @@ func (r *reader) text() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if major != majText {
-		return nil, fmt.Errorf("want a text string, found %s", majorName(major))
+	if major != canon.MajorText {
+		return nil, fmt.Errorf("want a text string, found %s", canon.TypeName(major))
 	}
 	s, err := r.span(n)
 	if err == nil && !utf8.Valid(s) {
@@ -229,7 +176,7 @@ func (r *reader) text() ([]byte, error) {
 // bytesOrNull reads a byte string (returned as a sub-slice, not copied) or
 // null (nil).
 func (r *reader) bytesOrNull() ([]byte, error) {
-	if r.off < len(r.b) && r.b[r.off] == cborNull {
+	if r.off < len(r.b) && r.b[r.off] == canon.Null {
 		r.off++
 		return nil, nil
 	}
@@ -237,8 +184,8 @@ func (r *reader) bytesOrNull() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if major != majBytes {
-		return nil, fmt.Errorf("want a byte string, found %s", majorName(major))
+	if major != canon.MajorBytes {
+		return nil, fmt.Errorf("want a byte string, found %s", canon.TypeName(major))
 	}
 	return r.span(n)
 }
@@ -248,8 +195,8 @@ func (r *reader) uint() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if major != majUint {
-		return 0, fmt.Errorf("want an unsigned integer, found %s", majorName(major))
+	if major != canon.MajorUint {
+		return 0, fmt.Errorf("want an unsigned integer, found %s", canon.TypeName(major))
 	}
 	return n, nil
 }
@@ -259,10 +206,10 @@ func (r *reader) bool() (bool, error) {
 		return false, errTruncated
 	}
 	switch r.b[r.off] {
-	case cborFalse:
+	case canon.False:
 		r.off++
 		return false, nil
-	case cborTrue:
+	case canon.True:
 		r.off++
 		return true, nil
 	}
@@ -275,8 +222,8 @@ func (r *reader) mapHead() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if major != majMap {
-		return 0, fmt.Errorf("want a map, found %s", majorName(major))
+	if major != canon.MajorMap {
+		return 0, fmt.Errorf("want a map, found %s", canon.TypeName(major))
 	}
 	return n, nil
 }
@@ -285,68 +232,10 @@ func (r *reader) mapHead() (uint64, error) {
 // refused, as the sdk's decoder and the kernel's refuse them.
 func (r *reader) skip() ([]byte, error) {
 	start := r.off
-	if err := r.skipItem(0); err != nil {
-		return nil, err
+	next, p := canon.Skip(r.b, r.off, true)
+	if p != canon.OK {
+		return nil, problemErr(p)
 	}
+	r.off = next
 	return r.b[start:r.off], nil
-}
-
-func (r *reader) skipItem(depth int) error {
-	if depth > 64 {
-		return errTooDeep
-	}
-	major, n, err := r.head()
-	if err != nil {
-		return err
-	}
-	switch major {
-	case majBytes:
-		_, err = r.span(n)
-		return err
-	case majText:
-		s, err := r.span(n)
-		if err == nil && !utf8.Valid(s) {
-			return errUTF8
-		}
-		return err
-	case majArray:
-		for i := uint64(0); i < n; i++ {
-			if err := r.skipItem(depth + 1); err != nil {
-				return err
-			}
-		}
-	case majMap:
-		for i := uint64(0); i < n; i++ {
-			if err := r.skipItem(depth + 1); err != nil {
-				return err
-			}
-			if err := r.skipItem(depth + 1); err != nil {
-				return err
-			}
-		}
-	case majTag:
-		return errTag
-	}
-	return nil
-}
-
-func majorName(major byte) string {
-	switch major {
-	case majUint:
-		return "an unsigned integer"
-	case majNeg:
-		return "a negative integer"
-	case majBytes:
-		return "a byte string"
-	case majText:
-		return "a text string"
-	case majArray:
-		return "an array"
-	case majMap:
-		return "a map"
-	case majTag:
-		return "a tag"
-	default:
-		return "a simple value or float"
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/modules"
 )
 
@@ -146,24 +147,24 @@ func appendOutput(b []byte, o *modules.Output) []byte {
 	if len(o.DomainEvents) > 0 {
 		n++
 	}
-	b = appendHead(b, majMap, n)
+	b = canon.AppendMap(b, n)
 	if len(o.Ann) > 0 {
-		b = appendBytes(appendText(b, "ann"), o.Ann)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "ann"), o.Ann)
 	}
-	b = appendBytes(appendText(b, "state"), o.State)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "state"), o.State)
 	if len(o.Effects) > 0 {
-		b = appendHead(appendText(b, "effects"), majArray, uint64(len(o.Effects)))
+		b = canon.AppendArray(canon.AppendText(b, "effects"), uint64(len(o.Effects)))
 		for i := range o.Effects {
 			b = appendEffect(b, &o.Effects[i])
 		}
 	}
 	if len(o.DomainEvents) > 0 {
-		b = appendHead(appendText(b, "domain_events"), majArray, uint64(len(o.DomainEvents)))
+		b = canon.AppendArray(canon.AppendText(b, "domain_events"), uint64(len(o.DomainEvents)))
 		for i := range o.DomainEvents {
 			e := &o.DomainEvents[i]
-			b = appendHead(b, majMap, 2)
-			b = appendBytes(appendText(b, "value"), e.Value)
-			b = appendText(appendText(b, "schema"), e.Schema)
+			b = canon.AppendMap(b, 2)
+			b = canon.AppendBytesOrNull(canon.AppendText(b, "value"), e.Value)
+			b = canon.AppendText(canon.AppendText(b, "schema"), e.Schema)
 		}
 	}
 	return b
@@ -179,14 +180,14 @@ func appendEffect(b []byte, e *modules.EffectOut) []byte {
 	if len(e.IdempotencyKey) > 0 {
 		n++
 	}
-	b = appendHead(b, majMap, n)
-	b = appendText(appendText(b, "effect"), e.Effect)
-	b = appendBytes(appendText(b, "params"), e.Params)
+	b = canon.AppendMap(b, n)
+	b = canon.AppendText(canon.AppendText(b, "effect"), e.Effect)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "params"), e.Params)
 	if e.IssuerRef != "" {
-		b = appendText(appendText(b, "issuer_ref"), e.IssuerRef)
+		b = canon.AppendText(canon.AppendText(b, "issuer_ref"), e.IssuerRef)
 	}
 	if len(e.IdempotencyKey) > 0 {
-		b = appendBytes(appendText(b, "idempotency_key"), e.IdempotencyKey)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "idempotency_key"), e.IdempotencyKey)
 	}
 	return b
 }

@@ -1,6 +1,10 @@
 package sdk
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/aos-kernel/aos/internal/canon"
+)
 
 // Names of the built-in schemas and effects a workflow meets most.
 const (
@@ -120,9 +124,9 @@ func (r *TimerSetReceipt) UnmarshalCBOR(data []byte) error { return r.decodeCBOR
 // key?, deliver_at_ns), as Marshal would.
 func appendTimerSetParams(b []byte, deliverAtNs uint64, key string) []byte {
 	if key == "" {
-		b = appendHead(b, majMap, 1)
+		b = canon.AppendMap(b, 1)
 	} else {
-		b = appendText(appendText(appendHead(b, majMap, 2), "key"), key)
+		b = canon.AppendText(canon.AppendText(canon.AppendMap(b, 2), "key"), key)
 	}
-	return appendHead(appendText(b, "deliver_at_ns"), majUint, deliverAtNs)
+	return canon.AppendUint(canon.AppendText(b, "deliver_at_ns"), deliverAtNs)
 }

@@ -3,6 +3,8 @@ package sdk
 import (
 	"errors"
 	"fmt"
+
+	"github.com/aos-kernel/aos/internal/canon"
 )
 
 // Variant is a value of a variant schema, {"$tag": Tag, "$value": Value},
@@ -32,9 +34,9 @@ func (x Variant) MarshalCBOR() ([]byte, error) {
 		return nil, fmt.Errorf("variant arm %s has no value", x.Tag)
 	}
 	b := make([]byte, 0, 16+len(x.Tag)+len(x.Value))
-	b = appendHead(b, majMap, 2)
-	b = appendText(appendText(b, "$tag"), x.Tag)
-	return append(appendText(b, "$value"), x.Value...), nil
+	b = canon.AppendMap(b, 2)
+	b = canon.AppendText(canon.AppendText(b, "$tag"), x.Tag)
+	return append(canon.AppendText(b, "$value"), x.Value...), nil
 }
 
 // UnmarshalCBOR reads a {"$tag", "$value"} map (keys in any order, nothing

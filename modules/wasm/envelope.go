@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/modules"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // appendInput appends the canonical CBOR of in, byte for byte what
@@ -23,22 +23,22 @@ func appendInput(b []byte, in *modules.Input) []byte {
 	if len(in.Ctx) > 0 {
 		n = 4
 	}
-	b = schemas.AppendHead(b, 5, n)
+	b = canon.AppendMap(b, n)
 	if len(in.Ctx) > 0 {
-		b = schemas.AppendByteString(schemas.AppendText(b, "ctx"), in.Ctx)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "ctx"), in.Ctx)
 	}
-	b = schemas.AppendText(b, "event")
+	b = canon.AppendText(b, "event")
 	ev := &in.Event
 	if len(ev.Key) > 0 {
-		b = schemas.AppendHead(b, 5, 3)
-		b = schemas.AppendByteString(schemas.AppendText(b, "key"), ev.Key)
+		b = canon.AppendMap(b, 3)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "key"), ev.Key)
 	} else {
-		b = schemas.AppendHead(b, 5, 2)
+		b = canon.AppendMap(b, 2)
 	}
-	b = schemas.AppendByteString(schemas.AppendText(b, "value"), ev.Value)
-	b = schemas.AppendText(schemas.AppendText(b, "schema"), ev.Schema)
-	b = schemas.AppendByteString(schemas.AppendText(b, "state"), in.State)
-	return schemas.AppendHead(schemas.AppendText(b, "version"), 0, in.Version)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "value"), ev.Value)
+	b = canon.AppendText(canon.AppendText(b, "schema"), ev.Schema)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "state"), in.State)
+	return canon.AppendUint(canon.AppendText(b, "version"), in.Version)
 }
 
 // decodeOutput decodes a guest's output envelope strictly: it must be the
@@ -223,45 +223,24 @@ func (d *decoder) notCanonical(format string, args ...any) error {
 // argument is the additional information (20-23 are false, true, null,
 // undefined; 25-27 floats).
 func (d *decoder) head() (major byte, arg uint64, err error) {
-	if d.off >= len(d.b) {
+	major, arg, next, ok := canon.Head(d.b, d.off)
+	if !ok {
+		switch canon.Why(d.b, d.off) {
+		case canon.Indefinite:
+			return 0, 0, d.notCanonical("indefinite-length item")
+		case canon.Reserved:
+			return 0, 0, d.notCanonical("reserved head byte 0x%02x", d.b[d.off])
+		}
 		return 0, 0, d.notCanonical("truncated")
 	}
-	ib := d.b[d.off]
-	major, ai := ib>>5, ib&31
-	var size int
-	switch {
-	case ai < 24:
-		d.off++
-		return major, uint64(ai), nil
-	case ai == 24:
-		size = 1
-	case ai == 25:
-		size = 2
-	case ai == 26:
-		size = 4
-	case ai == 27:
-		size = 8
-	case ai == 31:
-		return 0, 0, d.notCanonical("indefinite-length item")
-	default:
-		return 0, 0, d.notCanonical("reserved head byte 0x%02x", ib)
-	}
-	if len(d.b)-d.off-1 < size {
-		return 0, 0, d.notCanonical("truncated")
-	}
-	if major == 7 {
+	if major == canon.MajorSimple {
 		// Floats and simple values 32-255 are valid CBOR but never valid
 		// here; their type is the complaint.
-		d.off += 1 + size
-		return major, uint64(ai), nil
-	}
-	for _, c := range d.b[d.off+1 : d.off+1+size] {
-		arg = arg<<8 | uint64(c)
-	}
-	if (size == 1 && arg < 24) || (size == 2 && arg <= 0xff) || (size == 4 && arg <= 0xffff) || (size == 8 && arg <= 0xffffffff) {
+		arg = uint64(d.b[d.off] & 0x1f)
+	} else if next-d.off != canon.HeadLen(arg) {
 		return 0, 0, d.notCanonical("head of %d not in its shortest form", arg)
 	}
-	d.off += 1 + size
+	d.off = next
 	return major, arg, nil
 }
 
@@ -291,21 +270,8 @@ func (d *decoder) content(n uint64) ([]byte, error) {
 }
 
 func typeName(major byte, arg uint64) string {
-	switch major {
-	case 0:
-		return "an unsigned integer"
-	case 1:
-		return "a negative integer"
-	case 2:
-		return "a byte string"
-	case 3:
-		return "a text string"
-	case 4:
-		return "an array"
-	case 5:
-		return "a map"
-	case 6:
-		return "a tag"
+	if major != canon.MajorSimple {
+		return canon.TypeName(major)
 	}
 	switch arg {
 	case 20, 21:
@@ -321,11 +287,11 @@ func typeName(major byte, arg uint64) string {
 }
 
 func (d *decoder) bytesOrNull() ([]byte, error) {
-	if d.off < len(d.b) && d.b[d.off] == 0xf6 {
+	if d.off < len(d.b) && d.b[d.off] == canon.Null {
 		d.off++
 		return nil, nil
 	}
-	n, err := d.typed(2, "a byte string or null")
+	n, err := d.typed(canon.MajorBytes, "a byte string or null")
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +300,7 @@ func (d *decoder) bytesOrNull() ([]byte, error) {
 
 // bytes reads an omitempty byte string: present means non-empty.
 func (d *decoder) bytes() ([]byte, error) {
-	n, err := d.typed(2, "a byte string")
+	n, err := d.typed(canon.MajorBytes, "a byte string")
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +311,7 @@ func (d *decoder) bytes() ([]byte, error) {
 }
 
 func (d *decoder) text(omitempty bool) (string, error) {
-	n, err := d.typed(3, "a text string")
+	n, err := d.typed(canon.MajorText, "a text string")
 	if err != nil {
 		return "", err
 	}
@@ -365,7 +331,7 @@ func (d *decoder) text(omitempty bool) (string, error) {
 
 // arrayHead reads the head of an omitempty array: present means non-empty.
 func (d *decoder) arrayHead() (int, error) {
-	n, err := d.typed(4, "an array")
+	n, err := d.typed(canon.MajorArray, "an array")
 	if err != nil {
 		return 0, err
 	}
@@ -379,7 +345,7 @@ func (d *decoder) arrayHead() (int, error) {
 }
 
 func (d *decoder) mapHead() (int, error) {
-	n, err := d.typed(5, "a map")
+	n, err := d.typed(canon.MajorMap, "a map")
 	if err != nil {
 		return 0, err
 	}
@@ -404,7 +370,7 @@ func (d *decoder) key(m *mapState, set fieldSet) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if major != 3 {
+	if major != canon.MajorText {
 		d.off = start
 		return 0, outputError("a key of %s is %s, want a text string", d.where(), typeName(major, n))
 	}
