@@ -4,7 +4,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/internal/canon"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // A frame (the value stored under one frame key) is the canonical CBOR array
@@ -22,13 +21,13 @@ func EncodeFrame(recs []Record) []byte {
 		n += 1 + 4 + 9 + 5 + 9 + len(recs[i].Body) + 5 + 9 + len(recs[i].Kind)
 	}
 	b := make([]byte, 0, n)
-	b = schemas.AppendHead(b, 4, uint64(len(recs)))
+	b = canon.AppendArray(b, uint64(len(recs)))
 	for i := range recs {
 		r := &recs[i]
 		b = append(b, 0xa3, 0x63, 's', 'e', 'q')
-		b = schemas.AppendHead(b, 0, r.Seq)
-		b = schemas.AppendByteString(append(b, 0x64, 'b', 'o', 'd', 'y'), r.Body)
-		b = schemas.AppendText(append(b, 0x64, 'k', 'i', 'n', 'd'), string(r.Kind))
+		b = canon.AppendUint(b, r.Seq)
+		b = canon.AppendBytesOrNull(append(b, 0x64, 'b', 'o', 'd', 'y'), r.Body)
+		b = canon.AppendText(append(b, 0x64, 'k', 'i', 'n', 'd'), string(r.Kind))
 	}
 	return b
 }

@@ -1,8 +1,8 @@
 package kernel
 
 import (
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/records"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // Hand-written canonical CBOR encoders for the two values the loop hands a
@@ -12,19 +12,6 @@ import (
 // path, for the same reason. TestContextEncodersMatchMarshal holds them to
 // schemas.Marshal on random values. Key order and null rules: see
 // records/encode.go.
-
-// CBOR major types (RFC 8949 §3.1).
-const (
-	majUint = 0
-	majMap  = 5
-)
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 0xf5)
-	}
-	return append(b, 0xf4)
-}
 
 // workflowContext is sys/WorkflowContext@1.
 type workflowContext struct {
@@ -45,19 +32,19 @@ type workflowContext struct {
 // journal_height, logical_now_ns.
 func encodeContext(c *workflowContext) []byte {
 	b := make([]byte, 0, 400+len(c.Key)+len(c.Workflow))
-	b = schemas.AppendHead(b, majMap, records.MapSize(9, len(c.Key) > 0))
+	b = canon.AppendHead(b, canon.MajorMap, records.MapSize(9, len(c.Key) > 0))
 	if len(c.Key) > 0 {
-		b = schemas.AppendByteString(schemas.AppendText(b, "key"), c.Key)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "key"), c.Key)
 	}
-	b = schemas.AppendHead(schemas.AppendText(b, "now_ns"), majUint, c.NowNs)
-	b = schemas.AppendByteString(schemas.AppendText(b, "entropy"), c.Entropy)
-	b = schemas.AppendText(schemas.AppendText(b, "workflow"), c.Workflow)
-	b = appendBool(schemas.AppendText(b, "cell_mode"), c.CellMode)
-	b = schemas.AppendText(schemas.AppendText(b, "event_hash"), c.EventHash)
-	b = schemas.AppendText(schemas.AppendText(b, "manifest_hash"), c.ManifestHash)
-	b = schemas.AppendText(schemas.AppendText(b, "workflow_hash"), c.WorkflowHash)
-	b = schemas.AppendHead(schemas.AppendText(b, "journal_height"), majUint, c.JournalHeight)
-	return schemas.AppendHead(schemas.AppendText(b, "logical_now_ns"), majUint, c.LogicalNowNs)
+	b = canon.AppendHead(canon.AppendText(b, "now_ns"), canon.MajorUint, c.NowNs)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "entropy"), c.Entropy)
+	b = canon.AppendText(canon.AppendText(b, "workflow"), c.Workflow)
+	b = canon.AppendBool(canon.AppendText(b, "cell_mode"), c.CellMode)
+	b = canon.AppendText(canon.AppendText(b, "event_hash"), c.EventHash)
+	b = canon.AppendText(canon.AppendText(b, "manifest_hash"), c.ManifestHash)
+	b = canon.AppendText(canon.AppendText(b, "workflow_hash"), c.WorkflowHash)
+	b = canon.AppendHead(canon.AppendText(b, "journal_height"), canon.MajorUint, c.JournalHeight)
+	return canon.AppendHead(canon.AppendText(b, "logical_now_ns"), canon.MajorUint, c.LogicalNowNs)
 }
 
 // encodeEnvelope is schemas.MustMarshal(e). Key order: effect, status,
@@ -66,20 +53,20 @@ func encodeContext(c *workflowContext) []byte {
 func encodeEnvelope(e *receiptEnvelope) []byte {
 	b := make([]byte, 0, 200+len(e.Effect)+len(e.Status)+len(e.Payload)+len(e.Executor)+len(e.Signature)+
 		len(e.IssuerRef)+len(e.OriginKey)+len(e.IntentHash)+len(e.OriginWorkflow)+len(e.OriginWorkflowHash))
-	b = schemas.AppendHead(b, majMap, records.MapSize(9, e.IssuerRef != "", len(e.OriginKey) > 0))
-	b = schemas.AppendText(schemas.AppendText(b, "effect"), e.Effect)
-	b = schemas.AppendText(schemas.AppendText(b, "status"), e.Status)
-	b = schemas.AppendByteString(schemas.AppendText(b, "payload"), e.Payload)
-	b = schemas.AppendText(schemas.AppendText(b, "executor"), e.Executor)
-	b = schemas.AppendByteString(schemas.AppendText(b, "signature"), e.Signature)
+	b = canon.AppendHead(b, canon.MajorMap, records.MapSize(9, e.IssuerRef != "", len(e.OriginKey) > 0))
+	b = canon.AppendText(canon.AppendText(b, "effect"), e.Effect)
+	b = canon.AppendText(canon.AppendText(b, "status"), e.Status)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "payload"), e.Payload)
+	b = canon.AppendText(canon.AppendText(b, "executor"), e.Executor)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "signature"), e.Signature)
 	if e.IssuerRef != "" {
-		b = schemas.AppendText(schemas.AppendText(b, "issuer_ref"), e.IssuerRef)
+		b = canon.AppendText(canon.AppendText(b, "issuer_ref"), e.IssuerRef)
 	}
 	if len(e.OriginKey) > 0 {
-		b = schemas.AppendByteString(schemas.AppendText(b, "origin_key"), e.OriginKey)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "origin_key"), e.OriginKey)
 	}
-	b = schemas.AppendText(schemas.AppendText(b, "intent_hash"), e.IntentHash)
-	b = schemas.AppendHead(schemas.AppendText(b, "emitted_at_seq"), majUint, e.EmittedAtSeq)
-	b = schemas.AppendText(schemas.AppendText(b, "origin_workflow"), e.OriginWorkflow)
-	return schemas.AppendText(schemas.AppendText(b, "origin_workflow_hash"), e.OriginWorkflowHash)
+	b = canon.AppendText(canon.AppendText(b, "intent_hash"), e.IntentHash)
+	b = canon.AppendHead(canon.AppendText(b, "emitted_at_seq"), canon.MajorUint, e.EmittedAtSeq)
+	b = canon.AppendText(canon.AppendText(b, "origin_workflow"), e.OriginWorkflow)
+	return canon.AppendText(canon.AppendText(b, "origin_workflow_hash"), e.OriginWorkflowHash)
 }

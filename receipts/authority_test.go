@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -218,13 +219,13 @@ func sampleFrame() receipts.Frame {
 func TestFrameBody(t *testing.T) {
 	f := sampleFrame()
 	var want []byte
-	want = schemas.AppendHead(want, 5, 5)
-	want = schemas.AppendText(want, "seq")
-	want = schemas.AppendHead(want, 0, 3)
-	want = schemas.AppendText(schemas.AppendText(want, "effect"), f.Effect)
-	want = schemas.AppendByteString(schemas.AppendText(want, "payload"), f.Payload)
-	want = schemas.AppendText(schemas.AppendText(want, "executor"), f.Executor)
-	want = schemas.AppendByteString(schemas.AppendText(want, "intent_hash"), f.Intent[:])
+	want = canon.AppendMap(want, 5)
+	want = canon.AppendText(want, "seq")
+	want = canon.AppendUint(want, 3)
+	want = canon.AppendText(canon.AppendText(want, "effect"), f.Effect)
+	want = canon.AppendBytesOrNull(canon.AppendText(want, "payload"), f.Payload)
+	want = canon.AppendText(canon.AppendText(want, "executor"), f.Executor)
+	want = canon.AppendBytesOrNull(canon.AppendText(want, "intent_hash"), f.Intent[:])
 	if got := f.Body(); !bytes.Equal(got, want) {
 		t.Fatalf("frame body\n got %x\nwant %x", got, want)
 	}

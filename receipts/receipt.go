@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aos-kernel/aos/internal/canon"
 
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -110,22 +111,22 @@ func appendReceipt(b []byte, r *Receipt, sr *SignedReceipt) []byte {
 	if r.IssuerRef != "" {
 		n++
 	}
-	b = schemas.AppendHead(b, 5, n)
-	b = appendText(appendText(b, "effect"), r.Effect)
+	b = canon.AppendMap(b, n)
+	b = canon.AppendText(canon.AppendText(b, "effect"), r.Effect)
 	if sr != nil {
-		b = appendText(appendText(b, "key_id"), sr.KeyID)
+		b = canon.AppendText(canon.AppendText(b, "key_id"), sr.KeyID)
 	}
-	b = appendText(appendText(b, "status"), string(r.Status))
-	b = schemas.AppendHead(appendText(b, "attempt"), 0, r.Attempt)
-	b = appendBytes(appendText(b, "payload"), r.Payload) // nil is null (and Verify refuses it)
-	b = appendText(appendText(b, "executor"), r.Executor)
+	b = canon.AppendText(canon.AppendText(b, "status"), string(r.Status))
+	b = canon.AppendUint(canon.AppendText(b, "attempt"), r.Attempt)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "payload"), r.Payload) // nil is null (and Verify refuses it)
+	b = canon.AppendText(canon.AppendText(b, "executor"), r.Executor)
 	if sr != nil {
-		b = appendBytes(appendText(b, "signature"), sr.Signature)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "signature"), sr.Signature)
 	}
 	if r.IssuerRef != "" {
-		b = appendText(appendText(b, "issuer_ref"), r.IssuerRef)
+		b = canon.AppendText(canon.AppendText(b, "issuer_ref"), r.IssuerRef)
 	}
-	return appendBytes(appendText(b, "intent_hash"), r.Intent[:])
+	return canon.AppendBytesOrNull(canon.AppendText(b, "intent_hash"), r.Intent[:])
 }
 
 // bodySize bounds the length of r's body: each item's head is at most 9
@@ -133,9 +134,6 @@ func appendReceipt(b []byte, r *Receipt, sr *SignedReceipt) []byte {
 func (r *Receipt) bodySize() int {
 	return 80 + 8*9 + len(r.Effect) + len(r.Status) + len(r.Payload) + len(r.Executor) + len(r.IssuerRef) + len(r.Intent)
 }
-
-func appendText(b []byte, s string) []byte { return schemas.AppendText(b, s) }
-func appendBytes(b, v []byte) []byte       { return schemas.AppendByteString(b, v) }
 
 // SigningMessage is what a signature covers: Domain followed by the
 // canonical CBOR body.

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -20,25 +21,9 @@ import (
 // slices and nil slices that are not omitempty encode as null, as the
 // library's default NilContainers option does.
 
-const (
-	majUint  = 0
-	majBytes = 2
-	majArray = 4
-	majMap   = 5
-	cborNull = 0xf6
-)
-
-// Direct functions, not func-typed variables, so the compiler can inline
-// them.
-func appendHead(b []byte, major byte, n uint64) []byte { return schemas.AppendHead(b, major, n) }
-func appendText(b []byte, s string) []byte             { return schemas.AppendText(b, s) }
-
-// appendBytes encodes a byte slice that is not omitempty: nil is null.
-func appendBytes(b, v []byte) []byte { return schemas.AppendByteString(b, v) }
-
 // appendHash appends h as a 32-byte CBOR byte string.
 func appendHash(b []byte, h *schemas.Hash) []byte {
-	return append(append(b, majBytes<<5|24, 32), h[:]...)
+	return canon.AppendBytes(b, h[:])
 }
 
 // MapSize is the size of a map with n fields always present and one more
@@ -54,56 +39,56 @@ func MapSize(n int, present ...bool) uint64 {
 
 // Key order: height, now_ns, entropy, logical_ns, manifest_hash.
 func appendStamp(b []byte, s *Stamp) []byte {
-	b = appendHead(b, majMap, 5)
-	b = appendHead(appendText(b, "height"), majUint, s.Height)
-	b = appendHead(appendText(b, "now_ns"), majUint, s.NowNs)
-	b = appendBytes(appendText(b, "entropy"), s.Entropy)
-	b = appendHead(appendText(b, "logical_ns"), majUint, s.LogicalNs)
-	return appendHash(appendText(b, "manifest_hash"), &s.ManifestHash)
+	b = canon.AppendHead(b, canon.MajorMap, 5)
+	b = canon.AppendHead(canon.AppendText(b, "height"), canon.MajorUint, s.Height)
+	b = canon.AppendHead(canon.AppendText(b, "now_ns"), canon.MajorUint, s.NowNs)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "entropy"), s.Entropy)
+	b = canon.AppendHead(canon.AppendText(b, "logical_ns"), canon.MajorUint, s.LogicalNs)
+	return appendHash(canon.AppendText(b, "manifest_hash"), &s.ManifestHash)
 }
 
 // Key order: key?, workflow.
 func appendTarget(b []byte, t *TargetRec) []byte {
-	b = appendHead(b, majMap, MapSize(1, len(t.Key) > 0))
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(1, len(t.Key) > 0))
 	if len(t.Key) > 0 {
-		b = appendBytes(appendText(b, "key"), t.Key)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "key"), t.Key)
 	}
-	return appendText(appendText(b, "workflow"), t.Workflow)
+	return canon.AppendText(canon.AppendText(b, "workflow"), t.Workflow)
 }
 
 // Key order: key?, step, depth, workflow.
 func appendOrigin(b []byte, o *OriginRec) []byte {
-	b = appendHead(b, majMap, MapSize(3, len(o.Key) > 0))
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(3, len(o.Key) > 0))
 	if len(o.Key) > 0 {
-		b = appendBytes(appendText(b, "key"), o.Key)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "key"), o.Key)
 	}
-	b = appendHead(appendText(b, "step"), majUint, o.Step)
-	b = appendHead(appendText(b, "depth"), majUint, o.Depth)
-	return appendText(appendText(b, "workflow"), o.Workflow)
+	b = canon.AppendHead(canon.AppendText(b, "step"), canon.MajorUint, o.Step)
+	b = canon.AppendHead(canon.AppendText(b, "depth"), canon.MajorUint, o.Depth)
+	return canon.AppendText(canon.AppendText(b, "workflow"), o.Workflow)
 }
 
 // EncodeEvent is schemas.MustMarshal(rec). Key order: stamp, value, origin?,
 // schema, targets, idempotency_key?.
 func EncodeEvent(rec *EventRec) []byte {
 	b := make([]byte, 0, 160+len(rec.Value)+len(rec.Schema)+48*len(rec.Targets)+len(rec.IdempotencyKey))
-	b = appendHead(b, majMap, MapSize(4, rec.Origin != nil, rec.IdempotencyKey != ""))
-	b = appendStamp(appendText(b, "stamp"), &rec.Stamp)
-	b = appendBytes(appendText(b, "value"), rec.Value)
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(4, rec.Origin != nil, rec.IdempotencyKey != ""))
+	b = appendStamp(canon.AppendText(b, "stamp"), &rec.Stamp)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "value"), rec.Value)
 	if rec.Origin != nil {
-		b = appendOrigin(appendText(b, "origin"), rec.Origin)
+		b = appendOrigin(canon.AppendText(b, "origin"), rec.Origin)
 	}
-	b = appendText(appendText(b, "schema"), rec.Schema)
-	b = appendText(b, "targets")
+	b = canon.AppendText(canon.AppendText(b, "schema"), rec.Schema)
+	b = canon.AppendText(b, "targets")
 	if rec.Targets == nil {
-		b = append(b, cborNull)
+		b = append(b, canon.Null)
 	} else {
-		b = appendHead(b, majArray, uint64(len(rec.Targets)))
+		b = canon.AppendHead(b, canon.MajorArray, uint64(len(rec.Targets)))
 		for i := range rec.Targets {
 			b = appendTarget(b, &rec.Targets[i])
 		}
 	}
 	if rec.IdempotencyKey != "" {
-		b = appendText(appendText(b, "idempotency_key"), rec.IdempotencyKey)
+		b = canon.AppendText(canon.AppendText(b, "idempotency_key"), rec.IdempotencyKey)
 	}
 	return b
 }
@@ -112,31 +97,31 @@ func EncodeEvent(rec *EventRec) []byte {
 // emitted?, intents?, workflow, state_hash, workflow_hash.
 func EncodeStep(rec *StepRec) []byte {
 	b := make([]byte, 0, 150+len(rec.Workflow)+len(rec.Key)+9*len(rec.Emitted)+34*len(rec.Intents))
-	b = appendHead(b, majMap, MapSize(4, len(rec.Key) > 0, len(rec.Emitted) > 0, len(rec.Intents) > 0))
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(4, len(rec.Key) > 0, len(rec.Emitted) > 0, len(rec.Intents) > 0))
 	if len(rec.Key) > 0 {
-		b = appendBytes(appendText(b, "key"), rec.Key)
+		b = canon.AppendBytesOrNull(canon.AppendText(b, "key"), rec.Key)
 	}
-	b = appendHead(appendText(b, "input"), majUint, rec.Input)
+	b = canon.AppendHead(canon.AppendText(b, "input"), canon.MajorUint, rec.Input)
 	if len(rec.Emitted) > 0 {
-		b = appendHead(appendText(b, "emitted"), majArray, uint64(len(rec.Emitted)))
+		b = canon.AppendHead(canon.AppendText(b, "emitted"), canon.MajorArray, uint64(len(rec.Emitted)))
 		for _, e := range rec.Emitted {
-			b = appendHead(b, majUint, e)
+			b = canon.AppendHead(b, canon.MajorUint, e)
 		}
 	}
 	if len(rec.Intents) > 0 {
-		b = appendHead(appendText(b, "intents"), majArray, uint64(len(rec.Intents)))
+		b = canon.AppendHead(canon.AppendText(b, "intents"), canon.MajorArray, uint64(len(rec.Intents)))
 		for i := range rec.Intents {
 			b = appendHash(b, &rec.Intents[i])
 		}
 	}
-	b = appendText(appendText(b, "workflow"), rec.Workflow)
-	b = appendText(b, "state_hash")
+	b = canon.AppendText(canon.AppendText(b, "workflow"), rec.Workflow)
+	b = canon.AppendText(b, "state_hash")
 	if rec.StateHash == nil {
-		b = append(b, cborNull)
+		b = append(b, canon.Null)
 	} else {
 		b = appendHash(b, rec.StateHash)
 	}
-	return appendHash(appendText(b, "workflow_hash"), &rec.WorkflowHash)
+	return appendHash(canon.AppendText(b, "workflow_hash"), &rec.WorkflowHash)
 }
 
 // EncodeIntentID is schemas.MustMarshal(id), and with a hash,
@@ -146,33 +131,33 @@ func EncodeStep(rec *StepRec) []byte {
 // origin_workflow, origin_workflow_hash.
 func EncodeIntentID(hash *schemas.Hash, id *IntentID) []byte {
 	b := make([]byte, 0, 330+len(id.Params)+len(id.OriginKey)+len(id.IdempotencyKey)+len(id.IssuerRef)+len(id.OriginWorkflow)+len(id.Effect))
-	b = appendHead(b, majMap, MapSize(9, hash != nil, id.IssuerRef != ""))
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(9, hash != nil, id.IssuerRef != ""))
 	if hash != nil {
-		b = appendHash(appendText(b, "hash"), hash)
+		b = appendHash(canon.AppendText(b, "hash"), hash)
 	}
-	b = appendHead(appendText(b, "index"), majUint, id.Index)
-	b = appendText(appendText(b, "effect"), id.Effect)
-	b = appendBytes(appendText(b, "params"), id.Params)
-	b = appendHead(appendText(b, "emitted_at"), majUint, id.EmittedAt)
+	b = canon.AppendHead(canon.AppendText(b, "index"), canon.MajorUint, id.Index)
+	b = canon.AppendText(canon.AppendText(b, "effect"), id.Effect)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "params"), id.Params)
+	b = canon.AppendHead(canon.AppendText(b, "emitted_at"), canon.MajorUint, id.EmittedAt)
 	if id.IssuerRef != "" {
-		b = appendText(appendText(b, "issuer_ref"), id.IssuerRef)
+		b = canon.AppendText(canon.AppendText(b, "issuer_ref"), id.IssuerRef)
 	}
-	b = appendBytes(appendText(b, "origin_key"), id.OriginKey)
-	b = appendHash(appendText(b, "effect_hash"), &id.EffectHash)
-	b = appendBytes(appendText(b, "idempotency_key"), id.IdempotencyKey)
-	b = appendText(appendText(b, "origin_workflow"), id.OriginWorkflow)
-	return appendHash(appendText(b, "origin_workflow_hash"), &id.OriginWorkflowHash)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "origin_key"), id.OriginKey)
+	b = appendHash(canon.AppendText(b, "effect_hash"), &id.EffectHash)
+	b = canon.AppendBytesOrNull(canon.AppendText(b, "idempotency_key"), id.IdempotencyKey)
+	b = canon.AppendText(canon.AppendText(b, "origin_workflow"), id.OriginWorkflow)
+	return appendHash(canon.AppendText(b, "origin_workflow_hash"), &id.OriginWorkflowHash)
 }
 
 // EncodeReceipt is schemas.MustMarshal(rec). Key order: stamp, receipt,
 // rejected?.
 func EncodeReceipt(rec *ReceiptRec) []byte {
 	b := make([]byte, 0, 140+receipts.SignedReceiptSize(&rec.Receipt)+len(rec.Rejected)+len(rec.Stamp.Entropy))
-	b = appendHead(b, majMap, MapSize(2, rec.Rejected != ""))
-	b = appendStamp(appendText(b, "stamp"), &rec.Stamp)
-	b = receipts.AppendSignedReceipt(appendText(b, "receipt"), &rec.Receipt)
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(2, rec.Rejected != ""))
+	b = appendStamp(canon.AppendText(b, "stamp"), &rec.Stamp)
+	b = receipts.AppendSignedReceipt(canon.AppendText(b, "receipt"), &rec.Receipt)
 	if rec.Rejected != "" {
-		b = appendText(appendText(b, "rejected"), rec.Rejected)
+		b = canon.AppendText(canon.AppendText(b, "rejected"), rec.Rejected)
 	}
 	return b
 }

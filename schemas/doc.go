@@ -64,8 +64,7 @@
 // What this package must not touch: it does no I/O, keeps no clock, and knows
 // nothing about manifests, workflows, the journal or the CAS. It imports no
 // other aos package but two internal helpers, internal/canon (the CBOR heads
-// the fast path reads; AppendHead, AppendText and AppendByteString forward
-// to it for the kernel's and receipts' hand encoders) and internal/walk (the
+// the fast path reads) and internal/walk (the
 // walk over JSON-model values that checkJSONValue, plain, toJSONModel and
 // displayValue are visitors of); everything else imports it. Manifest loading, def
 // hashing and name resolution across kinds belong to manifest/; schemas only
