@@ -48,46 +48,103 @@ func listPackages(t *testing.T) []pkg {
 	return pkgs
 }
 
-// layers reads the fenced ```layers block of docs/ARCHITECTURE.md: lines
-// "N: pkg pkg ...", package paths relative to the module ("." is the root).
-func layers(t *testing.T) map[string]int {
+const archDoc = "docs/ARCHITECTURE.md"
+
+// line is one "head: word word ..." line of a fenced block.
+type line struct {
+	n     int // line number in the file
+	head  string
+	words []string
+}
+
+// block reads the fenced ```name block of docs/ARCHITECTURE.md.
+func block(t *testing.T, name string) []line {
 	t.Helper()
-	path := filepath.Join("..", "..", "docs", "ARCHITECTURE.md")
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Join("..", "..", archDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int{}
-	in := false
+	var out []line
+	in, found := false, false
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		text := strings.TrimSpace(sc.Text())
 		switch {
-		case line == "```layers":
-			in = true
+		case text == "```"+name:
+			in, found = true, true
 			continue
-		case in && line == "```":
+		case in && text == "```":
 			in = false
 			continue
-		case !in || line == "":
+		case !in || text == "":
 			continue
 		}
-		num, rest, ok := strings.Cut(line, ":")
-		level, err := strconv.Atoi(strings.TrimSpace(num))
-		if !ok || err != nil {
-			t.Fatalf("%s:%d: want \"N: pkg pkg ...\", got %q", path, n, line)
+		head, rest, ok := strings.Cut(text, ":")
+		if !ok {
+			t.Fatalf("%s:%d: want \"head: word word ...\", got %q", archDoc, n, text)
 		}
-		for _, p := range strings.Fields(rest) {
+		out = append(out, line{n: n, head: strings.TrimSpace(head), words: strings.Fields(rest)})
+	}
+	if !found {
+		t.Fatalf("%s has no ```%s block", archDoc, name)
+	}
+	return out
+}
+
+// layers reads the ```layers block: lines "N: pkg pkg ...", package paths
+// relative to the module ("." is the root).
+func layers(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, l := range block(t, "layers") {
+		level, err := strconv.Atoi(l.head)
+		if err != nil {
+			t.Fatalf("%s:%d: layer %q is not a number", archDoc, l.n, l.head)
+		}
+		for _, p := range l.words {
 			if _, dup := out[p]; dup {
-				t.Fatalf("%s:%d: %s is in two layers", path, n, p)
+				t.Fatalf("%s:%d: %s is in two layers", archDoc, l.n, p)
 			}
 			out[p] = level
 		}
 	}
-	if len(out) == 0 {
-		t.Fatalf("%s has no ```layers block", path)
-	}
 	return out
+}
+
+// TestImportsAreDocumented: the ```imports block lists every package of the
+// module with exactly its imports from the module, as go list has them.
+func TestImportsAreDocumented(t *testing.T) {
+	doc := map[string][]string{}
+	for _, l := range block(t, "imports") {
+		if _, dup := doc[l.head]; dup {
+			t.Fatalf("%s:%d: %s listed twice", archDoc, l.n, l.head)
+		}
+		doc[l.head] = l.words
+	}
+	for _, p := range listPackages(t) {
+		name, ok := rel(p.ImportPath)
+		if !ok {
+			continue
+		}
+		var got []string
+		for _, imp := range p.Imports {
+			if dep, ok := rel(imp); ok {
+				got = append(got, dep)
+			}
+		}
+		slices.Sort(got)
+		want, listed := doc[name]
+		delete(doc, name)
+		switch {
+		case !listed:
+			t.Errorf("%s: package %s is not in the imports block; it imports %v", archDoc, name, got)
+		case !slices.Equal(got, want):
+			t.Errorf("%s: %s imports %v, the imports block says %v", archDoc, name, got, want)
+		}
+	}
+	for name := range doc {
+		t.Errorf("%s: the imports block lists %s, which is not a package", archDoc, name)
+	}
 }
 
 func rel(importPath string) (string, bool) {
