@@ -1,16 +1,3 @@
-// Package examples gives tests the example worlds of examples/manifests
-// built: a copy of every example, each wasm module compiled from its source
-// in examples/workflows and its hash pinned, made once per test binary. Tests
-// apply from the copy, so they never write into the repository, and they see
-// the modules the current source builds, whatever hash the checked-in
-// manifests pin.
-//
-// It also warms a compiled-code cache for those modules (WasmCache): wazero
-// compiling a Go-built module takes 15-40 s inside a -race binary and about
-// one second outside it, and its cache is keyed by the module's bytes, not by
-// how the compiler was built. So the modules are compiled once by a plain
-// (non-race) aosd into the cache, and every world a test opens with
-// WasmCacheDir (or AOS_WASM_CACHE) set to it starts warm.
 package examples
 
 import (
