@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,12 +37,7 @@ func BuiltinEffects() []string { return EffectsOf(Builtins(nil, nil)) }
 
 // EffectsOf lists the effects of an executor map, sorted.
 func EffectsOf(exs map[string]Executor) []string {
-	out := make([]string, 0, len(exs))
-	for e := range exs {
-		out = append(out, e)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(exs))
 }
 
 func decodeParams(it kernel.OpenIntent) (map[string]any, error) {
@@ -159,12 +155,7 @@ func (h HTTP) Execute(ctx context.Context, it kernel.OpenIntent) (receipts.Statu
 		data = data[:limit]
 	}
 	headers := map[string]any{}
-	keys := make([]string, 0, len(resp.Header))
-	for k := range resp.Header {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(resp.Header)) {
 		headers[strings.ToLower(k)] = strings.Join(resp.Header.Values(k), ", ")
 	}
 	out := map[string]any{"status": uint64(resp.StatusCode), "headers": headers, "body": data}

@@ -3,6 +3,8 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,7 +46,7 @@ func (w *World) Apply(ctx context.Context, m *manifest.Manifest, dryRun bool) (*
 	// (held by these runners until the loop is done with the request).
 	pre := map[string]*boundModule{}
 	defer closeModules(pre)
-	for _, n := range sortedKeys(m.Modules) {
+	for _, n := range slices.Sorted(maps.Keys(m.Modules)) {
 		if def := m.Modules[n]; def.Runtime.Kind == "wasm" {
 			b, err := w.bindModule(ctx, def)
 			if err != nil {
@@ -125,7 +127,7 @@ func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[stri
 	if err != nil {
 		return nil, nil, err
 	}
-	names := sortedKeys(m.Workflows)
+	names := slices.Sorted(maps.Keys(m.Workflows))
 	out := make(map[string]*wfRuntime, len(names))
 	for _, n := range names {
 		def := m.Workflows[n]
@@ -138,7 +140,7 @@ func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[stri
 			fn, ok := mod.native.Entrypoints[def.Impl.Entrypoint]
 			if !ok {
 				return nil, nil, fmt.Errorf("workflow %s: %s has no entrypoint %q (it has: %s)",
-					n, mod.describe(), def.Impl.Entrypoint, strings.Join(sortedKeys(mod.native.Entrypoints), ", "))
+					n, mod.describe(), def.Impl.Entrypoint, strings.Join(slices.Sorted(maps.Keys(mod.native.Entrypoints)), ", "))
 			}
 			rt.fn = fn
 		}

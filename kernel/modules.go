@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -51,7 +52,7 @@ func (b *boundModule) describe() string {
 // the artifact hash), or else to its compiled artifact.
 func (st *state) bindModules(ctx context.Context, m *manifest.Manifest) (map[string]*boundModule, error) {
 	out := make(map[string]*boundModule, len(m.Modules))
-	for _, n := range sortedKeys(m.Modules) {
+	for _, n := range slices.Sorted(maps.Keys(m.Modules)) {
 		def := m.Modules[n]
 		b, err := st.w.bindModule(ctx, def)
 		if err != nil {
@@ -97,7 +98,7 @@ func (w *World) bindModule(ctx context.Context, def *manifest.ModuleDef) (*bound
 
 // closeModules releases the instances of modules no longer bound.
 func closeModules(mods map[string]*boundModule) {
-	for _, n := range sortedKeys(mods) {
+	for _, n := range slices.Sorted(maps.Keys(mods)) {
 		if c, ok := mods[n].runner.(io.Closer); ok {
 			_ = c.Close()
 		}
@@ -124,20 +125,11 @@ func capReason(reason string) string {
 // resetModules gives every wasm module a fresh instance: a journaled point
 // (open, apply) that replay passes through in the same place.
 func resetModules(mods map[string]*boundModule) {
-	for _, n := range sortedKeys(mods) {
+	for _, n := range slices.Sorted(maps.Keys(mods)) {
 		if r := mods[n].runner; r != nil {
 			r.Reset()
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // call runs one step of rt's module. A business fault comes back as text to
@@ -205,7 +197,7 @@ func envReason(e *modules.EnvError) string {
 // artifactsOf lists the wasm artifacts m carries, by hash, sorted.
 func artifactsOf(m *manifest.Manifest) (hashes []schemas.Hash, bytes [][]byte) {
 	seen := map[schemas.Hash]bool{}
-	for _, n := range sortedKeys(m.Modules) {
+	for _, n := range slices.Sorted(maps.Keys(m.Modules)) {
 		rt := &m.Modules[n].Runtime
 		if rt.Kind != "wasm" || rt.Bytes == nil {
 			continue

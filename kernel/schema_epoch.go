@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,7 +98,7 @@ func (st *state) replayStateChange(m *manifest.Manifest, journaled *records.Stat
 func (st *state) changedStateSchemas(m *manifest.Manifest) []string {
 	out := []string{}
 	now := st.epochs.stateSchemasOf(m)
-	for _, n := range sortedKeys(m.Workflows) {
+	for _, n := range slices.Sorted(maps.Keys(m.Workflows)) {
 		old, ok := st.epochs.known[n]
 		if ok && old != now[n] {
 			out = append(out, n)

@@ -3,6 +3,8 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -327,7 +329,7 @@ func (l *loader) docPathProblem(doc any, path []string, depth int) string {
 	}
 	sub, ok := props[path[0]]
 	if !ok {
-		return fmt.Sprintf("no property %q (declared: %s)", path[0], strings.Join(sortedKeys(props), ", "))
+		return fmt.Sprintf("no property %q (declared: %s)", path[0], strings.Join(slices.Sorted(maps.Keys(props)), ", "))
 	}
 	return l.docPathProblem(sub, path[1:], depth+1)
 }

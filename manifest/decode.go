@@ -3,7 +3,9 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,7 +154,7 @@ func (f *fields) object(key string, required bool) *fields {
 
 // finish reports every member no accessor asked for.
 func (f *fields) finish() {
-	for _, k := range sortedKeys(f.m) {
+	for _, k := range slices.Sorted(maps.Keys(f.m)) {
 		if !f.used[k] {
 			f.l.bad(f.d, ptrJoin(f.ptr, k), "unknown field %q", k)
 		}
@@ -228,7 +230,7 @@ func (l *loader) decodeSchema(d *rawDef, f *fields) {
 		}
 		// Arms are kept in tag order: the canonical form of the def (and so its
 		// hash) does not record declaration order, so nothing may depend on it.
-		for _, tag := range sortedKeys(vf.m) {
+		for _, tag := range slices.Sorted(maps.Keys(vf.m)) {
 			vf.used[tag] = true
 			p := ptrJoin("/variant", tag)
 			if !tagRe.MatchString(tag) {

@@ -280,7 +280,3 @@ func comparePtr(a, b string) int {
 	}
 	return len(at) - len(bt)
 }
-
-func sortedKeys(m map[string]any) []string {
-	return walk.SortedKeys(m)
-}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/internal/canon"
+	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
 

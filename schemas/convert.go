@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strconv"
@@ -431,7 +432,7 @@ func (w *walker) convert(jv any, ss []*jsonschema.Schema) (any, error) {
 	switch t := jv.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			w.path = append(w.path, k)
 			c, err := w.convert(t[k], propSchemas(ss, k))
 			w.path = w.path[:len(w.path)-1]
@@ -508,7 +509,7 @@ func (w *walker) check(jm, orig any, ss []*jsonschema.Schema) error {
 	switch t := jm.(type) {
 	case map[string]any:
 		om := orig.(map[string]any)
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			w.path = append(w.path, k)
 			err := w.check(t[k], om[k], propSchemas(ss, k))
 			w.path = w.path[:len(w.path)-1]
@@ -577,8 +578,3 @@ func jsonModelLeaf(v any, path []string) (any, bool, error) {
 	}
 	return nil, false, newPosErr(path, "%T is not a JSON value", v)
 }
-
-// sortedKeys returns m's keys in order, so every walk that can stop at the
-// first problem reports the same problem on every run (error messages reach
-// the journal through faults and rejected receipts).
-func sortedKeys(m map[string]any) []string { return walk.SortedKeys(m) }

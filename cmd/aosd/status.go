@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -41,7 +43,7 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 				st.Instances.Running, st.Instances.Waiting, st.Instances.Completed, st.Instances.Failed))
 			w.row("in-flight intents", st.Inflight)
 			w.row("queued effects", st.QueuedEffects)
-			for _, name := range sortedKeys(st.Cells) {
+			for _, name := range slices.Sorted(maps.Keys(st.Cells)) {
 				w.row("cells "+name, st.Cells[name])
 			}
 			return w.flush()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"text/tabwriter"
 )
 
@@ -25,15 +24,6 @@ func (t *table) row(cells ...any) {
 }
 
 func (t *table) flush() error { return t.tw.Flush() }
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // compact renders JSON on one line, cut to max runes.
 func compact(js json.RawMessage, max int) string {

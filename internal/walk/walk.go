@@ -1,6 +1,7 @@
 package walk
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 )
@@ -37,7 +38,7 @@ func members(t map[string]any, path []string, sorted bool, visit Visit) (any, bo
 	var out map[string]any
 	var err error
 	if sorted {
-		for _, k := range SortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if out, err = member(out, t, k, path, true, visit); err != nil {
 				return nil, false, err
 			}
@@ -93,14 +94,4 @@ func slice(t []any, path []string, sorted bool, visit Visit) (any, bool, error) 
 		return out, true, nil
 	}
 	return t, false, nil
-}
-
-// SortedKeys returns m's keys in order.
-func SortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -78,9 +78,3 @@ func TestMapStopsAtTheFirstError(t *testing.T) {
 		t.Fatalf("Map = %v at %v, want stop at [b 1]", err, at)
 	}
 }
-
-func TestSortedKeys(t *testing.T) {
-	if got := walk.SortedKeys(tree()); !reflect.DeepEqual(got, []string{"a", "b", "z"}) {
-		t.Fatalf("SortedKeys = %v", got)
-	}
-}
