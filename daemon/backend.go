@@ -24,11 +24,11 @@ import (
 // Backend is what a CLI command or an HTTP handler needs from a world.
 // Local and Client implement it with the same results.
 type Backend interface {
-	Status(ctx context.Context) (*kernel.Status, error)
+	Status(ctx context.Context) (*Status, error)
 	// Limits are the world's limits; SetLimits changes the non-zero fields
 	// of lim (journaled).
-	Limits(ctx context.Context) (kernel.Limits, error)
-	SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error)
+	Limits(ctx context.Context) (Limits, error)
+	SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error)
 	// Cells lists one page of a workflow's cells (kernel.World.CellPage).
 	Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error)
 	// Cell and Trace take the key as the user typed it (see ParseKey).
@@ -37,7 +37,7 @@ type Backend interface {
 	// Failed pages through the failed instances (failed.go); Recover
 	// journals an operator's retry, reset or skip of one of them.
 	Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
-	Recover(ctx context.Context, workflow string, req RecoverRequest) (*kernel.RecoverResult, error)
+	Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error)
 	// Journal calls fn with each matching record as one JSON object.
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
 	// Send journals events in order; an event under an idempotency key the
@@ -154,7 +154,13 @@ func NewLocal(w *kernel.World, d Dir, kr *receipts.Keyring) *Local {
 }
 
 // Status implements Backend.
-func (l *Local) Status(ctx context.Context) (*kernel.Status, error) { return l.W.Status(ctx) }
+func (l *Local) Status(ctx context.Context) (*Status, error) {
+	s, err := l.W.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return StatusOf(s), nil
+}
 
 // Cells implements Backend. A page size out of range or a cursor that is
 // not one is invalid_input naming the parameter (limit, after).

@@ -91,8 +91,8 @@ func decodeError(status int, b []byte, out any) error {
 }
 
 // Status implements Backend.
-func (c *Client) Status(ctx context.Context) (*kernel.Status, error) {
-	var s kernel.Status
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var s Status
 	if err := c.call(ctx, "GET", "/v1/status", nil, &s); err != nil {
 		return nil, err
 	}

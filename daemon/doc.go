@@ -17,10 +17,12 @@
 // one helper (handle.go): decode the body (size limit, strict JSON), call,
 // write the answer or map the error to a status and a JSON error body.
 // The kernel answers with
-// plain structs holding canonical CBOR (shapes.go renders cells and failed
-// instances); what only reads the journal, trace and the journal listing,
-// reads the world's journal (kernel.World.Journal) with package records and
-// renders it here (trace.go). ParseLimits is the JSON side of limits.
+// plain, untagged structs holding canonical CBOR; shapes.go defines their
+// JSON views (status, limits, the results of a limits change, a recover and
+// a receipt, cells, failed instances) and converts to them. What only reads
+// the journal, trace and the journal listing, reads the world's journal
+// (kernel.World.Journal) with package records and renders it here
+// (trace.go). ParseLimits is the JSON side of limits.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon

@@ -258,7 +258,7 @@ func (s *Server) receiptRoute(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, receiptError(err, "receipt for intent "+sr.Intent.String())
 		}
-		return res, nil
+		return ReceiptResult(res), nil
 	})
 }
 

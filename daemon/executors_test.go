@@ -314,7 +314,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 		t.Fatalf("refused frames and receipts changed the journal: height %d -> %d", before, after)
 	}
 	code, body = s.do(t, "POST", "/v1/receipts", signed(payments, "payments"))
-	var res kernel.ReceiptResult
+	var res daemon.ReceiptResult
 	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || res.Seq == 0 {
 		t.Fatalf("trusted receipt: %d %s", code, body)
 	}

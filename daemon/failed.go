@@ -124,7 +124,7 @@ func (l *Local) failedKey(ctx context.Context, workflow, key string) ([]byte, er
 }
 
 // Recover implements Backend.
-func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest) (*kernel.RecoverResult, error) {
+func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error) {
 	k, err := l.failedKey(ctx, workflow, req.keyText())
 	if err != nil {
 		return nil, err
@@ -133,7 +133,8 @@ func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest
 	if err != nil {
 		return nil, recoverError(err, fmt.Sprintf("workflow %s key %s", workflow, KeyJSON(k)))
 	}
-	return &res, nil
+	out := RecoverResult(res)
+	return &out, nil
 }
 
 // recoverError classifies a refused recover: a stale or impossible one is a
@@ -173,8 +174,8 @@ func (c *Client) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
 }
 
 // Recover implements Backend.
-func (c *Client) Recover(ctx context.Context, workflow string, req RecoverRequest) (*kernel.RecoverResult, error) {
-	var out kernel.RecoverResult
+func (c *Client) Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error) {
+	var out RecoverResult
 	if err := c.call(ctx, "POST", "/v1/failed/"+url.PathEscape(workflow)+"/recover", req, &out); err != nil {
 		return nil, err
 	}

@@ -207,7 +207,7 @@ func TestFailedRoutes(t *testing.T) {
 
 	// Retry with the buggy code: journaled, failed again.
 	code, body = s.do(t, "POST", path, fmt.Sprintf(`{"key":"a","action":"retry","fault_seq":%d}`, a.FaultSeq))
-	var res kernel.RecoverResult
+	var res daemon.RecoverResult
 	if err := json.Unmarshal([]byte(body), &res); err != nil || code != 200 || res.Status != "failed" || res.FaultSeq == 0 {
 		t.Fatalf("retry with the buggy code: %d %s", code, body)
 	}

@@ -12,26 +12,26 @@ import (
 )
 
 // Limits implements Backend.
-func (l *Local) Limits(ctx context.Context) (kernel.Limits, error) {
+func (l *Local) Limits(ctx context.Context) (Limits, error) {
 	if err := l.W.Sync(ctx); err != nil { // ordered after earlier changes
-		return kernel.Limits{}, AsError(err, "limits")
+		return Limits{}, AsError(err, "limits")
 	}
-	return l.W.Limits(), nil
+	return Limits(l.W.Limits()), nil
 }
 
 // SetLimits implements Backend.
-func (l *Local) SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error) {
+func (l *Local) SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error) {
 	res, err := l.W.SetLimits(ctx, lim)
 	if err != nil {
 		return nil, AsError(err, "limits")
 	}
-	return res, nil
+	return LimitsResultOf(res), nil
 }
 
 // Limits implements Backend.
-func (c *Client) Limits(ctx context.Context) (kernel.Limits, error) {
+func (c *Client) Limits(ctx context.Context) (Limits, error) {
 	var out struct {
-		Limits kernel.Limits `json:"limits"`
+		Limits Limits `json:"limits"`
 	}
 	err := c.call(ctx, "GET", "/v1/limits", nil, &out)
 	return out.Limits, err
@@ -39,8 +39,8 @@ func (c *Client) Limits(ctx context.Context) (kernel.Limits, error) {
 
 // SetLimits implements Backend. Zero fields keep their value; the daemon
 // receives only the fields that are set.
-func (c *Client) SetLimits(ctx context.Context, lim kernel.Limits) (*kernel.LimitsResult, error) {
-	var out kernel.LimitsResult
+func (c *Client) SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error) {
+	var out LimitsResult
 	if err := c.call(ctx, "POST", "/v1/limits", lim.NonZero(), &out); err != nil {
 		return nil, err
 	}
@@ -72,15 +72,16 @@ func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
 
 // ParseLimits reads limits from JSON ({"max_steps_per_input": 100, ...}),
 // refusing unknown names (kernel.ErrInvalid): a misspelt limit must not be
-// silently ignored. The JSON side of limits lives here; the kernel checks
-// the values (kernel.CheckLimits).
+// silently ignored. The JSON side of limits lives here (Limits); the kernel
+// checks the values (kernel.CheckLimits).
 func ParseLimits(b []byte) (kernel.Limits, error) {
-	var l kernel.Limits
+	var v Limits
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return kernel.Limits{}, fmt.Errorf("%w: limits: %v (known limits: %v)", kernel.ErrInvalid, err, records.LimitNames())
 	}
+	l := kernel.Limits(v)
 	if err := kernel.CheckLimits(l); err != nil {
 		return kernel.Limits{}, err
 	}

@@ -93,3 +93,88 @@ func FailedInfoOf(fi *kernel.FailedInfo) FailedInfo {
 		Reason: fi.Reason, Class: fi.Class, Skipped: fi.Skipped, InputSchema: fi.InputSchema,
 		Retryable: fi.Retryable, RetryBlocked: fi.RetryBlocked}
 }
+
+// Status is the world at a glance (GET /v1/status, `aosd status --json`):
+// kernel.Status as JSON. Cells is the kernel's map as is (null when it is
+// nil).
+type Status struct {
+	ManifestHash  *schemas.Hash  `json:"manifest_hash"`
+	ManifestName  string         `json:"manifest_name,omitempty"`
+	JournalHeight uint64         `json:"journal_height"`
+	Quiescent     bool           `json:"quiescent"`
+	Instances     InstanceCounts `json:"instances"`
+	Inflight      int            `json:"inflight"`
+	QueuedEffects int            `json:"queued_effects"`
+	Cells         map[string]int `json:"cells"`
+	Limits        Limits         `json:"limits"`
+}
+
+// InstanceCounts counts instances by status (kernel.InstanceCounts).
+type InstanceCounts struct {
+	Running   int `json:"running"`
+	Waiting   int `json:"waiting"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+}
+
+// Limits are the world's limits as JSON (GET and POST /v1/limits, `aosd
+// limits`, status, config and manifest records): kernel.Limits
+// (records.Limits) with every limit shown, zero included. It has the same
+// fields as records.Limits, so the two convert into each other (Limits(l),
+// kernel.Limits(v)) and a limit added there fails the build until it is
+// added here; the JSON names are records.LimitNames (shapes_test.go).
+type Limits struct {
+	MaxEffects               int `json:"max_effects"`
+	MaxDomainEvents          int `json:"max_domain_events"`
+	MaxOutputBytes           int `json:"max_output_bytes"`
+	MaxEventBytes            int `json:"max_event_bytes"`
+	MaxCascadeDepth          int `json:"max_cascade_depth"`
+	MaxStepsPerInput         int `json:"max_steps_per_input"`
+	MaxRecordsPerInput       int `json:"max_records_per_input"`
+	MaxBytesPerInput         int `json:"max_bytes_per_input"`
+	IdempotencyWindowSeconds int `json:"idempotency_window_seconds"`
+	MaxIdempotencyKeys       int `json:"max_idempotency_keys"`
+	MaxFramesPerIntent       int `json:"max_frames_per_intent"`
+	MaxFrameBytes            int `json:"max_frame_bytes"`
+	MaxSettledIntents        int `json:"max_settled_intents"`
+}
+
+// LimitsResult says what a limits change did (POST /v1/limits, `aosd
+// limits set --json`): kernel.LimitsResult as JSON.
+type LimitsResult struct {
+	Limits  Limits `json:"limits"`
+	Changed bool   `json:"changed"`
+	Seq     uint64 `json:"seq,omitempty"` // the config record, when changed
+}
+
+// RecoverResult says what a recover did (POST
+// /v1/failed/{workflow}/recover, `aosd failed retry|reset|skip --json`):
+// kernel.RecoverResult as JSON.
+type RecoverResult struct {
+	Seq    uint64 `json:"seq"`    // the recover record
+	Status string `json:"status"` // the instance's status afterwards (a retry has run to idle)
+	// FaultSeq and Reason: the retried input failed again, with this fault.
+	FaultSeq uint64 `json:"fault_seq,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// ReceiptResult says what became of a receipt (POST /v1/receipts):
+// kernel.ReceiptResult as JSON.
+type ReceiptResult struct {
+	Seq      uint64 `json:"seq"`
+	Dropped  bool   `json:"dropped,omitempty"`
+	Rejected string `json:"rejected,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// StatusOf renders the kernel's status.
+func StatusOf(s *kernel.Status) *Status {
+	return &Status{ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
+		Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
+		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits)}
+}
+
+// LimitsResultOf renders what SetLimits did.
+func LimitsResultOf(r *kernel.LimitsResult) *LimitsResult {
+	return &LimitsResult{Limits: Limits(r.Limits), Changed: r.Changed, Seq: r.Seq}
+}

@@ -137,15 +137,15 @@ type IntentBody struct {
 // ManifestBody is a manifest record (records.ManifestRec), its source
 // counted, not shown.
 type ManifestBody struct {
-	Hash        schemas.Hash    `json:"hash"`
-	Limits      *records.Limits `json:"limits,omitempty"`
-	Name        string          `json:"name"`
-	SourceBytes int             `json:"source_bytes"`
+	Hash        schemas.Hash `json:"hash"`
+	Limits      *Limits      `json:"limits,omitempty"`
+	Name        string       `json:"name"`
+	SourceBytes int          `json:"source_bytes"`
 }
 
 // ConfigBody is a config record (records.ConfigRec).
 type ConfigBody struct {
-	Limits records.Limits `json:"limits"`
+	Limits Limits `json:"limits"`
 }
 
 // RecoverBody is a recover record (records.RecoverRec).
@@ -199,9 +199,14 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 		body = &IntentBody{Effect: rec.Effect, EmittedAt: rec.EmittedAt, Hash: rec.Hash, Index: rec.Index,
 			OriginKey: KeyJSON(rec.OriginKey), OriginWorkflow: rec.OriginWorkflow, Params: valueJSON(rec.Params)}
 	case *records.ManifestRec:
-		body = &ManifestBody{Hash: rec.Hash, Limits: rec.Limits, Name: rec.Name, SourceBytes: len(rec.Source)}
+		b := &ManifestBody{Hash: rec.Hash, Name: rec.Name, SourceBytes: len(rec.Source)}
+		if rec.Limits != nil {
+			lim := Limits(*rec.Limits)
+			b.Limits = &lim
+		}
+		body = b
 	case *records.ConfigRec:
-		body = &ConfigBody{Limits: rec.Limits}
+		body = &ConfigBody{Limits: Limits(rec.Limits)}
 	case *records.RecoverRec:
 		body = &RecoverBody{Action: rec.Action, Fault: rec.Fault, Input: rec.Input, Key: KeyJSON(rec.Key),
 			Skipped: rec.Skipped, Stamp: stampBody(&rec.Stamp), Workflow: rec.Workflow}

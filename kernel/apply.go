@@ -18,23 +18,23 @@ import (
 
 // Blocker is one reason the world is not quiescent.
 type Blocker struct {
-	Kind     string `json:"kind"` // "instance" or "intent"
-	Workflow string `json:"workflow"`
-	Key      []byte `json:"key,omitempty"`
-	Status   string `json:"status,omitempty"`
-	Intent   string `json:"intent,omitempty"`
-	Effect   string `json:"effect,omitempty"`
+	Kind     string // "instance" or "intent"
+	Workflow string
+	Key      []byte
+	Status   string
+	Intent   string
+	Effect   string
 }
 
 // ApplyResult says what an apply did or would do.
 type ApplyResult struct {
-	Applied      bool             `json:"applied"`
-	Unchanged    bool             `json:"unchanged,omitempty"`
-	ManifestHash schemas.Hash     `json:"manifest_hash"`
-	Previous     *schemas.Hash    `json:"previous_hash,omitempty"`
-	Diff         manifest.Changes `json:"diff"`
-	BlockedBy    []Blocker        `json:"blocked_by"`
-	Seq          uint64           `json:"seq,omitempty"`
+	Applied      bool
+	Unchanged    bool
+	ManifestHash schemas.Hash
+	Previous     *schemas.Hash
+	Diff         manifest.Changes
+	BlockedBy    []Blocker
+	Seq          uint64
 }
 
 // Apply makes m the world's manifest if the world is quiescent. When it is

@@ -40,8 +40,11 @@
 // kernel keeps only the queries that need the loop (Status, Cell, CellPage,
 // Failed, Limits) and answers with plain structs: keys and states stay
 // canonical CBOR, and the daemon renders them, and traces of the journal, as
-// JSON. No file here imports encoding/json, tests included (the scenario
-// harness renders typed records itself).
+// JSON. The structs carry no JSON tags: their JSON shapes (Status,
+// LimitsResult, RecoverResult, ReceiptResult, ...) are the daemon's views
+// (daemon/shapes.go), converted from these. No file here imports
+// encoding/json, tests included (the scenario harness renders typed records
+// itself).
 //
 // Must not touch: wall clock, randomness (except through the ports), map
 // iteration where order matters, the network, JSON rendering, a storage

@@ -22,8 +22,8 @@ const MaxIdempotencyKeyBytes = 256
 // the same idempotency key (then Seq is that event's and nothing new was
 // journaled).
 type Ingested struct {
-	Seq       uint64 `json:"seq"`
-	Duplicate bool   `json:"duplicate"`
+	Seq       uint64
+	Duplicate bool
 }
 
 // checkIdempotencyKey says what is wrong with a non-empty key, or nil: a key

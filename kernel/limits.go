@@ -68,9 +68,9 @@ func (w *World) Limits() Limits { return *w.limits.Load() }
 
 // LimitsResult says what SetLimits did.
 type LimitsResult struct {
-	Limits  Limits `json:"limits"`
-	Changed bool   `json:"changed"`
-	Seq     uint64 `json:"seq,omitempty"` // the config record, when changed
+	Limits  Limits
+	Changed bool
+	Seq     uint64 // the config record, when changed
 }
 
 // SetLimits changes the limits: fields of l that are zero keep their current

@@ -26,8 +26,8 @@ func (nopObserver) Flushed(int, time.Duration, error)   {}
 
 // CellStats is one workflow's cell store at a glance.
 type CellStats struct {
-	Workflow string `json:"workflow"`
-	Cells    int    `json:"cells"`
+	Workflow string
+	Cells    int
 	cells.Stats
 }
 

@@ -11,14 +11,14 @@ import (
 // OpenIntent is an effect intent released to executors. It is only ever
 // released after the journal frame that records it is durable.
 type OpenIntent struct {
-	Hash           schemas.Hash          `json:"hash"`
-	Effect         string                `json:"effect"`
-	Params         []byte                `json:"-"` // canonical CBOR
-	OriginWorkflow string                `json:"origin_workflow"`
-	OriginKey      []byte                `json:"origin_key,omitempty"`
-	IssuerRef      string                `json:"issuer_ref,omitempty"`
-	EmittedAt      uint64                `json:"emitted_at"`
-	Retry          *manifest.RetryPolicy `json:"retry,omitempty"`
+	Hash           schemas.Hash
+	Effect         string
+	Params         []byte // canonical CBOR
+	OriginWorkflow string
+	OriginKey      []byte
+	IssuerRef      string
+	EmittedAt      uint64
+	Retry          *manifest.RetryPolicy
 }
 
 // Publisher receives durable work for executors: intents opened and intents

@@ -11,23 +11,23 @@ import (
 
 // InstanceCounts counts instances by status.
 type InstanceCounts struct {
-	Running   int `json:"running"`
-	Waiting   int `json:"waiting"`
-	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
+	Running   int
+	Waiting   int
+	Completed int
+	Failed    int
 }
 
 // Status is the world at a glance (`aosd status --json`).
 type Status struct {
-	ManifestHash  *schemas.Hash  `json:"manifest_hash"`
-	ManifestName  string         `json:"manifest_name,omitempty"`
-	JournalHeight uint64         `json:"journal_height"`
-	Quiescent     bool           `json:"quiescent"`
-	Instances     InstanceCounts `json:"instances"`
-	Inflight      int            `json:"inflight"`
-	QueuedEffects int            `json:"queued_effects"`
-	Cells         map[string]int `json:"cells"`
-	Limits        Limits         `json:"limits"`
+	ManifestHash  *schemas.Hash
+	ManifestName  string
+	JournalHeight uint64
+	Quiescent     bool
+	Instances     InstanceCounts
+	Inflight      int
+	QueuedEffects int
+	Cells         map[string]int
+	Limits        Limits
 }
 
 // Status reports the world's state after every request queued before it.

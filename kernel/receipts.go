@@ -77,10 +77,10 @@ type streamFrame struct {
 
 // ReceiptResult says what became of a receipt.
 type ReceiptResult struct {
-	Seq      uint64 `json:"seq"`
-	Dropped  bool   `json:"dropped,omitempty"`
-	Rejected string `json:"rejected,omitempty"`
-	Reason   string `json:"reason,omitempty"`
+	Seq      uint64
+	Dropped  bool
+	Rejected string
+	Reason   string
 }
 
 // SubmitReceipt verifies a signed receipt against the trusted keys and hands

@@ -87,11 +87,11 @@ type FailedInfo struct {
 
 // RecoverResult says what a recover did.
 type RecoverResult struct {
-	Seq    uint64 `json:"seq"`    // the recover record
-	Status string `json:"status"` // the instance's status afterwards (a retry has run to idle)
+	Seq    uint64 // the recover record
+	Status string // the instance's status afterwards (a retry has run to idle)
 	// FaultSeq and Reason: the retried input failed again, with this fault.
-	FaultSeq uint64 `json:"fault_seq,omitempty"`
-	Reason   string `json:"reason,omitempty"`
+	FaultSeq uint64
+	Reason   string
 }
 
 // FaultClassName names a records.FaultRec.Class for people: a business fault has

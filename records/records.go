@@ -8,96 +8,96 @@ import (
 // Stamp is what ingress adds to an external event: the only way time and
 // entropy enter the world.
 type Stamp struct {
-	NowNs        uint64       `cbor:"now_ns" json:"now_ns"`
-	LogicalNs    uint64       `cbor:"logical_ns" json:"logical_ns"`
-	Entropy      []byte       `cbor:"entropy" json:"entropy"`
-	Height       uint64       `cbor:"height" json:"height"`
-	ManifestHash schemas.Hash `cbor:"manifest_hash" json:"manifest_hash"`
+	NowNs        uint64       `cbor:"now_ns"`
+	LogicalNs    uint64       `cbor:"logical_ns"`
+	Entropy      []byte       `cbor:"entropy"`
+	Height       uint64       `cbor:"height"`
+	ManifestHash schemas.Hash `cbor:"manifest_hash"`
 }
 
 // TargetRec is one delivery of an event: a workflow and, when keyed, a key.
 type TargetRec struct {
-	Workflow string `cbor:"workflow" json:"workflow"`
-	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
+	Workflow string `cbor:"workflow"`
+	Key      []byte `cbor:"key,omitempty"`
 }
 
 // OriginRec says which step emitted an event.
 type OriginRec struct {
-	Workflow string `cbor:"workflow" json:"workflow"`
-	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
-	Step     uint64 `cbor:"step" json:"step"` // seq of the step record
-	Depth    uint64 `cbor:"depth" json:"depth"`
+	Workflow string `cbor:"workflow"`
+	Key      []byte `cbor:"key,omitempty"`
+	Step     uint64 `cbor:"step"` // seq of the step record
+	Depth    uint64 `cbor:"depth"`
 }
 
 // EventRec is a domain event: ingress or emitted.
 type EventRec struct {
-	Schema  string      `cbor:"schema" json:"schema"`
-	Value   []byte      `cbor:"value" json:"value"`
-	Stamp   Stamp       `cbor:"stamp" json:"stamp"`
-	Targets []TargetRec `cbor:"targets" json:"targets"`
-	Origin  *OriginRec  `cbor:"origin,omitempty" json:"origin,omitempty"`
+	Schema  string      `cbor:"schema"`
+	Value   []byte      `cbor:"value"`
+	Stamp   Stamp       `cbor:"stamp"`
+	Targets []TargetRec `cbor:"targets"`
+	Origin  *OriginRec  `cbor:"origin,omitempty"`
 	// IdempotencyKey is the key an ingress event was submitted with, if any
 	// (kernel/idempotency.go); replay rebuilds the key table from it.
-	IdempotencyKey string `cbor:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
+	IdempotencyKey string `cbor:"idempotency_key,omitempty"`
 }
 
 // StepRec is one workflow step that succeeded.
 type StepRec struct {
-	Input        uint64         `cbor:"input" json:"input"` // seq of the event consumed
-	Workflow     string         `cbor:"workflow" json:"workflow"`
-	WorkflowHash schemas.Hash   `cbor:"workflow_hash" json:"workflow_hash"`
-	Key          []byte         `cbor:"key,omitempty" json:"key,omitempty"`
-	StateHash    *schemas.Hash  `cbor:"state_hash" json:"state_hash"` // nil: cell deleted / no state
-	Emitted      []uint64       `cbor:"emitted,omitempty" json:"emitted,omitempty"`
-	Intents      []schemas.Hash `cbor:"intents,omitempty" json:"intents,omitempty"`
+	Input        uint64         `cbor:"input"` // seq of the event consumed
+	Workflow     string         `cbor:"workflow"`
+	WorkflowHash schemas.Hash   `cbor:"workflow_hash"`
+	Key          []byte         `cbor:"key,omitempty"`
+	StateHash    *schemas.Hash  `cbor:"state_hash"` // nil: cell deleted / no state
+	Emitted      []uint64       `cbor:"emitted,omitempty"`
+	Intents      []schemas.Hash `cbor:"intents,omitempty"`
 }
 
 // FaultRec is a step that failed; the instance is failed from here on.
 type FaultRec struct {
-	Input    uint64 `cbor:"input" json:"input"`
-	Workflow string `cbor:"workflow" json:"workflow"`
-	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
-	Reason   string `cbor:"reason" json:"reason"`
+	Input    uint64 `cbor:"input"`
+	Workflow string `cbor:"workflow"`
+	Key      []byte `cbor:"key,omitempty"`
+	Reason   string `cbor:"reason"`
 	// Class is "" for a business fault (replay re-runs the step and must
 	// reproduce it) or "environmental" (the host stopped the step; replay
 	// adopts this record and does not run it).
-	Class string `cbor:"class,omitempty" json:"class,omitempty"`
+	Class string `cbor:"class,omitempty"`
 }
 
 // IntentRec is an effect intent a step opened.
 type IntentRec struct {
-	Hash schemas.Hash `cbor:"hash" json:"hash"`
+	Hash schemas.Hash `cbor:"hash"`
 	IntentID
 }
 
 // IntentID is everything an intent's identity binds (DESIGN.md §7). Its
 // canonical CBOR hash is the intent hash.
 type IntentID struct {
-	OriginWorkflow     string       `cbor:"origin_workflow" json:"origin_workflow"`
-	OriginWorkflowHash schemas.Hash `cbor:"origin_workflow_hash" json:"origin_workflow_hash"`
-	OriginKey          []byte       `cbor:"origin_key" json:"origin_key"`
-	Effect             string       `cbor:"effect" json:"effect"`
-	EffectHash         schemas.Hash `cbor:"effect_hash" json:"effect_hash"`
-	Params             []byte       `cbor:"params" json:"params"`
-	IdempotencyKey     []byte       `cbor:"idempotency_key" json:"idempotency_key"`
-	IssuerRef          string       `cbor:"issuer_ref,omitempty" json:"issuer_ref,omitempty"`
-	EmittedAt          uint64       `cbor:"emitted_at" json:"emitted_at"` // seq of the step record
-	Index              uint64       `cbor:"index" json:"index"`           // position in the step's effects
+	OriginWorkflow     string       `cbor:"origin_workflow"`
+	OriginWorkflowHash schemas.Hash `cbor:"origin_workflow_hash"`
+	OriginKey          []byte       `cbor:"origin_key"`
+	Effect             string       `cbor:"effect"`
+	EffectHash         schemas.Hash `cbor:"effect_hash"`
+	Params             []byte       `cbor:"params"`
+	IdempotencyKey     []byte       `cbor:"idempotency_key"`
+	IssuerRef          string       `cbor:"issuer_ref,omitempty"`
+	EmittedAt          uint64       `cbor:"emitted_at"` // seq of the step record
+	Index              uint64       `cbor:"index"`      // position in the step's effects
 }
 
 // ManifestRec is a manifest made current by apply.
 type ManifestRec struct {
-	Hash   schemas.Hash `cbor:"hash" json:"hash"`
-	Name   string       `cbor:"name" json:"name"`
-	Source []byte       `cbor:"source" json:"-"`
+	Hash   schemas.Hash `cbor:"hash"`
+	Name   string       `cbor:"name"`
+	Source []byte       `cbor:"source"`
 	// Limits are the limits in force from this manifest on; nil in journals
 	// written before limits were journaled (replay then uses the kernel's
 	// legacy limits).
-	Limits *Limits `cbor:"limits,omitempty" json:"limits,omitempty"`
+	Limits *Limits `cbor:"limits,omitempty"`
 	// StateChange says which workflows this apply changed the state schema
 	// of (kernel/schema_epoch.go); nil in journals written before that was
 	// checked.
-	StateChange *StateChangeRec `cbor:"state_change,omitempty" json:"state_change,omitempty"`
+	StateChange *StateChangeRec `cbor:"state_change,omitempty"`
 }
 
 // StateChangeRec is what an apply journals about state schemas: the
@@ -107,11 +107,11 @@ type ManifestRec struct {
 // then starts no epoch (those journals ran without it and must replay as
 // they were written).
 type StateChangeRec struct {
-	Workflows []string `cbor:"workflows" json:"workflows"`
+	Workflows []string `cbor:"workflows"`
 	// Epoch is the logical time of the apply, raised to the latest logical
 	// time any step ran at before it (0 when Workflows is empty). Replay
 	// adopts it from the journal.
-	Epoch uint64 `cbor:"epoch,omitempty" json:"epoch,omitempty"`
+	Epoch uint64 `cbor:"epoch,omitempty"`
 }
 
 // ConfigRec is a change of the world's limits, journaled when an operator
@@ -119,20 +119,20 @@ type StateChangeRec struct {
 // Config.Limits asking for other values than the journal's. Limits journaled
 // with a manifest record (ManifestRec.Limits) need no ConfigRec.
 type ConfigRec struct {
-	Limits Limits `cbor:"limits" json:"limits"`
+	Limits Limits `cbor:"limits"`
 }
 
 // RecoverRec is an operator's recover of a failed instance: a driver record.
 // Replay re-runs it through the same checks and action, and recomputes Input
 // and Skipped from the failed instance it rebuilt.
 type RecoverRec struct {
-	Workflow string `cbor:"workflow" json:"workflow"`
-	Key      []byte `cbor:"key,omitempty" json:"key,omitempty"`
-	Action   string `cbor:"action" json:"action"`
-	Fault    uint64 `cbor:"fault" json:"fault"`                         // seq of the fault record answered
-	Input    uint64 `cbor:"input" json:"input"`                         // seq of the input whose step failed
-	Skipped  uint64 `cbor:"skipped,omitempty" json:"skipped,omitempty"` // events not delivered while failed
-	Stamp    Stamp  `cbor:"stamp" json:"stamp"`                         // when the operator acted
+	Workflow string `cbor:"workflow"`
+	Key      []byte `cbor:"key,omitempty"`
+	Action   string `cbor:"action"`
+	Fault    uint64 `cbor:"fault"`             // seq of the fault record answered
+	Input    uint64 `cbor:"input"`             // seq of the input whose step failed
+	Skipped  uint64 `cbor:"skipped,omitempty"` // events not delivered while failed
+	Stamp    Stamp  `cbor:"stamp"`             // when the operator acted
 }
 
 // ReceiptRec is a receipt admitted for a pending intent.

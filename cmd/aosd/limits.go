@@ -86,10 +86,10 @@ func parseLimitArgs(args []string) (kernel.Limits, error) {
 	return lim, nil
 }
 
-func printLimits(a *app, lim kernel.Limits) error {
+func printLimits(a *app, lim daemon.Limits) error {
 	w := newTable(a.stdout)
 	names := records.LimitNames()
-	vals := lim.NonZero()
+	vals := kernel.Limits(lim).NonZero()
 	for _, n := range names {
 		w.row(n, vals[n])
 	}
