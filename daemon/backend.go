@@ -325,11 +325,14 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 	}
 }
 
-var kindNames = []string{
-	string(journal.KindEvent), string(journal.KindStep), string(journal.KindIntent), string(journal.KindReceipt),
-	string(journal.KindDrop), string(journal.KindFrame), string(journal.KindManifest), string(journal.KindSnapshot),
-	string(journal.KindFault), string(journal.KindRecover),
-}
+// kindNames are the record kinds a journal read may filter by: all of them.
+var kindNames = func() []string {
+	var out []string
+	for _, k := range journal.Kinds() {
+		out = append(out, string(k))
+	}
+	return out
+}()
 
 func knownKind(k string) bool { return containsString(kindNames, k) }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/receipts"
@@ -402,5 +403,24 @@ func TestKeyringFileMigration(t *testing.T) {
 	text, _ := os.ReadFile(dir.Path(daemon.ExecutorsFile))
 	if bytes.Contains(text, []byte(b64(impostor))) {
 		t.Fatalf("the other key named %s is still in executors.json:\n%s", daemon.BuiltinExecutor, text)
+	}
+}
+
+// TestJournalFiltersEveryKind: a journal read may filter by any record kind
+// the journal defines (config was once refused as unknown), and a filter by
+// config after a limits change returns exactly the config records.
+func TestJournalFiltersEveryKind(t *testing.T) {
+	s := serveWorld(t, false)
+	if code, body := s.do(t, "POST", "/v1/limits", `{"max_effects":7}`); code != 200 {
+		t.Fatalf("set limits: %d %s", code, body)
+	}
+	for _, k := range journal.Kinds() {
+		if code, body := s.do(t, "GET", "/v1/journal?kind="+string(k), ""); code != 200 {
+			t.Errorf("journal?kind=%s: %d %s", k, code, body)
+		}
+	}
+	code, body := s.do(t, "GET", "/v1/journal?kind=config", "")
+	if code != 200 || !strings.Contains(body, `"kind":"config"`) || strings.Contains(body, `"kind":"event"`) {
+		t.Fatalf("journal?kind=config: %d %s", code, body)
 	}
 }

@@ -1,6 +1,7 @@
 package journal
 
-// Kind says what a journal record holds. Bodies are canonical CBOR defined by the kernel.
+// Kind says what a journal record holds. Bodies are canonical CBOR; package
+// records defines them.
 type Kind string
 
 // Record kinds.
@@ -17,6 +18,13 @@ const (
 	KindConfig   Kind = "config"   // the world's limits changed
 	KindRecover  Kind = "recover"  // an operator recovered a failed instance
 )
+
+// Kinds lists every record kind, in the order above: readers that filter by
+// kind accept exactly these.
+func Kinds() []Kind {
+	return []Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest,
+		KindSnapshot, KindFault, KindConfig, KindRecover}
+}
 
 // Record is one journal entry. Seq is gap-free and strictly increasing from 1.
 type Record struct {

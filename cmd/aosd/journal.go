@@ -13,7 +13,7 @@ import (
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	from := fs.Uint64("from", 1, "first sequence number")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
-	kind := fs.String("kind", "", "only records of these kinds, comma-separated (event, step, intent, receipt, drop, frame, manifest, snapshot, fault)")
+	kind := fs.String("kind", "", "only records of these kinds, comma-separated (event, step, intent, receipt, drop, frame, manifest, snapshot, fault, config, recover)")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
