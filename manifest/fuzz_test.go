@@ -2,7 +2,6 @@ package manifest_test
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -17,14 +16,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"$kind":"manifest","name":"a/b"}`))
 	f.Add([]byte(`[{"$kind":"defschema","name":"a/b@1","variant":{"A":"a/b@1"}},{"$kind":"manifest","name":"a/b"}]`))
 	f.Add([]byte(`[{"a":1,"a":2}, 1e400, -0.0, "\ud800"]`))
-	for _, pat := range []string{"../examples/manifests/*/*.json", "testdata/*/*.json"} {
-		files, _ := filepath.Glob(pat)
-		for _, p := range files {
-			if b, err := os.ReadFile(p); err == nil {
-				f.Add(b)
-			}
-		}
-	}
+	manifest.AddManifestSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		name := filepath.Join(t.TempDir(), "world.json")
 		m, err := manifest.LoadBytes(name, data)

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/aos-kernel/aos/internal/jsonx"
 	"github.com/aos-kernel/aos/internal/walk"
 )
 
@@ -25,133 +24,50 @@ type dupKey struct {
 	key string
 }
 
+const byteOrderMark = "\xef\xbb\xbf"
+
 // parseJSON decodes one JSON document strictly into a generic value:
 // map[string]any, []any, string, bool, nil and json.Number (normalized, see
 // normNumber). Duplicate keys do not stop the parse; they are all reported so
 // one load shows every mistake. Syntax errors, invalid UTF-8, numbers out of
-// range, excessive nesting and trailing data are errors.
+// range, excessive nesting and trailing data are errors; those in the text
+// name its line and column (in bytes, 1-based) where the problem is.
 func parseJSON(data []byte) (any, []dupKey, error) {
-	if !utf8.Valid(data) {
-		return nil, nil, errors.New("file is not valid UTF-8")
-	}
-	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
-		return nil, nil, errors.New("file starts with a byte order mark; save it as plain UTF-8")
-	}
-	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
-	p.dec.UseNumber()
-	v, err := p.value("", 0)
+	v, dups, err := jsonx.Parse(data, jsonx.Options{MaxDepth: maxDepth, Number: manifestNumber, CollectDuplicates: true})
 	if err != nil {
-		return nil, nil, p.located(err)
+		return nil, nil, jsonError(data, err.(*jsonx.Error))
 	}
-	if _, err := p.dec.Token(); err != io.EOF {
-		if err == nil {
-			err = errors.New("unexpected data after the top-level value")
-		}
-		return nil, nil, p.located(err)
+	var dks []dupKey
+	for _, dk := range dups {
+		dks = append(dks, dupKey{ptr: ptrTokens(dk.Path), key: dk.Key})
 	}
-	return v, p.dups, nil
+	return v, dks, nil
 }
 
-type jsonParser struct {
-	dec  *json.Decoder
-	data []byte
-	dups []dupKey
+// jsonError words a refusal of data for the user: the file as a whole, or
+// the line and column where the problem is.
+func jsonError(data []byte, e *jsonx.Error) error {
+	if e.Kind == jsonx.NotUTF8 {
+		return errors.New("file is not valid UTF-8")
+	}
+	if bytes.HasPrefix(data, []byte(byteOrderMark)) { // a syntax error to jsonx; say why
+		return errors.New("file starts with a byte order mark; save it as plain UTF-8")
+	}
+	msg := e.Msg
+	switch e.Kind {
+	case jsonx.EOF:
+		msg = "unexpected end of file"
+	case jsonx.Trailing:
+		msg = "unexpected data after the top-level value"
+	case jsonx.BadNumber:
+		msg = displayPtr(ptrTokens(e.Path)) + ": " + msg
+	}
+	line, col := jsonx.LineColumn(data, e.Offset)
+	return fmt.Errorf("invalid JSON at line %d, column %d: %s", line, col, msg)
 }
 
-// located prefixes err with the line and column where the decoder stopped.
-func (p *jsonParser) located(err error) error {
-	off := p.dec.InputOffset()
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off = se.Offset
-	}
-	if off > int64(len(p.data)) {
-		off = int64(len(p.data))
-	}
-	line, col := 1, 1
-	for _, c := range p.data[:off] {
-		if c == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-		err = errors.New("unexpected end of file")
-	}
-	return fmt.Errorf("invalid JSON at line %d, column %d: %v", line, col, err)
-}
-
-func (p *jsonParser) value(ptr string, depth int) (any, error) {
-	tok, err := p.dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		if depth >= maxDepth {
-			return nil, fmt.Errorf("nested more than %d levels deep", maxDepth)
-		}
-		if t == '{' {
-			return p.object(ptr, depth+1)
-		}
-		if t == '[' {
-			return p.array(ptr, depth+1)
-		}
-		return nil, fmt.Errorf("unexpected %q", rune(t))
-	case json.Number:
-		n, err := normNumber(t)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", displayPtr(ptr), err)
-		}
-		return n, nil
-	default: // string, bool, nil
-		return t, nil
-	}
-}
-
-func (p *jsonParser) object(ptr string, depth int) (any, error) {
-	m := map[string]any{}
-	for p.dec.More() {
-		tok, err := p.dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("object key must be a string, found %v", tok)
-		}
-		v, err := p.value(ptrJoin(ptr, k), depth)
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			p.dups = append(p.dups, dupKey{ptr: ptr, key: k})
-			continue // keep the first; the load fails anyway
-		}
-		m[k] = v
-	}
-	if _, err := p.dec.Token(); err != nil { // '}'
-		return nil, err
-	}
-	return m, nil
-}
-
-func (p *jsonParser) array(ptr string, depth int) (any, error) {
-	a := []any{}
-	for p.dec.More() {
-		v, err := p.value(ptrJoin(ptr, strconv.Itoa(len(a))), depth)
-		if err != nil {
-			return nil, err
-		}
-		a = append(a, v)
-	}
-	if _, err := p.dec.Token(); err != nil { // ']'
-		return nil, err
-	}
-	return a, nil
-}
+// manifestNumber keeps every number in normNumber's spelling.
+func manifestNumber(n jsonx.Number) (json.Number, error) { return normNumber(json.Number(n.Lit)) }
 
 // normNumber gives every number one spelling, so that a value read from JSON
 // and the same value read back from CBOR are identical: integral numbers as
@@ -216,7 +132,7 @@ func fromCBORValue(v any) (any, error) {
 
 func jsonLeaf(v any, path []string) (any, bool, error) {
 	if len(path)+1 > maxDepth { // the root is level 1
-		return nil, false, fmt.Errorf("nested more than %d levels deep", maxDepth)
+		return nil, false, fmt.Errorf("nesting deeper than %d", maxDepth)
 	}
 	switch t := v.(type) {
 	case map[string]any, []any, string, bool, nil:
@@ -251,6 +167,15 @@ func ptrJoin(ptr, tok string) string {
 	tok = strings.ReplaceAll(tok, "~", "~0")
 	tok = strings.ReplaceAll(tok, "/", "~1")
 	return ptr + "/" + tok
+}
+
+// ptrTokens joins pointer tokens into a JSON pointer ("" for the root).
+func ptrTokens(path []string) string {
+	ptr := ""
+	for _, tok := range path {
+		ptr = ptrJoin(ptr, tok)
+	}
+	return ptr
 }
 
 func displayPtr(ptr string) string {

@@ -1,0 +1,33 @@
+// Package jsonx is the one strict JSON parser: it reads a JSON text into the
+// values encoding/json builds with UseNumber (map[string]any, []any non-nil
+// when empty, json.Number, string, bool, nil), in one pass over the bytes.
+// schemas.DecodeJSON (events, receipts, schema documents; the ingress hot
+// path) and manifest's loader (manifest files) are its two callers; each
+// passes Options for its limits and number rules and words the errors its
+// users see.
+//
+// Strict means: UTF-8 only, the JSON grammar exactly as encoding/json reads
+// it, strings unescaped exactly as encoding/json does (a lone or mismatched
+// UTF-16 surrogate escape becomes U+FFFD), nothing after the value, and no
+// duplicate object keys: encoding/json accepts them (last one wins) and
+// would let two spellings of one object hash apart. By default the first
+// duplicate stops the parse; with Options.CollectDuplicates every one is
+// reported and the first value is kept, so a loader can show every mistake
+// at once.
+//
+// Must not touch: anything beyond the standard library. It knows nothing of
+// schemas, CBOR or manifests; number ranges are the caller's (Options.Number).
+//
+// Invariants:
+//   - It accepts exactly what encoding/json's decoder accepts, minus
+//     duplicate keys and what Options bound, with the same values
+//     (differential tests and fuzz targets in schemas and manifest hold it
+//     to encoding/json's token walk).
+//   - An *Error names the byte offset where the problem is (the offending
+//     character, the start of a refused number or key, the end of input),
+//     the pointer tokens of the member being parsed, and, in Msg, what is
+//     wrong in encoding/json's words for syntax errors.
+//   - Strings without escapes and number literals share one copy of the
+//     input, so a value keeps at most that copy alive. The default options
+//     add no work per byte; option checks are per value or per member.
+package jsonx
