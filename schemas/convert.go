@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/big"
 	"slices"
 	"strconv"
@@ -432,7 +431,7 @@ func (w *walker) convert(jv any, ss []*jsonschema.Schema) (any, error) {
 	switch t := jv.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		for _, k := range slices.Sorted(maps.Keys(t)) {
+		for _, k := range walk.SortedKeys(t) {
 			w.path = append(w.path, k)
 			c, err := w.convert(t[k], propSchemas(ss, k))
 			w.path = w.path[:len(w.path)-1]
@@ -509,7 +508,7 @@ func (w *walker) check(jm, orig any, ss []*jsonschema.Schema) error {
 	switch t := jm.(type) {
 	case map[string]any:
 		om := orig.(map[string]any)
-		for _, k := range slices.Sorted(maps.Keys(t)) {
+		for _, k := range walk.SortedKeys(t) {
 			w.path = append(w.path, k)
 			err := w.check(t[k], om[k], propSchemas(ss, k))
 			w.path = w.path[:len(w.path)-1]

@@ -1,7 +1,6 @@
 package walk
 
 import (
-	"maps"
 	"slices"
 	"strconv"
 )
@@ -18,27 +17,44 @@ type Visit func(v any, path []string) (out any, changed bool, err error)
 // Map may append to it. With sorted, a map's members are visited in key
 // order; otherwise in Go's map order.
 func Map(v any, path []string, sorted bool, visit Visit) (any, bool, error) {
+	// Room for the tokens below v, so that appending a member's token
+	// reuses one array for the whole walk instead of allocating per member
+	// (the path is only valid during a visit, so siblings may share it).
+	if cap(path)-len(path) < pathRoom {
+		path = append(make([]string, 0, len(path)+pathRoom), path...)
+	}
+	return walk(v, path, sorted, visit)
+}
+
+const pathRoom = 8
+
+func walk(v any, path []string, sorted bool, visit Visit) (any, bool, error) {
 	out, changed, err := visit(v, path)
 	if err != nil {
 		return nil, false, err
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		return members(t, path, sorted, visit)
+		out, changed, err = members(t, path, sorted, visit)
 	case []any:
-		return slice(t, path, sorted, visit)
+		out, changed, err = slice(t, path, sorted, visit)
+	}
+	if err != nil {
+		return nil, false, err
 	}
 	if changed {
 		return out, true, nil
 	}
+	// v itself, not t: boxing a slice back into an interface allocates.
 	return v, false, nil
 }
 
+// members walks t's members; out is nil unless one changed.
 func members(t map[string]any, path []string, sorted bool, visit Visit) (any, bool, error) {
 	var out map[string]any
 	var err error
 	if sorted {
-		for _, k := range slices.Sorted(maps.Keys(t)) {
+		for _, k := range SortedKeys(t) {
 			if out, err = member(out, t, k, path, true, visit); err != nil {
 				return nil, false, err
 			}
@@ -53,13 +69,13 @@ func members(t map[string]any, path []string, sorted bool, visit Visit) (any, bo
 	if out != nil {
 		return out, true, nil
 	}
-	return t, false, nil
+	return nil, false, nil
 }
 
 // member walks t[k] and records its value in out, the copy of t made at
 // the first change.
 func member(out, t map[string]any, k string, path []string, sorted bool, visit Visit) (map[string]any, error) {
-	c, changed, err := Map(t[k], append(path, k), sorted, visit)
+	c, changed, err := walk(t[k], append(path, k), sorted, visit)
 	if err != nil {
 		return nil, err
 	}
@@ -75,10 +91,11 @@ func member(out, t map[string]any, k string, path []string, sorted bool, visit V
 	return out, nil
 }
 
+// slice walks t's elements; out is nil unless one changed.
 func slice(t []any, path []string, sorted bool, visit Visit) (any, bool, error) {
 	var out []any
 	for i, e := range t {
-		c, changed, err := Map(e, append(path, strconv.Itoa(i)), sorted, visit)
+		c, changed, err := walk(e, append(path, strconv.Itoa(i)), sorted, visit)
 		if err != nil {
 			return nil, false, err
 		}
@@ -93,5 +110,18 @@ func slice(t []any, path []string, sorted bool, visit Visit) (any, bool, error) 
 	if out != nil {
 		return out, true, nil
 	}
-	return t, false, nil
+	return nil, false, nil
+}
+
+// SortedKeys returns m's keys in order. Unlike slices.Sorted(maps.Keys(m)),
+// which grows its slice as the iterator yields, it allocates once: the
+// walks over every ingress event's map call it, and the growing version cost
+// the event fast path 12 allocations and about 15 % (BenchmarkFromJSONNoBytes).
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
