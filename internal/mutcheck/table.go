@@ -68,6 +68,16 @@ var mutations = []mutation{
 		from: "if intact {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		to:   "if intact || true {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		pkg:  "./badgerdb", run: "TestPutHealsCorruption"},
+	// A range read refuses a frame that does not start right after the one
+	// before, and frames that stop short of the height (journal/codec.go).
+	{name: "journal/scan-frame-continuity", file: "journal/codec.go",
+		from: "if recs[0].Seq != s.next {",
+		to:   "if false {",
+		pkg:  "./journal", run: "TestScanRefusesGapsAndShortJournals"},
+	{name: "journal/scan-reaches-height", file: "journal/codec.go",
+		from: "if s.next <= s.height {",
+		to:   "if false {",
+		pkg:  "./journal", run: "TestScanRefusesGapsAndShortJournals"},
 	// Every journal backend refuses records that do not continue it.
 	{name: "journal/gap-check", file: "journal/codec.go",
 		from: "if recs[0].Seq != height+1 {",
