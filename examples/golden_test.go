@@ -1,15 +1,20 @@
 package examples_test
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,11 +31,11 @@ import (
 // changed in that refactor, which changed the artifacts' pinned hashes and so
 // the manifest hash in every stamp, so the *.journal files were written by the
 // old kernel with the new artifacts (the *.cells files, which do not hold the
-// manifest hash, did not change). testdata/oldworld was written wholly by the
+// manifest hash, did not change). testdata/oldworld.tar.gz was written wholly by the
 // old code, old artifacts included.
 var (
 	writeGolden   = flag.Bool("write-golden", false, "rewrite testdata/golden")
-	writeOldWorld = flag.Bool("write-oldworld", false, "rewrite testdata/oldworld and its golden journal")
+	writeOldWorld = flag.Bool("write-oldworld", false, "rewrite testdata/oldworld.tar.gz and its golden journal")
 )
 
 // journalDigest renders a journal as one line per record: seq, kind and the
@@ -45,20 +50,15 @@ func journalDigest(recs []journal.Record) string {
 }
 
 func cellsDigest(cells map[string]string) string {
-	keys := make([]string, 0, len(cells))
-	for k := range cells {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var sb strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(cells)) {
 		fmt.Fprintf(&sb, "%q %q\n", k, cells[k])
 	}
 	return sb.String()
 }
 
 // readGolden reads testdata/golden/name. oldworld.journal is what
-// testdata/oldworld held when it was written; only -write-oldworld rewrites
+// testdata/oldworld.tar.gz held when it was written; only -write-oldworld rewrites
 // the two, and -write-golden leaves them.
 func readGolden(t *testing.T, name string) string {
 	t.Helper()
@@ -94,12 +94,7 @@ func checkGolden(t *testing.T, name, got string) {
 // and holds its journal and cells, byte for byte, to what the code of
 // commit dcf8b69 wrote.
 func TestJournalsByteIdenticalToGolden(t *testing.T) {
-	names := make([]string, 0, len(scenarios))
-	for n := range scenarios {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			dir := examples.Path(t, name)
 			m, err := manifest.Load(dir)
@@ -179,18 +174,69 @@ func readAll(t *testing.T, w *kernel.World) []journal.Record {
 	return recs
 }
 
-// TestOldWorldOpens opens testdata/oldworld, a Badger directory written by
+// oldWorldArchive is the old world's Badger directory, gzipped: most of it is
+// the orders wasm artifact the CAS holds, which compresses 4 MiB to 1.2 MiB.
+var oldWorldArchive = filepath.Join("testdata", "oldworld.tar.gz")
+
+// packOldWorld writes the Badger directory src as oldWorldArchive.
+func packOldWorld(t *testing.T, src string) {
+	t.Helper()
+	f, err := os.Create(oldWorldArchive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	if err := errors.Join(tw.AddFS(os.DirFS(src)), tw.Close(), zw.Close(), f.Close()); err != nil {
+		t.Fatalf("write %s: %v", oldWorldArchive, err)
+	}
+}
+
+// unpackOldWorld extracts oldWorldArchive into dir, which Badger may then
+// open and write: the archive itself never changes.
+func unpackOldWorld(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Open(oldWorldArchive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("read %s: %v", oldWorldArchive, err)
+		}
+		if h.Typeflag != tar.TypeReg || !filepath.IsLocal(h.Name) || filepath.Dir(h.Name) != "." {
+			t.Fatalf("%s: unexpected entry %q", oldWorldArchive, h.Name)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, h.Name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOldWorldOpens opens testdata/oldworld.tar.gz, a Badger directory written by
 // the code of commit dcf8b69, with the code under test: its journal reads
 // byte for byte as it was written, replay agrees with it, and the world
 // takes new work. It also plays the same scenario into a new directory and
 // checks the new code writes the same journal.
 func TestOldWorldOpens(t *testing.T) {
-	src := filepath.Join("testdata", "oldworld")
 	if *writeOldWorld {
-		if err := os.RemoveAll(src); err != nil {
-			t.Fatal(err)
-		}
+		src := t.TempDir()
 		buildOldWorld(t, src)
+		packOldWorld(t, src)
 	}
 	ctx := context.Background()
 	m, err := manifest.Load(examples.Path(t, "orders"))
@@ -210,9 +256,7 @@ func TestOldWorldOpens(t *testing.T) {
 	db.Close()
 
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
+	unpackOldWorld(t, dir)
 	db, err = badgerdb.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +269,7 @@ func TestOldWorldOpens(t *testing.T) {
 		checkGolden(t, "oldworld.journal", journalDigest(recs))
 	}
 	if got, want := journalDigest(recs), readGolden(t, "oldworld.journal"); got != want {
-		t.Fatalf("testdata/oldworld reads differently from when it was written:\n got:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("testdata/oldworld.tar.gz reads differently from when it was written:\n got:\n%s\nwant:\n%s", got, want)
 	}
 	kinds := map[journal.Kind]bool{}
 	for _, r := range recs {

@@ -10,9 +10,10 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,12 +257,7 @@ func play(t *testing.T, w *kernel.World, pub *capture, steps []step) {
 }
 
 func TestExampleWorldsWasmEqualsNative(t *testing.T) {
-	names := make([]string, 0, len(scenarios))
-	for n := range scenarios {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			dir := examples.Path(t, name)
 			m, err := manifest.Load(dir)
