@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -21,8 +22,9 @@ const frameKeyLen = len(journalPrefix) + 8
 // the Badger database it shares with the CAS. One goroutine may Append at a
 // time (concurrent Appends are serialized); any number may Read and Wait.
 type Journal struct {
-	db  *badger.DB
-	tip journal.Tip
+	db    *badger.DB
+	tip   journal.Tip
+	first atomic.Uint64 // the lowest seq held
 
 	appendMu sync.Mutex // serializes Append
 	failed   error      // sticky; guarded by appendMu
@@ -51,6 +53,12 @@ func openJournal(db *badger.DB) (*Journal, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: open: recover height: %w", err)
+	}
+	if err := j.loadFirst(); err != nil {
+		return nil, err
+	}
+	if err := j.backfillMarks(); err != nil {
+		return nil, err
 	}
 	return j, nil
 }
@@ -88,6 +96,15 @@ func (j *Journal) Append(recs []journal.Record) error {
 	if err := txn.Set(frameKey(first), val); err != nil {
 		// Nothing was written (e.g. ErrTxnTooBig): the journal stays usable.
 		return fmt.Errorf("journal: append %d..%d (%d bytes): %w", first, last, len(val), err)
+	}
+	for _, r := range recs {
+		if journal.Indexed(r.Kind) {
+			// In the frame's transaction: a mark exists exactly when its
+			// record does.
+			if err := txn.Set(markKey(r.Kind, r.Seq), nil); err != nil {
+				return fmt.Errorf("journal: append %d..%d: mark %s %d: %w", first, last, r.Kind, r.Seq, err)
+			}
+		}
 	}
 	if err := txn.Commit(); err != nil {
 		j.failed = err

@@ -16,8 +16,9 @@ import (
 type Memory struct {
 	tip Tip
 
-	mu     sync.Mutex // serializes Append; guards frames
+	mu     sync.Mutex // serializes Append; guards frames and marks
 	frames []memFrame // in seq order; a frame never changes once appended
+	marks  map[Kind][]uint64
 }
 
 type memFrame struct {
@@ -49,6 +50,14 @@ func (m *Memory) Append(recs []Record) error {
 		return err
 	}
 	m.frames = append(m.frames, memFrame{first: recs[0].Seq, data: EncodeFrame(recs)})
+	for _, r := range recs {
+		if Indexed(r.Kind) {
+			if m.marks == nil {
+				m.marks = map[Kind][]uint64{}
+			}
+			m.marks[r.Kind] = append(m.marks[r.Kind], r.Seq)
+		}
+	}
 	m.tip.Advance(recs[len(recs)-1].Seq)
 	return nil
 }
@@ -88,3 +97,21 @@ func (m *Memory) Read(from uint64, fn func(Record) (bool, error)) error {
 func (m *Memory) ReadKind(from uint64, kinds []Kind, fn func(Record) (bool, error)) error {
 	return m.Read(from, OnlyKinds(kinds, fn))
 }
+
+// Marks calls fn with the seq of every record of kind k, newest first,
+// until fn returns false or an error (which Marks returns). k must be an
+// Indexed kind; others have no marks.
+func (m *Memory) Marks(k Kind, fn func(seq uint64) (bool, error)) error {
+	m.mu.Lock()
+	seqs := m.marks[k]
+	m.mu.Unlock()
+	for i := len(seqs) - 1; i >= 0; i-- {
+		if more, err := fn(seqs[i]); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// First is the lowest seq the journal holds: 1 (Memory keeps everything).
+func (m *Memory) First() uint64 { return 1 }

@@ -120,6 +120,13 @@ type Log interface {
 	Read(from uint64, fn func(journal.Record) (bool, error)) error
 	// Wait returns once the height exceeds after (or ctx ends).
 	Wait(ctx context.Context, after uint64) (uint64, error)
+	// Marks calls fn with the seqs of the records of an indexed kind
+	// (journal.Indexed: manifests, checkpoints, snapshots), newest first,
+	// without reading the journal.
+	Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
+	// First is the lowest seq the journal still holds: 1, unless
+	// retention dropped the segments before a retained snapshot.
+	First() uint64
 }
 
 // Stores are the storage ports a world runs on. On disk both live in one

@@ -9,8 +9,8 @@ import (
 
 // Decode decodes a record's body into its type: *EventRec, *StepRec,
 // *FaultRec, *IntentRec, *ReceiptRec, *DropRec, *FrameRec, *ManifestRec,
-// *ConfigRec or *RecoverRec. A kind with no type here (a snapshot) gives
-// nil and no error. Bodies are trusted: they were canonical when journaled.
+// *ConfigRec, *RecoverRec, *CheckpointRec or *SnapshotRec. A kind with no
+// type here gives nil and no error. Bodies are trusted: they were canonical when journaled.
 func Decode(r journal.Record) (any, error) {
 	var v any
 	switch r.Kind {
@@ -34,6 +34,10 @@ func Decode(r journal.Record) (any, error) {
 		v = new(ConfigRec)
 	case journal.KindRecover:
 		v = new(RecoverRec)
+	case journal.KindCheckpoint:
+		v = new(CheckpointRec)
+	case journal.KindSnapshot:
+		v = new(SnapshotRec)
 	default:
 		return nil, nil
 	}

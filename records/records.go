@@ -172,3 +172,28 @@ func (fr *FrameRec) Signed() *receipts.SignedFrame {
 	return &receipts.SignedFrame{Frame: receipts.Frame{Intent: fr.Intent, Effect: fr.Effect, Seq: fr.Seq,
 		Executor: fr.Executor, Payload: fr.Payload}, KeyID: fr.KeyID, Signature: fr.Signature}
 }
+
+// Checkpoint reasons (CheckpointRec.Reason): what asked for the snapshot.
+const (
+	CheckpointRecords  = "records"  // the records written since the last snapshot reached the configured count
+	CheckpointTime     = "time"     // the configured interval passed
+	CheckpointOperator = "operator" // `aosd snapshot` or World.Snapshot
+)
+
+// CheckpointRec marks a snapshot's point: the snapshot captures the state
+// after this record, and every wasm module starts on a fresh instance here,
+// live and on replay, so a world opened from the snapshot steps exactly as
+// the world that took it did.
+type CheckpointRec struct {
+	Reason string `cbor:"reason"`
+}
+
+// SnapshotRec says the snapshot of the state after the checkpoint record at
+// Checkpoint is stored in the CAS as Object (a snapshot.State, Bytes long).
+// It is journaled once the object and every node it names are written, so a
+// snapshot record always names a complete snapshot.
+type SnapshotRec struct {
+	Checkpoint uint64       `cbor:"checkpoint"`
+	Object     schemas.Hash `cbor:"object"`
+	Bytes      uint64       `cbor:"bytes"`
+}

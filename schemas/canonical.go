@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -14,6 +15,7 @@ var ErrNotCanonical = errors.New("schemas: cbor is not canonical")
 var (
 	encMode cbor.EncMode
 	decMode cbor.DecMode
+	bigMode cbor.DecMode // decMode without the element-count bounds
 )
 
 func init() {
@@ -50,6 +52,10 @@ func init() {
 	if decMode, err = do.DecMode(); err != nil {
 		panic(err)
 	}
+	do.MaxArrayElements, do.MaxMapPairs = math.MaxInt32, math.MaxInt32
+	if bigMode, err = do.DecMode(); err != nil {
+		panic(err)
+	}
 }
 
 // Marshal encodes v as canonical CBOR (core deterministic encoding).
@@ -78,6 +84,11 @@ func Unmarshal(data []byte, v any) error {
 // UnmarshalTrusted decodes bytes this process wrote itself (journal, CAS objects
 // it hashed) without the canonical re-encode check. Still strict about structure.
 func UnmarshalTrusted(data []byte, v any) error { return decMode.Unmarshal(data, v) }
+
+// UnmarshalTrustedBig is UnmarshalTrusted for objects this process wrote
+// whose arrays or maps may hold more than a million elements (a snapshot's
+// tables). The bytes bound the elements anyway.
+func UnmarshalTrustedBig(data []byte, v any) error { return bigMode.Unmarshal(data, v) }
 
 // Decode decodes canonical CBOR into a generic value (map[string]any for maps
 // with text keys, []any, uint64/int64, float64, string, []byte, bool, nil).

@@ -192,3 +192,14 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 	return j.Log.Wait(ctx, after)
 }
+
+// Marks implements kernel.Log.
+func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error {
+	if err := j.Faults.check(JournalRead); err != nil {
+		return err
+	}
+	return j.Log.Marks(k, fn)
+}
+
+// First implements kernel.Log.
+func (j *Journal) First() uint64 { return j.Log.First() }
