@@ -93,6 +93,26 @@ func (dr *Drain) Run() {
 	dr.ix, dr.err = dr.base.applySorted(chs)
 }
 
+// Index is the index Run built (nil before Run finished or when it failed):
+// the base index with the drained entries applied. A drain of the whole
+// delta gives the index Materialize would, without touching the head.
+func (dr *Drain) Index() *CellIndex {
+	select {
+	case <-dr.done:
+		if dr.err == nil {
+			return dr.ix
+		}
+	default:
+	}
+	return nil
+}
+
+// Err is Run's error, once it has finished.
+func (dr *Drain) Err() error {
+	<-dr.done
+	return dr.err
+}
+
 // Done is closed when Run has finished.
 func (dr *Drain) Done() <-chan struct{} { return dr.done }
 

@@ -21,6 +21,9 @@ type Metrics struct {
 	flushLatency prometheus.Histogram
 	flushBatch   prometheus.Histogram
 	flushErrors  prometheus.Counter
+	snapTotal    prometheus.Histogram
+	snapPause    prometheus.Histogram
+	snapBytes    prometheus.Gauge
 }
 
 var _ kernel.Observer = (*Metrics)(nil)
@@ -51,8 +54,20 @@ func NewMetrics() *Metrics {
 		flushErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aos_journal_flush_errors_total", Help: "Group commits that failed (the world stops accepting work).",
 		}),
+		snapTotal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "aos_snapshot_duration_seconds", Help: "Wall time from a snapshot's checkpoint until its record is durable.",
+			Buckets: prometheus.ExponentialBuckets(1e-3, 4, 10),
+		}),
+		snapPause: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "aos_snapshot_pause_seconds", Help: "Wall time the loop spent at a snapshot's checkpoint (copying its tables).",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 12),
+		}),
+		snapBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aos_snapshot_bytes", Help: "Size of the last snapshot object.",
+		}),
 	}
 	m.Registry.MustRegister(m.eventsIn, m.steps, m.stepLatency, m.flushLatency, m.flushBatch, m.flushErrors,
+		m.snapTotal, m.snapPause, m.snapBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -144,4 +159,11 @@ func (c *worldCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descHitRatio, prometheus.GaugeValue, ratio, s.Workflow)
 	}
+}
+
+// Snapshotted implements kernel.Observer.
+func (m *Metrics) Snapshotted(pause, total time.Duration, bytes int) {
+	m.snapPause.Observe(pause.Seconds())
+	m.snapTotal.Observe(total.Seconds())
+	m.snapBytes.Set(float64(bytes))
 }

@@ -95,8 +95,9 @@ type flushStats struct {
 	flushes, records, nanos atomic.Int64
 }
 
-func (*flushStats) Ingested(int)                        {}
-func (*flushStats) Stepped(string, time.Duration, bool) {}
+func (*flushStats) Ingested(int)                                  {}
+func (*flushStats) Stepped(string, time.Duration, bool)           {}
+func (*flushStats) Snapshotted(time.Duration, time.Duration, int) {}
 func (f *flushStats) Flushed(n int, d time.Duration, _ error) {
 	f.flushes.Add(1)
 	f.records.Add(int64(n))

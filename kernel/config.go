@@ -35,6 +35,12 @@ func (CryptoEntropy) Fill(p []byte) { _, _ = rand.Read(p) }
 // defaults (limitDefaults), their checks and when they change (limits.go).
 type Limits = records.Limits
 
+// Snapshot defaults (Config.SnapshotEvery, Config.SnapshotInterval).
+const (
+	DefaultSnapshotEvery    = 50_000
+	DefaultSnapshotInterval = 5 * time.Minute
+)
+
 // limitDefaults are the values of limits left zero.
 var limitDefaults = Limits{
 	MaxEffects:               16,
@@ -101,6 +107,45 @@ type Config struct {
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
+	// SnapshotEvery takes a snapshot once this many records were journaled
+	// since the last checkpoint (default 50,000; negative: never by count).
+	// Opening replays at most about this many records after the latest
+	// snapshot.
+	SnapshotEvery int
+	// SnapshotInterval takes a snapshot when this much time has passed and
+	// anything was journaled since the last checkpoint (default 5 minutes;
+	// negative: never by time).
+	SnapshotInterval time.Duration
+	// FromGenesis opens by replaying the whole journal, ignoring snapshots.
+	FromGenesis bool
+	// VerifySnapshots makes replay recompute the snapshot at every
+	// checkpoint it passes and compare it with the journaled object, byte
+	// for byte (aosd replay --verify).
+	VerifySnapshots bool
+	// Progress, when set, is told how replay and snapshots advance (the
+	// CLI draws bars on a terminal).
+	Progress Progress
+}
+
+// ProgressBar follows one long operation.
+type ProgressBar interface {
+	Add(n uint64)
+	Finish()
+}
+
+// Progress starts a bar for an operation of total steps (0: unknown).
+type Progress func(label string, total uint64) ProgressBar
+
+type nopBar struct{}
+
+func (nopBar) Add(uint64) {}
+func (nopBar) Finish()    {}
+
+func (p Progress) start(label string, total uint64) ProgressBar {
+	if p == nil {
+		return nopBar{}
+	}
+	return p(label, total)
 }
 
 func (c Config) withDefaults() Config {
@@ -133,6 +178,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
 	}
 	return c
 }

@@ -16,13 +16,17 @@ type Observer interface {
 	Ingested(events int)
 	Stepped(workflow string, d time.Duration, failed bool)
 	Flushed(records int, d time.Duration, err error)
+	// Snapshotted: a snapshot is durable; pause is what the loop spent at
+	// its checkpoint, total the time from the checkpoint to durability.
+	Snapshotted(pause, total time.Duration, bytes int)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Ingested(int)                        {}
-func (nopObserver) Stepped(string, time.Duration, bool) {}
-func (nopObserver) Flushed(int, time.Duration, error)   {}
+func (nopObserver) Ingested(int)                                  {}
+func (nopObserver) Stepped(string, time.Duration, bool)           {}
+func (nopObserver) Flushed(int, time.Duration, error)             {}
+func (nopObserver) Snapshotted(time.Duration, time.Duration, int) {}
 
 // CellStats is one workflow's cell store at a glance.
 type CellStats struct {

@@ -43,7 +43,27 @@ func (e *ReplayError) Error() string {
 func (st *state) recover() error {
 	st.replaying = true
 	defer func() { st.replaying = false }()
-	err := st.w.journal.Read(1, func(r journal.Record) (bool, error) {
+	info := &st.w.openInfo
+	if !st.w.cfg.FromGenesis {
+		s, err := st.loadSnapshot(info)
+		if err != nil {
+			return fmt.Errorf("kernel: find the latest snapshot: %w", err)
+		}
+		if s != nil {
+			if err := st.restore(s); err != nil {
+				return err
+			}
+		}
+	}
+	if first := st.w.journal.First(); st.seq+1 < first {
+		return fmt.Errorf("%w: replay must start at seq %d, but the journal now starts at seq %d (retention dropped what came before), and no usable snapshot is newer",
+			ErrTruncated, st.seq+1, first)
+	}
+	progress := st.w.cfg.Progress.start("replay", st.w.journal.Height()-st.seq)
+	defer progress.Finish()
+	err := st.w.journal.Read(st.seq+1, func(r journal.Record) (bool, error) {
+		info.Replayed++
+		progress.Add(1)
 		if len(st.out) > 0 {
 			return true, st.match(r)
 		}
@@ -234,6 +254,23 @@ func (st *state) drive(r journal.Record) error {
 		if _, err := st.ingestFrame(fr.Signed(), &fr.Stamp); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
+	case journal.KindCheckpoint:
+		var cr records.CheckpointRec
+		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		if err := st.replayCheckpoint(cr.Reason); err != nil {
+			return err
+		}
+	case journal.KindSnapshot:
+		var sr records.SnapshotRec
+		if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		if err := st.replaySnapshot(r.Seq, &sr); err != nil {
+			return err
+		}
+		st.emit(journal.KindSnapshot, r.Body)
 	default:
 		return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "record kind cannot start a replay step"}
 	}

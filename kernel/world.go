@@ -18,6 +18,7 @@ import (
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/snapshot"
 )
 
 // Errors callers branch on.
@@ -62,6 +63,11 @@ type World struct {
 	// limits are st.limits, for the goroutines that check ingress.
 	limits atomic.Pointer[Limits]
 
+	snapWG            sync.WaitGroup // snapshot writers (snapshot.go); Close waits for them
+	stopTimer         chan struct{}  // closed by Close: the snapshot timer ends
+	openInfo          OpenInfo
+	verifiedSnapshots int // snapshots replay recomputed and matched (Config.VerifySnapshots)
+
 	st *state // owned by the loop goroutine
 }
 
@@ -96,6 +102,10 @@ type state struct {
 	opened    []OpenIntent   // intents opened this loop turn, released after flush
 	settled   []schemas.Hash // intents settled this loop turn
 	epochs    schemaEpochs   // state-schema changes (schema_epoch.go)
+
+	snap           *snapJob                   // the snapshot being written (snapshot.go)
+	lastCheckpoint uint64                     // seq of the last checkpoint
+	verifying      map[uint64]*snapshot.State // replay's states at checkpoints, until their snapshot records
 }
 
 type wfRuntime struct {
@@ -161,6 +171,8 @@ func Open(s Stores, cfg Config) (*World, error) {
 		comDone:  make(chan struct{}),
 		quietCh:  make(chan struct{}),
 		engine:   engine,
+
+		stopTimer: make(chan struct{}),
 	}
 	w.st = &state{
 		w:         w,
@@ -187,6 +199,9 @@ func Open(s Stores, cfg Config) (*World, error) {
 	}
 	go w.loop()
 	go w.committer()
+	if cfg.SnapshotInterval > 0 {
+		go w.snapshotTimer(cfg.SnapshotInterval)
+	}
 	if err := w.openLimits(); err != nil {
 		w.Close()
 		return nil, err
@@ -199,9 +214,11 @@ func Open(s Stores, cfg Config) (*World, error) {
 func (w *World) Close() error {
 	w.closing.Do(func() {
 		w.closed.Store(true)
+		close(w.stopTimer)
 		close(w.reqs)
 		<-w.loopDone
 		<-w.comDone
+		w.snapWG.Wait() // no snapshot writer touches the store after Close
 		if w.verifier != nil {
 			w.verifier.Close()
 		}
@@ -359,6 +376,7 @@ func (w *World) loop() {
 			w.setQuiet(false)
 			continue
 		}
+		st.maybeCheckpoint()
 		b.recs, b.opened, b.settled, b.bytes = st.out, st.opened, st.settled, st.outBytes
 		st.out, st.opened, st.settled, st.outBytes = nil, nil, nil, 0
 		w.setQuiet(st.quiescent())

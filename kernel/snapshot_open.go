@@ -1,0 +1,209 @@
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/routing"
+	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/snapshot"
+)
+
+// OpenInfo says how Open rebuilt the world.
+type OpenInfo struct {
+	// Snapshot is the seq of the snapshot record the world was loaded
+	// from; 0 when it replayed from genesis.
+	Snapshot uint64
+	// Checkpoint is that snapshot's checkpoint: replay started after it.
+	Checkpoint uint64
+	// Replayed is how many records replay went through.
+	Replayed uint64
+	// Skipped lists the newer snapshots that could not be used, and why.
+	Skipped []string
+}
+
+// OpenInfo reports how the world was opened.
+func (w *World) OpenInfo() OpenInfo { return w.openInfo }
+
+// readRecord reads the one record at seq.
+func readRecord(log Log, seq uint64) (journal.Record, error) {
+	var out journal.Record
+	found := false
+	err := log.Read(seq, func(r journal.Record) (bool, error) {
+		out, found = r, r.Seq == seq
+		return false, nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: no record at seq %d", journal.ErrCorrupt, seq)
+	}
+	return out, err
+}
+
+// loadSnapshot finds the latest usable snapshot: its record, its
+// checkpoint and its object. A snapshot that cannot be used (its object
+// missing or corrupt, its checkpoint not a checkpoint) is skipped for the
+// one before it, and reported in info.
+func (st *state) loadSnapshot(info *OpenInfo) (*snapshot.State, error) {
+	log := st.w.journal
+	var found *snapshot.State
+	err := log.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
+		s, err := st.readSnapshot(seq)
+		if err != nil {
+			info.Skipped = append(info.Skipped, fmt.Sprintf("snapshot record %d: %v", seq, err))
+			st.w.cfg.Logger.Warn("snapshot not usable; trying an older one", "seq", seq, "err", err)
+			return true, nil
+		}
+		found = s
+		info.Snapshot, info.Checkpoint = seq, s.Height
+		return false, nil
+	})
+	return found, err
+}
+
+// readSnapshot reads and checks the snapshot named by the record at seq.
+func (st *state) readSnapshot(seq uint64) (*snapshot.State, error) {
+	r, err := readRecord(st.w.journal, seq)
+	if err != nil {
+		return nil, err
+	}
+	var sr records.SnapshotRec
+	if r.Kind != journal.KindSnapshot {
+		return nil, fmt.Errorf("the kind index names a %s record", r.Kind)
+	}
+	if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	cp, err := readRecord(st.w.journal, sr.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("its checkpoint %d: %w", sr.Checkpoint, err)
+	}
+	if cp.Kind != journal.KindCheckpoint || sr.Checkpoint >= seq {
+		return nil, fmt.Errorf("its checkpoint %d is a %s record", sr.Checkpoint, cp.Kind)
+	}
+	data, err := st.w.cas.Get(sr.Object)
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", sr.Object, err)
+	}
+	s, err := snapshot.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", sr.Object, err)
+	}
+	if s.Height != sr.Checkpoint {
+		return nil, fmt.Errorf("object %s is the state after seq %d, the record says %d", sr.Object, s.Height, sr.Checkpoint)
+	}
+	return s, nil
+}
+
+// restore loads a snapshot's state into an empty loop state. Module
+// instances start fresh, as the live world's did at the checkpoint.
+func (st *state) restore(s *snapshot.State) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("kernel: restore the snapshot of checkpoint %d: %s", s.Height, fmt.Sprintf(format, a...))
+	}
+	st.seq, st.logical, st.lastCheckpoint = s.Height, s.Logical, s.Height
+	st.setLimits(s.Limits)
+	for _, wf := range s.Workflows {
+		h, err := cells.NewHead(st.w.cas, wf.Root, st.w.cfg.Cells)
+		if err != nil {
+			return bad("workflow %s: %v", wf.Name, err)
+		}
+		if uint64(h.Index().Len()) != wf.Cells {
+			return bad("workflow %s: index %s holds %d cells, the snapshot says %d", wf.Name, wf.Root, h.Index().Len(), wf.Cells)
+		}
+		st.heads[wf.Name] = h
+	}
+	if sm := s.Manifest; sm != nil {
+		src, err := st.w.cas.Get(sm.Source)
+		if err != nil {
+			return bad("manifest source: %v", err)
+		}
+		m, err := manifest.FromSource(src, st.artifact)
+		if err != nil {
+			return bad("reload manifest: %v", err)
+		}
+		if m.Hash != sm.Hash {
+			return bad("manifest source %s rebuilds manifest %s, the snapshot says %s", sm.Source, m.Hash, sm.Hash)
+		}
+		wfs, mods, err := st.runtimes(m)
+		if err != nil {
+			return bad("%v", err)
+		}
+		router, err := routing.New(m)
+		if err != nil {
+			return bad("router: %v", err)
+		}
+		resetModules(mods)
+		st.man, st.router, st.wfs, st.mods = m, router, wfs, mods
+		st.w.current.Store(&installed{m: m, r: router})
+	}
+	for _, wf := range s.Workflows {
+		if wf.State == nil {
+			continue
+		}
+		e, ok, err := st.heads[wf.Name].Lookup(nil)
+		if err != nil || !ok || e.StateHash != *wf.State {
+			return bad("workflow %s: its unkeyed state is not %s in index %s (err %v)", wf.Name, *wf.State, wf.Root, err)
+		}
+	}
+	for i := range s.Instances {
+		si := &s.Instances[i]
+		in := st.instance(si.Workflow, si.Key)
+		if si.Status != snapshot.StatusFailed {
+			continue
+		}
+		f := si.Fault
+		in.failed, in.reason = true, f.Reason
+		in.fault = &failure{seq: f.Seq, input: f.Input, class: f.Class, skipped: f.Skipped}
+		if d := f.Retry; d != nil {
+			stamp := d.Stamp
+			in.fault.retry = &delivery{seq: d.Seq, schema: d.Schema, value: d.Value, stamp: &stamp, eventHash: d.EventHash, depth: d.Depth}
+		}
+		st.failed.insert(in)
+	}
+	for i := range s.Intents {
+		it := s.Intents[i].Intent
+		in := st.instances[instanceID(it.OriginWorkflow, it.OriginKey)]
+		if in == nil || in.failed {
+			return bad("intent %s: its origin is not a waiting instance", it.Hash)
+		}
+		if in.inflight == nil {
+			in.inflight = map[schemas.Hash]struct{}{}
+		}
+		in.inflight[it.Hash] = struct{}{}
+		st.inflight[it.Hash] = &it
+		if n := s.Intents[i].LastFrame; n > 0 {
+			st.frameSeq[it.Hash] = n
+		}
+		for range s.Intents[i].Frames {
+			st.fence.noteFrame(it.Hash)
+		}
+	}
+	for _, e := range s.Settled {
+		st.fence.noteSettled(e.Intent, settledIntent{effect: e.Effect, seq: e.Seq, dropSeq: e.DropSeq, receipt: e.Receipt}, st.limits.MaxSettledIntents)
+	}
+	t := &st.idem
+	t.byKey = make(map[idemID]idemEntry, len(s.Idempotency))
+	t.fifo = make([]idemID, 0, len(s.Idempotency))
+	for _, e := range s.Idempotency {
+		var k idemID
+		var sum idemID
+		copy(k[:], e.Key)
+		copy(sum[:], e.Sum)
+		t.byKey[k] = idemEntry{seq: e.Seq, logical: e.Logical, sum: sum}
+		t.fifo = append(t.fifo, k)
+	}
+	se := &st.epochs
+	se.maxRun = s.Epochs.MaxRun
+	se.known, se.epochs = map[string]stateSchema{}, map[string]*schemaEpoch{}
+	for _, k := range s.Epochs.Known {
+		se.known[k.Workflow] = stateSchema{name: k.Schema.Name, hash: k.Schema.Hash}
+	}
+	for _, e := range s.Epochs.Changes {
+		se.epochs[e.Workflow] = &schemaEpoch{at: e.At, from: stateSchema{name: e.From.Name, hash: e.From.Hash},
+			to: stateSchema{name: e.To.Name, hash: e.To.Hash}}
+	}
+	return nil
+}

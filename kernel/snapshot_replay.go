@@ -1,0 +1,97 @@
+package kernel
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/snapshot"
+)
+
+// replayCheckpoint passes a journaled checkpoint: every wasm module starts
+// fresh, as it did live. With Config.VerifySnapshots the state after it is
+// computed (every delta materialized) and kept until its snapshot record.
+func (st *state) replayCheckpoint(reason string) error {
+	for _, n := range slices.Sorted(maps.Keys(st.drains)) {
+		if !st.installDrain(n) {
+			return st.stopped
+		}
+	}
+	seq := st.emitCheckpoint(reason)
+	if !st.w.cfg.VerifySnapshots {
+		return nil
+	}
+	s, err := st.stateNow()
+	if err != nil {
+		return fmt.Errorf("replay at checkpoint %d: %w", seq, err)
+	}
+	if st.verifying == nil {
+		st.verifying = map[uint64]*snapshot.State{}
+	}
+	st.verifying[seq] = s
+	return nil
+}
+
+// replaySnapshot passes a journaled snapshot record. With
+// Config.VerifySnapshots, the snapshot replay computed at its checkpoint
+// must be the journaled object, byte for byte; a snapshot of a checkpoint
+// before this replay started (the one it was loaded from) is not compared.
+func (st *state) replaySnapshot(seq uint64, sr *records.SnapshotRec) error {
+	if !st.w.cfg.VerifySnapshots {
+		return nil
+	}
+	s := st.verifying[sr.Checkpoint]
+	if s == nil {
+		return nil
+	}
+	delete(st.verifying, sr.Checkpoint)
+	data, err := snapshot.Encode(s)
+	if err != nil {
+		return &ReplayError{Seq: seq, Kind: journal.KindSnapshot, Msg: "encode the replayed snapshot: " + err.Error()}
+	}
+	got := schemas.HashBytes(data)
+	if got == sr.Object {
+		st.w.verifiedSnapshots++
+		return nil
+	}
+	msg := "the snapshot replay computes at checkpoint " + fmt.Sprint(sr.Checkpoint) + " is not the journaled one"
+	if b, err := st.w.cas.Get(sr.Object); err != nil {
+		msg += fmt.Sprintf(" (the journaled object cannot be read: %v)", err)
+	} else if j, err := snapshot.Decode(b); err != nil {
+		msg += fmt.Sprintf(" (the journaled object does not decode: %v)", err)
+	} else {
+		msg += "; first difference (journal vs replay): " + snapshot.Diff(j, s)
+	}
+	return &ReplayError{Seq: seq, Kind: journal.KindSnapshot, Want: sr.Object, Got: got, Msg: msg}
+}
+
+// stateNow materializes every head on the loop and captures the state at
+// the current height. Replay and scratch worlds use it; the live world
+// captures without pausing for cell writes (checkpoint).
+func (st *state) stateNow() (*snapshot.State, error) {
+	for _, n := range slices.Sorted(maps.Keys(st.drains)) {
+		if !st.installDrain(n) {
+			return nil, st.stopped
+		}
+	}
+	s := st.captureTables()
+	for _, n := range slices.Sorted(maps.Keys(st.heads)) {
+		h := st.heads[n]
+		if _, err := h.Materialize(); err != nil {
+			st.stop("materialize cells of "+n, err)
+			return nil, st.stopped
+		}
+		wf, err := workflowEntry(n, st.keyedHead(n), h.Index())
+		if err != nil {
+			return nil, err
+		}
+		s.Workflows = append(s.Workflows, *wf)
+	}
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
