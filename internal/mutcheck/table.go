@@ -127,4 +127,22 @@ var mutations = []mutation{
 		from: "\t\tst.failInstance(in, seq, reason)\n\t\treturn res, nil",
 		to:   "\t\t_ = reason\n\t\treturn res, nil",
 		pkg:  "./kernel", run: "TestRejectedReceiptWithoutArmFails"},
+	// Progress bars stay quiet off a terminal, under --json and when disabled
+	// (internal/progress).
+	{name: "progress/json-quiet", file: "internal/progress/progress.go",
+		from: "if jsonOutput || f == nil {",
+		to:   "if f == nil {",
+		pkg:  "./internal/progress", run: "TestEnabledOnATerminalUnlessJSON"},
+	{name: "progress/terminal-only", file: "internal/progress/progress.go",
+		from: "return term.IsTerminal(int(f.Fd()))",
+		to:   "return term.IsTerminal(int(f.Fd())) || true",
+		pkg:  "./internal/progress", run: "TestEnabledFalseOffATerminal"},
+	{name: "progress/disabled-draws-nothing", file: "internal/progress/progress.go",
+		from: "if r == nil || !r.enabled {",
+		to:   "if r == nil {",
+		pkg:  "./internal/progress", run: "TestDisabledWritesNothingAndAllocatesNothing"},
+	{name: "progress/nil-writer-disabled", file: "internal/progress/progress.go",
+		from: "enabled: enabled && w != nil}",
+		to:   "enabled: enabled}",
+		pkg:  "./internal/progress", run: "TestDisabledWritesNothingAndAllocatesNothing"},
 }
