@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -95,3 +96,20 @@ func (st *state) stateNow() (*snapshot.State, error) {
 	}
 	return s, nil
 }
+
+// State returns the world's state at its current height, in the form a
+// snapshot holds it: what `aosd replay --verify` compares. It materializes
+// every head on the loop, so the loop pauses for those cell writes (a
+// snapshot does not: it writes them off the loop).
+func (w *World) State(ctx context.Context) (*snapshot.State, error) {
+	var s *snapshot.State
+	var serr error
+	if err := w.do(ctx, func(st *state) { s, serr = st.stateNow() }); err != nil {
+		return nil, err
+	}
+	return s, serr
+}
+
+// VerifiedSnapshots is how many journaled snapshots replay recomputed and
+// found byte-identical (Config.VerifySnapshots).
+func (w *World) VerifiedSnapshots() int { return w.verifiedSnapshots }
