@@ -14,6 +14,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
 )
@@ -399,5 +400,93 @@ func TestSnapshotChangedModuleNamed(t *testing.T) {
 	if re.Kind != journal.KindStep || re.Workflow != "com.test/counter@1" || string(re.Key) != string(schemas.MustMarshal("a")) ||
 		re.Want.IsZero() || re.Got.IsZero() || re.Want == re.Got || !strings.Contains(re.Error(), "state hash") {
 		t.Fatalf("report: %v (%+v)", err, re)
+	}
+}
+
+// copyJournal appends src's records to a fresh memory journal, letting
+// edit replace any record's body on the way.
+func copyJournal(t *testing.T, src *kernel.World, edit func(r *journal.Record)) *journal.Memory {
+	t.Helper()
+	j := journal.NewMemory()
+	for _, r := range allRecords(t, src) {
+		if edit != nil {
+			edit(&r)
+		}
+		if err := j.Append([]journal.Record{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return j
+}
+
+// TestSnapshotForgedOrMissing: a journaled snapshot whose object is not the
+// state replay computes at its checkpoint stops a verifying replay, naming
+// the snapshot record, both hashes and the first differing part; an open
+// whose newest snapshot object is gone falls back to the one before and
+// says why.
+func TestSnapshotForgedOrMissing(t *testing.T) {
+	h := newMixedHarness(t, 5, false, nil)
+	m := &mixedWorkload{r: rand.New(rand.NewPCG(5, 5))}
+	ctx := context.Background()
+	var snaps []kernel.SnapshotResult
+	for i := range 120 {
+		m.step(t, h, i)
+		if i%40 == 39 {
+			res, err := h.w.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps = append(snaps, res)
+		}
+	}
+	store := h.w.CAS()
+	last := snaps[len(snaps)-1]
+
+	// Forge the last snapshot: one more cell in some workflow's count.
+	data, err := store.Get(last.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Logical++
+	forged, err := snapshot.Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh, err := store.Put(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := copyJournal(t, h.w, func(r *journal.Record) {
+		if r.Seq == last.Seq {
+			r.Body = schemas.MustMarshal(&records.SnapshotRec{Checkpoint: last.Checkpoint, Object: fh, Bytes: uint64(len(forged))})
+		}
+	})
+	cfg := h.config()
+	cfg.FromGenesis, cfg.VerifySnapshots = true, true
+	_, err = kernel.Open(kernel.Stores{CAS: store, Journal: j}, cfg)
+	var re *kernel.ReplayError
+	if !errors.As(err, &re) || re.Seq != last.Seq || re.Kind != journal.KindSnapshot || re.Want != fh || re.Got != last.Object ||
+		!strings.Contains(re.Msg, "logical time") {
+		t.Fatalf("forged snapshot: %v", err)
+	}
+
+	// The newest snapshot's object is gone: open falls back to the one before.
+	if err := store.Delete([]schemas.Hash{last.Object}); err != nil {
+		t.Fatal(err)
+	}
+	h.reopen()
+	info := h.w.OpenInfo()
+	prev := snaps[len(snaps)-2]
+	if info.Snapshot != prev.Seq || info.Checkpoint != prev.Checkpoint || len(info.Skipped) != 1 ||
+		!strings.Contains(info.Skipped[0], last.Object.String()) {
+		t.Fatalf("open with the newest snapshot object missing: %+v, want snapshot %d", info, prev.Seq)
+	}
+	// And it replayed past the unusable snapshot to the same state.
+	if _, err := h.w.State(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
