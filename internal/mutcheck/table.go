@@ -68,6 +68,12 @@ var mutations = []mutation{
 		from: "if intact {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		to:   "if intact || true {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		pkg:  "./badgerdb", run: "TestPutHealsCorruption"},
+	// A Guard's sweep keeps what was written during the collection
+	// (cas/guard.go).
+	{name: "cas/guard-keeps-written", file: "cas/guard.go",
+		from: "if _, ok := c.written[o.h]; ok {",
+		to:   "if _, ok := c.written[o.h]; ok && false {",
+		pkg:  "./cas", run: "TestGuardSweepKeepsWrittenObjects"},
 	// A range read refuses a frame that does not start right after the one
 	// before, and frames that stop short of the height (journal/codec.go).
 	{name: "journal/scan-frame-continuity", file: "journal/codec.go",
