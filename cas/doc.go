@@ -8,11 +8,15 @@
 //     keeps a world's journal in the same database; this package names no
 //     storage engine.
 //   - Memory, the in-memory Store for tests.
-//   - GC, mark-and-sweep from roots the caller supplies (snapshot-pinned roots).
+//   - Guard, a Store wrapper that records every write while a Collection runs,
+//     so that its Sweep (delete what is neither marked nor written since
+//     Begin) is safe while writers keep writing; the argument is on Guard.
+//   - GC, mark-and-sweep from roots the caller supplies, for a store no one
+//     writes to meanwhile; its sweep is a Guard collection's.
 //   - castest, the contract every Store implementation runs against itself.
 //
 // It knows nothing about what objects mean: GC is handed a children function
-// that decodes references. It must not import the kernel, cells, journal or a
+// that decodes references, a Guard's Sweep the set its caller marked. It must not import the kernel, cells, journal or a
 // storage engine.
 //
 // # Invariants
@@ -26,6 +30,10 @@
 //   - GC deletes only what no root reaches, and deletes nothing when a root or
 //     a reachable child is missing (ErrMissing) or corrupt. GC must not run
 //     concurrently with writers.
+//   - A Guard collection never deletes an object written through the Guard
+//     after Begin, and deletes nothing on Abort. One runs at a time.
+//   - A write that starts after a Delete returned stores its object again
+//     (castest's PutAfterDelete); the Guard's argument rests on it.
 //   - Durability is the store's and the journal's business together: the
 //     objects a journal record names must be durable once the record's append
 //     returns, so callers write objects before the records that name them.

@@ -18,9 +18,13 @@ type GCStats struct {
 	KeptBytes    int64
 	FreedObjects int
 	FreedBytes   int64
+	// KeptWritten counts the kept objects that were not marked but were
+	// written during the collection (a Guard's; always 0 for GC).
+	KeptWritten int
 }
 
-// deleteChunk bounds one Delete call so a large sweep is not one giant batch.
+// deleteChunk bounds one Delete call so a large sweep is not one giant batch
+// and a Guard's writers wait for one chunk at most.
 const deleteChunk = 4096
 
 // GC deletes every object not reachable from roots. children decodes an
@@ -29,38 +33,24 @@ const deleteChunk = 4096
 //
 // Marking is iterative (an explicit stack), so deep chains do not grow the Go
 // stack. A missing root or child, a corrupt object, or an error from children
-// stops GC before anything is deleted.
+// stops GC before anything is deleted. The sweep is a Guard collection's.
 //
 // GC must not run concurrently with writers: an object written after marking
-// that no root reaches yet would be swept.
+// that no root reaches yet would be swept. To collect while writers run, route
+// their writes through a Guard and use its Collection.
 func GC(store Store, roots []schemas.Hash, children func(h schemas.Hash, data []byte) ([]schemas.Hash, error)) (GCStats, error) {
-	var stats GCStats
 	marked, err := mark(store, roots, children)
 	if err != nil {
-		return stats, err
+		return GCStats{}, err
 	}
-	var garbage []schemas.Hash
-	err = store.Iterate(func(h schemas.Hash, size int) error {
-		if _, ok := marked[h]; ok {
-			stats.KeptObjects++
-			stats.KeptBytes += int64(size)
-			return nil
-		}
-		garbage = append(garbage, h)
-		stats.FreedBytes += int64(size)
-		return nil
-	})
+	c, err := NewGuard(store).Begin()
 	if err != nil {
-		return GCStats{}, fmt.Errorf("cas: gc: sweep: %w", err)
+		return GCStats{}, err // a fresh Guard has no collection running
 	}
-	for start := 0; start < len(garbage); start += deleteChunk {
-		end := min(start+deleteChunk, len(garbage))
-		if err := store.Delete(garbage[start:end]); err != nil {
-			return stats, fmt.Errorf("cas: gc: delete: %w", err)
-		}
-		stats.FreedObjects = end
-	}
-	return stats, nil
+	return c.Sweep(func(h schemas.Hash) bool {
+		_, ok := marked[h]
+		return ok
+	}, nil)
 }
 
 // pending is an object still to visit and the object that referenced it

@@ -9,7 +9,7 @@ import (
 )
 
 // TestMemoryStore holds the in-memory store to the contract every Store
-// keeps (round trips, hash order, GC from roots).
+// keeps (round trips, hash order, writes after deletes, GC from roots).
 func TestMemoryStore(t *testing.T) {
 	castest.Run(t, func(*testing.T) cas.Store { return cas.NewMemory() })
 }

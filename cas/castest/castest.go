@@ -22,6 +22,7 @@ var gcSeed = flag.Uint64("gc.seed", 0, "run the random-DAG GC test with only thi
 func Run(t *testing.T, open func(t *testing.T) cas.Store) {
 	t.Run("RoundTrip", func(t *testing.T) { roundTrip(t, open(t)) })
 	t.Run("IterateOrder", func(t *testing.T) { iterateOrder(t, open(t)) })
+	t.Run("PutAfterDelete", func(t *testing.T) { putAfterDelete(t, open(t)) })
 	t.Run("GCKeepsExactlyReachable", func(t *testing.T) { gcKeepsExactlyReachable(t, open) })
 	t.Run("GCMissingObjects", func(t *testing.T) { gcMissingObjects(t, open(t)) })
 }
@@ -143,6 +144,30 @@ func roundTrip(t *testing.T, s cas.Store) {
 	}
 	if ok, _ := s.Has(ha); ok {
 		t.Fatal("object still present after Delete")
+	}
+}
+
+// putAfterDelete: a write that starts after a Delete returned stores the
+// object again, by Put and by PutBatch. A cas.Guard's collection relies on it
+// (a write racing the deletion of its object lands after it).
+func putAfterDelete(t *testing.T, s cas.Store) {
+	a, b := []byte("deleted then put"), []byte("deleted then put in a batch")
+	ha, _ := s.Put(a)
+	hb, _ := s.Put(b)
+	if err := s.Delete([]schemas.Hash{ha, hb}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBatch([][]byte{b}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range [][]byte{a, b} {
+		got, err := s.Get(schemas.HashBytes(o))
+		if err != nil || !bytes.Equal(got, o) {
+			t.Fatalf("%q after Delete and a new write: Get = %q, %v", o, got, err)
+		}
 	}
 }
 

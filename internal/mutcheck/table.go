@@ -68,6 +68,18 @@ var mutations = []mutation{
 		from: "if intact {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		to:   "if intact || true {\n\t\t\t\t\treturn nil\n\t\t\t\t}",
 		pkg:  "./badgerdb", run: "TestPutHealsCorruption"},
+	// A Guard's sweep keeps what was written during the collection
+	// (cas/guard.go).
+	{name: "cas/guard-keeps-written", file: "cas/guard.go",
+		from: "if _, ok := c.written[o.h]; ok {",
+		to:   "if _, ok := c.written[o.h]; ok && false {",
+		pkg:  "./cas", run: "TestGuardSweepKeepsWrittenObjects"},
+	// Mark proves every leaf it reaches present, so a sweep never runs on a
+	// set that misses part of a root (snapshot/mark.go).
+	{name: "snapshot/mark-missing-leaf", file: "snapshot/mark.go",
+		from: "if !ok {\n\t\t\treturn nil, fmt.Errorf(\"snapshot: mark: %w: %s\", cas.ErrMissing, describeLeaf(",
+		to:   "if !ok && false {\n\t\t\treturn nil, fmt.Errorf(\"snapshot: mark: %w: %s\", cas.ErrMissing, describeLeaf(",
+		pkg:  "./snapshot", run: "TestMarkMissingOrCorruptObjects"},
 	// A range read refuses a frame that does not start right after the one
 	// before, and frames that stop short of the height (journal/codec.go).
 	{name: "journal/scan-frame-continuity", file: "journal/codec.go",
