@@ -805,3 +805,18 @@ func (h *Head) Stats() Stats {
 		CacheMisses:   h.misses.Load(),
 	}
 }
+
+// Spilled lists the state hashes of the dirty cells whose states were
+// spilled to the CAS: objects the head will name (at its next Materialize)
+// without writing them again, so a garbage collection must keep them.
+func (h *Head) Spilled() []schemas.Hash {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var out []schemas.Hash
+	for _, d := range h.delta {
+		if d.spilled && !d.del {
+			out = append(out, d.e.state)
+		}
+	}
+	return out
+}

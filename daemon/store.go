@@ -12,7 +12,14 @@ import (
 // store is a world's store as a Host opens it. It is the one place the host
 // names the storage engine: the built-in executors share its CAS, and the
 // kernel opens on its two ports.
-type store struct{ db *badgerdb.DB }
+//
+// Every CAS write of the world (the kernel's and the blob executor's) goes
+// through one cas.Guard, so a garbage collection running beside the world
+// spares what they write.
+type store struct {
+	db    *badgerdb.DB
+	guard *cas.Guard
+}
 
 // openStore opens the store of the world in d. A store another process
 // holds is badgerdb.ErrLocked, with a hint at who.
@@ -33,7 +40,7 @@ func openStoreAt(path string) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store{db: db}, nil
+	return &store{db: db, guard: cas.NewGuard(db.CAS())}, nil
 }
 
 // isLocked says whether err is a store held by another process.
@@ -55,11 +62,11 @@ func openWorld(path string, cfg kernel.Config) (*kernel.World, *store, error) {
 }
 
 // cas is the store's content-addressed half, for the built-in executors.
-func (s *store) cas() cas.Store { return s.db.CAS() }
+func (s *store) cas() cas.Store { return s.guard }
 
 // openKernel opens the kernel on the store, which stays the caller's.
 func (s *store) openKernel(cfg kernel.Config) (*kernel.World, error) {
-	return kernel.Open(kernel.Stores{CAS: s.db.CAS(), Journal: s.db.Journal()}, cfg)
+	return kernel.Open(kernel.Stores{CAS: s.guard, Journal: s.db.Journal()}, cfg)
 }
 
 func (s *store) close() error { return s.db.Close() }

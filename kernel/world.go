@@ -33,7 +33,8 @@ var (
 // World is one running kernel over one store.
 type World struct {
 	cfg     Config
-	cas     cas.Store
+	cas     cas.Store // guard: every write the world makes goes through it
+	guard   *cas.Guard
 	journal Log
 
 	// engine is the wasm engine the world made for itself (Config.Wasm was
@@ -141,7 +142,10 @@ type Log interface {
 
 // Stores are the storage ports a world runs on. On disk both live in one
 // Badger database and share its sync (one open gives both); the CAS
-// objects a record names must be durable once its Append returns.
+// objects a record names must be durable once its Append returns. Whoever
+// else writes to the CAS while the world runs must write through the same
+// *cas.Guard, given here as the CAS, or a garbage collection may sweep
+// what they wrote (World.GC).
 type Stores struct {
 	CAS     cas.Store
 	Journal Log
@@ -161,9 +165,16 @@ func Open(s Stores, cfg Config) (*World, error) {
 		}
 		cfg.Wasm = engine
 	}
+	// A caller that writes to the CAS beside the world (the daemon's blob
+	// executor) hands over a Guard it writes through too.
+	guard, ok := s.CAS.(*cas.Guard)
+	if !ok {
+		guard = cas.NewGuard(s.CAS)
+	}
 	w := &World{
 		cfg:      cfg,
-		cas:      s.CAS,
+		cas:      guard,
+		guard:    guard,
 		journal:  s.Journal,
 		reqs:     make(chan request, 1024),
 		commits:  make(chan *batch, 64),

@@ -193,4 +193,14 @@ var mutations = []mutation{
 		from: "if !bytes.Equal(re, data) {",
 		to:   "if re == nil {",
 		pkg:  "./snapshot", run: "TestRoundTripAndCanonical"},
+	// Garbage collection (kernel/gc.go, cas/guard.go): the kept snapshot's
+	// object and the live head are roots.
+	{name: "gc/keeps-snapshot-object", file: "kernel/gc.go",
+		from: "p.Objects = append(p.Objects, sr.Object)",
+		to:   "_ = sr.Object",
+		pkg:  "./kernel", run: "TestGCAfterDeletingHalf"},
+	{name: "gc/live-head-roots", file: "kernel/gc.go",
+		from: "p.Indexes = append(p.Indexes, r)",
+		to:   "_ = r",
+		pkg:  "./kernel", run: "TestGCAfterDeletingHalf"},
 }

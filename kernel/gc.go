@@ -1,0 +1,233 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/snapshot"
+)
+
+// Garbage collection of the CAS (docs/snapshots.md).
+//
+// What is kept: everything reachable from
+//   - the newest GCOptions.KeepSnapshots snapshots (their objects, manifest
+//     sources, artifacts, and their CellIndexes: nodes and states);
+//   - the live head: each workflow's current index and the states its
+//     delta spilled to the CAS;
+//   - the wasm artifacts of every manifest the journal still holds, so a
+//     replay from genesis can run the old code;
+//   - the blobs sys/blob.put stored, while the receipt that names them is in
+//     the journal (states refer to blobs only inside their own bytes, which
+//     the kernel does not interpret).
+//
+// It runs beside the running world. The world's CAS writes all go through a
+// cas.Guard: the roots are taken on the loop after the Guard started
+// recording (with every drain installed and no snapshot being written), and
+// the sweep spares whatever was written since, so an object the world names
+// again after the roots were taken is either marked or recorded.
+
+// DefaultKeepSnapshots is how many snapshots a collection keeps by default.
+const DefaultKeepSnapshots = 2
+
+// GCOptions configure a collection.
+type GCOptions struct {
+	// KeepSnapshots is how many of the newest snapshots stay usable (and
+	// keep what they reach); 0 means DefaultKeepSnapshots.
+	KeepSnapshots int
+	// Progress draws the mark and sweep phases.
+	Progress Progress
+}
+
+// GCResult says what a collection did.
+type GCResult struct {
+	cas.GCStats
+	Marked    int      // objects marked reachable
+	Snapshots []uint64 // seqs of the snapshot records whose snapshots were kept
+	Blobs     int      // blobs kept because a receipt in the journal names them
+	Duration  time.Duration
+}
+
+// GC collects the CAS objects nothing reaches. It runs while the world
+// runs; only one collection runs at a time (cas.ErrCollecting).
+func (w *World) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
+	t0 := time.Now()
+	keep := opts.KeepSnapshots
+	if keep <= 0 {
+		keep = DefaultKeepSnapshots
+	}
+	var col *cas.Collection
+	var live []snapshot.Pins
+	for {
+		var busy chan struct{}
+		var rerr error
+		err := w.do(ctx, func(st *state) {
+			if st.snap != nil {
+				busy = st.snap.done
+				return
+			}
+			col, live, rerr = st.gcRoots()
+		})
+		if err != nil {
+			return GCResult{}, err
+		}
+		if rerr != nil {
+			return GCResult{}, rerr
+		}
+		if busy == nil {
+			break
+		}
+		select { // a snapshot is being written: its objects are not named yet
+		case <-busy:
+		case <-ctx.Done():
+			return GCResult{}, ctx.Err()
+		}
+	}
+	res := GCResult{}
+	roots, err := w.journalPins(keep, &res)
+	if err != nil {
+		col.Abort()
+		return GCResult{}, err
+	}
+	roots = append(roots, live...)
+	mark := opts.Progress.start("gc: mark", 0)
+	var sweep ProgressBar
+	var swept uint64
+	stats, err := snapshot.Collect(col, w.guard, roots, snapshot.Progress{
+		Marked: func(n int) { res.Marked = n; mark.Add(1) },
+		Swept: func(done, total int) {
+			if sweep == nil {
+				mark.Finish()
+				sweep = opts.Progress.start("gc: sweep", uint64(total))
+			}
+			sweep.Add(uint64(done) - swept)
+			swept = uint64(done)
+		},
+	})
+	mark.Finish()
+	if sweep != nil {
+		sweep.Finish()
+	}
+	if err != nil {
+		return GCResult{}, fmt.Errorf("kernel: gc: %w", err)
+	}
+	res.GCStats = stats
+	res.Duration = time.Since(t0)
+	return res, nil
+}
+
+// gcRoots starts a collection and takes the live head's roots, on the
+// loop: every drain installed first, so no cell write made before the
+// collection began is named later without being a root.
+func (st *state) gcRoots() (*cas.Collection, []snapshot.Pins, error) {
+	for _, n := range slices.Sorted(maps.Keys(st.drains)) {
+		if !st.installDrain(n) {
+			return nil, nil, st.stopped
+		}
+	}
+	col, err := st.w.guard.Begin()
+	if err != nil {
+		return nil, nil, err
+	}
+	var p snapshot.Pins
+	for _, n := range slices.Sorted(maps.Keys(st.heads)) {
+		h := st.heads[n]
+		if r := h.Root(); !r.IsZero() {
+			p.Indexes = append(p.Indexes, r)
+		}
+		p.Objects = append(p.Objects, h.Spilled()...)
+	}
+	if st.man != nil {
+		hs, _ := artifactsOf(st.man)
+		p.Objects = append(p.Objects, hs...)
+	}
+	return col, []snapshot.Pins{p}, nil
+}
+
+// journalPins lists what the journal keeps alive: the newest keep
+// snapshots, every manifest's artifacts, and the blobs named by receipts.
+func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
+	var out []snapshot.Pins
+	err := w.journal.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
+		r, err := readRecord(w.journal, seq)
+		if err != nil {
+			return false, err
+		}
+		var sr records.SnapshotRec
+		if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
+			return false, fmt.Errorf("snapshot record %d: %w", seq, err)
+		}
+		data, err := w.cas.Get(sr.Object)
+		if err != nil {
+			return false, fmt.Errorf("snapshot record %d: object %s: %w", seq, sr.Object, err)
+		}
+		s, err := snapshot.Decode(data)
+		if err != nil {
+			return false, fmt.Errorf("snapshot record %d: object %s: %w", seq, sr.Object, err)
+		}
+		p := s.Pins()
+		p.Objects = append(p.Objects, sr.Object)
+		out = append(out, p)
+		res.Snapshots = append(res.Snapshots, seq)
+		return len(res.Snapshots) < keep, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel: gc: snapshots: %w", err)
+	}
+	var arts snapshot.Pins
+	err = w.journal.Marks(journal.KindManifest, func(seq uint64) (bool, error) {
+		r, err := readRecord(w.journal, seq)
+		if err != nil {
+			return false, err
+		}
+		var mr records.ManifestRec
+		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
+			return false, fmt.Errorf("manifest record %d: %w", seq, err)
+		}
+		// Rebuilding the manifest names its artifacts (and proves they are
+		// there: a missing one fails the collection before it deletes).
+		_, err = manifest.FromSource(mr.Source, func(h schemas.Hash) ([]byte, error) {
+			arts.Objects = append(arts.Objects, h)
+			return w.cas.Get(h)
+		})
+		if err != nil {
+			return false, fmt.Errorf("manifest record %d: %w", seq, err)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel: gc: manifests: %w", err)
+	}
+	blobs := snapshot.Pins{}
+	err = w.journal.Read(w.journal.First(), journal.OnlyKinds([]journal.Kind{journal.KindReceipt}, func(r journal.Record) (bool, error) {
+		var rr records.ReceiptRec
+		if err := schemas.UnmarshalTrusted(r.Body, &rr); err != nil {
+			return false, fmt.Errorf("receipt record %d: %w", r.Seq, err)
+		}
+		if rr.Receipt.Effect != manifest.SysBlobPut || rr.Receipt.Status != receipts.StatusOK {
+			return true, nil
+		}
+		var p struct {
+			Ref string `cbor:"blob_ref"`
+		}
+		if schemas.UnmarshalTrusted(rr.Receipt.Payload, &p) == nil {
+			if h, err := schemas.ParseHash(p.Ref); err == nil {
+				blobs.Objects = append(blobs.Objects, h)
+			}
+		}
+		return true, nil
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("kernel: gc: blobs: %w", err)
+	}
+	res.Blobs = len(blobs.Objects)
+	return append(out, arts, blobs), nil
+}
