@@ -8,6 +8,7 @@
 //
 //   - Record and Kind, and the errors every backend returns (ErrGap,
 //     ErrCorrupt, ErrFailed).
+//   - The archive format (archive.go): a file of dropped frames.
 //   - The frame codec: EncodeFrame, and DecodeFrame, which checks a stored
 //     frame against the seq it was stored under (frame.go, codec.go).
 //   - What every backend shares so none writes it twice: the continuity
@@ -33,6 +34,23 @@
 //     frame, the canonical CBOR array of its records, stored under the seq of
 //     its first record. Reads check that each frame starts right after the
 //     previous one (ErrCorrupt otherwise).
+//
+// # Archive format
+//
+// An archive keeps frames a journal dropped (ArchiveWriter writes one,
+// ReadArchive reads it back). It is the header line
+//
+//	aos journal archive v1\n
+//
+// then, for each frame in seq order, one canonical CBOR item: the array
+// [first_seq, frame_bytes] of the seq of the frame's first record (an
+// unsigned integer) and the frame exactly as stored (a byte string holding
+// EncodeFrame's bytes). Items follow each other with nothing between them
+// and the file ends after the last one. ReadArchive checks the header,
+// that each head is the one expected in its shortest form, each frame
+// against its first_seq (DecodeFrame), and that each frame starts right
+// after the one before; an archive may start at any seq. It hands records
+// out as it goes, so fn may have seen the records before a bad item.
 //
 // # Concurrency
 //

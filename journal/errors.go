@@ -16,4 +16,7 @@ var (
 	// failed: what reached the disk is then unknown, so the journal refuses
 	// to continue until it is reopened.
 	ErrFailed = errors.New("journal: an earlier append failed; reopen the journal")
+	// ErrArchive reports an archive file (ReadArchive) that is not one, is
+	// cut short, or whose frames do not follow each other.
+	ErrArchive = errors.New("journal: bad archive")
 )
