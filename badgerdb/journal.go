@@ -28,12 +28,15 @@ type Journal struct {
 
 	appendMu sync.Mutex // serializes Append
 	failed   error      // sticky; guarded by appendMu
+
+	dropMu    sync.Mutex // serializes DropBefore; held while archive runs
+	dropChunk int        // frames deleted per chunk (defaultDropChunk)
 }
 
 // openJournal opens the journal kept in db under "j/" and recovers Height
 // from the last frame.
 func openJournal(db *badger.DB) (*Journal, error) {
-	j := &Journal{db: db}
+	j := &Journal{db: db, dropChunk: defaultDropChunk}
 	err := db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Reverse = true
@@ -121,7 +124,8 @@ func (j *Journal) Append(recs []journal.Record) error {
 // Read calls fn for every durable record with seq >= from, in order, until fn
 // returns false or an error (which Read returns). It reads one consistent
 // snapshot bounded by the Height at the call: records appended meanwhile are
-// not seen. from 0 reads from the start.
+// not seen. from 0 reads from the start. A from below First (the start
+// included, once retention dropped it) is journal.ErrTruncated.
 func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error {
 	height := j.Height()
 	from = max(from, 1)
@@ -129,6 +133,12 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 		return nil
 	}
 	return j.db.View(func(txn *badger.Txn) error {
+		// First is loaded after the snapshot is taken, and DropBefore moves
+		// First before it deletes: a First this old means the snapshot
+		// still holds every frame from it on.
+		if first := j.First(); from < first {
+			return journal.TruncatedError(first, from)
+		}
 		start, err := frameStart(txn, from)
 		if err != nil {
 			return err

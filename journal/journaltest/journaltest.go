@@ -10,8 +10,8 @@ import (
 	"github.com/aos-kernel/aos/journal"
 )
 
-// Journal is what the contract exercises: the kernel's journal port and
-// ReadKind.
+// Journal is what the contract exercises: the kernel's journal port,
+// ReadKind, and retention (DropBefore).
 type Journal interface {
 	Height() uint64
 	Append(recs []journal.Record) error
@@ -20,6 +20,7 @@ type Journal interface {
 	Wait(ctx context.Context, after uint64) (uint64, error)
 	Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 	First() uint64
+	DropBefore(before uint64, archive func(first uint64, frame []byte) error) (journal.DropStats, error)
 }
 
 // Run runs the contract against journals made by open, a fresh empty one
@@ -38,6 +39,12 @@ func Run(t *testing.T, open func(t *testing.T) Journal) {
 		{"FirstOfAFreshJournal", firstOfAFreshJournal},
 		{"MarksByKind", marksByKind},
 		{"MarksStopErrorAndNewAppends", marksStopErrorAndNewAppends},
+		{"DropWholeFrames", dropWholeFrames},
+		{"DropEverything", dropEverything},
+		{"DropArchivesFramesInOrder", dropArchivesFramesInOrder},
+		{"DropStopsAtArchiveError", dropStopsAtArchiveError},
+		{"DropKeepsFramesAppendedMeanwhile", dropKeepsFramesAppendedMeanwhile},
+		{"ConcurrentReadersWhileDropping", concurrentReadersWhileDropping},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
 	}
