@@ -97,7 +97,8 @@ func (j *Journal) Append(recs []journal.Record) error {
 	txn := j.db.NewTransaction(true)
 	defer txn.Discard()
 	if err := txn.Set(frameKey(first), val); err != nil {
-		// Nothing was written (e.g. ErrTxnTooBig): the journal stays usable.
+		// Nothing was written (e.g. a frame over Badger's value size
+		// limit): the journal stays usable.
 		return fmt.Errorf("journal: append %d..%d (%d bytes): %w", first, last, len(val), err)
 	}
 	for _, r := range recs {
