@@ -8,7 +8,8 @@
 //   - Open / OpenInMemory and DB: the Badger options of a world, the
 //     directory lock (ErrLocked), Badger's logging routed to slog.
 //   - CAS: objects under "c/".
-//   - Journal: frames under "j/", its height recovered at Open.
+//   - Journal: frames under "j/", its height and First recovered at Open;
+//     the kind index under "m/" (marks.go); retention (retention.go).
 //
 // It must not import the kernel, and it must not decide what records or
 // objects mean: the frame codec, the gap check and the read walk come from
@@ -21,6 +22,13 @@
 //	c/<32 raw hash bytes>      CAS object
 //	j/<8-byte big-endian seq>  journal frame: the canonical CBOR array of the
 //	                           records of one Append, keyed by its first seq
+//	m/<kind>/<8-byte BE seq>   mark: an empty value per record of an indexed
+//	                           kind (manifest, checkpoint, snapshot), written
+//	                           in its frame's transaction
+//	meta/marks-v1              the marks cover the whole journal (a world
+//	                           written before them gets them built at Open)
+//	meta/first                 the First the last DropBefore set (8 bytes,
+//	                           big-endian)
 //
 // Raw hash bytes make Badger's key order the hash order that Iterate
 // promises; big-endian seqs make it the seq order. Open finds the journal's
@@ -29,9 +37,42 @@
 // iterates forward. A group commit of thousands of records costs one key, one
 // transaction and one fsync.
 //
-// A frame must fit in one Badger transaction (about 15% of the 64 MiB
-// memtable by default, so roughly 9 MiB); a bigger Append fails with Badger's
-// ErrTxnTooBig and writes nothing, and the caller should split it.
+// A frame is one value. Values over valueThreshold (1 KiB) live in
+// Badger's value log and count only a pointer toward a transaction's size,
+// so on disk a frame is bounded by the value-log file size (1 GiB - 1 by
+// default); OpenInMemory has no value log and refuses a frame over its
+// value threshold (1 MiB). A bigger Append fails with Badger's size error
+// and writes nothing, and the caller should split it.
+//
+// # Retention
+//
+// DropBefore (the rules are package journal's) finds the frames to drop by
+// their keys alone: a frame ends right before the next frame's key, and
+// the frame holding the height ends at the height. Frames appended after
+// the drop began are past that height and never considered. It works in
+// chunks of up to 4096 frames; for each chunk it
+//
+//  1. reads the frames' values in one read transaction (to count their
+//     bytes, and, when archiving, to check each with journal.DecodeFrame
+//     and hand it to archive, which may stop the drop);
+//  2. writes the chunk's new First under meta/first, syncs, and only then
+//     moves First in memory;
+//  3. deletes the chunk's frame keys and every mark below the new First
+//     with one WriteBatch, and syncs.
+//
+// Moving First before deleting is what readers rely on: Read loads First
+// after taking its snapshot, so either it sees the new First (and reads
+// only frames that stay) or its snapshot predates the deletes; a reader
+// never meets a hole, only all its records or journal.ErrTruncated. Marks
+// skips any mark below First for the same reason. Open takes First from
+// the first frame's key, so a drop interrupted by a crash leaves a journal
+// that still reads from wherever its deletes stopped (a later DropBefore
+// finishes them). When every frame was dropped, no frame is left to
+// recover the height from: Open takes First from meta/first and the height
+// as First - 1, so the journal continues where it ended rather than at
+// seq 1. The dropped records are gone from this database; replaying the
+// world from genesis needs the archive (journal.ReadArchive), if one was
+// kept.
 //
 // # Durability
 //

@@ -28,12 +28,15 @@ type Journal struct {
 
 	appendMu sync.Mutex // serializes Append
 	failed   error      // sticky; guarded by appendMu
+
+	dropMu    sync.Mutex // serializes DropBefore; held while archive runs
+	dropChunk int        // frames deleted per chunk (defaultDropChunk)
 }
 
 // openJournal opens the journal kept in db under "j/" and recovers Height
 // from the last frame.
 func openJournal(db *badger.DB) (*Journal, error) {
-	j := &Journal{db: db}
+	j := &Journal{db: db, dropChunk: defaultDropChunk}
 	err := db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Reverse = true
@@ -94,7 +97,8 @@ func (j *Journal) Append(recs []journal.Record) error {
 	txn := j.db.NewTransaction(true)
 	defer txn.Discard()
 	if err := txn.Set(frameKey(first), val); err != nil {
-		// Nothing was written (e.g. ErrTxnTooBig): the journal stays usable.
+		// Nothing was written (e.g. a frame over Badger's value size
+		// limit): the journal stays usable.
 		return fmt.Errorf("journal: append %d..%d (%d bytes): %w", first, last, len(val), err)
 	}
 	for _, r := range recs {
@@ -121,7 +125,8 @@ func (j *Journal) Append(recs []journal.Record) error {
 // Read calls fn for every durable record with seq >= from, in order, until fn
 // returns false or an error (which Read returns). It reads one consistent
 // snapshot bounded by the Height at the call: records appended meanwhile are
-// not seen. from 0 reads from the start.
+// not seen. from 0 reads from the start. A from below First (the start
+// included, once retention dropped it) is journal.ErrTruncated.
 func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error {
 	height := j.Height()
 	from = max(from, 1)
@@ -129,6 +134,12 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 		return nil
 	}
 	return j.db.View(func(txn *badger.Txn) error {
+		// First is loaded after the snapshot is taken, and DropBefore moves
+		// First before it deletes: a First this old means the snapshot
+		// still holds every frame from it on.
+		if first := j.First(); from < first {
+			return journal.TruncatedError(first, from)
+		}
 		start, err := frameStart(txn, from)
 		if err != nil {
 			return err

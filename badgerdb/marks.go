@@ -52,10 +52,13 @@ func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 		return fmt.Errorf("journal: marks of %s: %w", k, err)
 	}
 	// fn runs outside the read transaction: it may read the journal.
-	height := j.Height()
+	height, first := j.Height(), j.First()
 	for _, seq := range seqs {
 		if seq > height {
 			continue // appended after the height this call sees
+		}
+		if seq < first {
+			continue // dropped: DropBefore moves First before it deletes marks
 		}
 		if more, err := fn(seq); err != nil || !more {
 			return err
@@ -64,12 +67,17 @@ func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 	return nil
 }
 
-// First is the lowest seq the journal holds (1 for an empty journal).
+// First is the lowest seq the journal holds: 1 until DropBefore drops a
+// frame, then the first seq of the oldest frame kept (Height()+1 once every
+// frame was dropped).
 func (j *Journal) First() uint64 { return j.first.Load() }
 
-// loadFirst finds the first frame's seq.
+// loadFirst finds the lowest seq held: the first frame's key or, when
+// retention dropped every frame, the seq DropBefore recorded under
+// firstKey; the height is then that seq - 1, since no frame is left to
+// recover it from.
 func (j *Journal) loadFirst() error {
-	first := uint64(1)
+	first, noFrames := uint64(1), true
 	err := j.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
@@ -77,17 +85,35 @@ func (j *Journal) loadFirst() error {
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		it.Rewind()
-		if !it.Valid() {
+		if it.Valid() {
+			s, err := seqFromKey(it.Item().Key())
+			first, noFrames = s, false
+			return err
+		}
+		item, err := txn.Get([]byte(firstKey))
+		if err == badger.ErrKeyNotFound {
 			return nil
 		}
-		s, err := seqFromKey(it.Item().Key())
-		first = s
-		return err
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("%w: %s holds %d bytes, want 8", journal.ErrCorrupt, firstKey, len(v))
+		}
+		first = binary.BigEndian.Uint64(v)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("journal: open: first seq: %w", err)
 	}
 	j.first.Store(first)
+	if noFrames && first > 1 {
+		j.tip.Advance(first - 1)
+	}
 	return nil
 }
 

@@ -16,4 +16,11 @@ var (
 	// failed: what reached the disk is then unknown, so the journal refuses
 	// to continue until it is reopened.
 	ErrFailed = errors.New("journal: an earlier append failed; reopen the journal")
+	// ErrTruncated reports a read from a seq below First: retention
+	// (DropBefore) removed those records, so they cannot be read back from
+	// this journal, only from an archive of them if one was kept.
+	ErrTruncated = errors.New("journal: truncated")
+	// ErrArchive reports an archive file (ReadArchive) that is not one, is
+	// cut short, or whose frames do not follow each other.
+	ErrArchive = errors.New("journal: bad archive")
 )

@@ -10,14 +10,17 @@ import (
 	"github.com/aos-kernel/aos/journal"
 )
 
-// Journal is what the contract exercises: the kernel's journal port and
-// ReadKind.
+// Journal is what the contract exercises: the kernel's journal port,
+// ReadKind, and retention (DropBefore).
 type Journal interface {
 	Height() uint64
 	Append(recs []journal.Record) error
 	Read(from uint64, fn func(journal.Record) (bool, error)) error
 	ReadKind(from uint64, kinds []journal.Kind, fn func(journal.Record) (bool, error)) error
 	Wait(ctx context.Context, after uint64) (uint64, error)
+	Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
+	First() uint64
+	DropBefore(before uint64, archive func(first uint64, frame []byte) error) (journal.DropStats, error)
 }
 
 // Run runs the contract against journals made by open, a fresh empty one
@@ -33,6 +36,15 @@ func Run(t *testing.T, open func(t *testing.T) Journal) {
 		{"WaitWakesOnAppend", waitWakesOnAppend},
 		{"WaitHonoursCancel", waitHonoursCancel},
 		{"ConcurrentReadersWhileAppending", concurrentReadersWhileAppending},
+		{"FirstOfAFreshJournal", firstOfAFreshJournal},
+		{"MarksByKind", marksByKind},
+		{"MarksStopErrorAndNewAppends", marksStopErrorAndNewAppends},
+		{"DropWholeFrames", dropWholeFrames},
+		{"DropEverything", dropEverything},
+		{"DropArchivesFramesInOrder", dropArchivesFramesInOrder},
+		{"DropStopsAtArchiveError", dropStopsAtArchiveError},
+		{"DropKeepsFramesAppendedMeanwhile", dropKeepsFramesAppendedMeanwhile},
+		{"ConcurrentReadersWhileDropping", concurrentReadersWhileDropping},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
 	}
@@ -79,15 +91,23 @@ func ReadAll(t testing.TB, j Journal, from uint64) []journal.Record {
 // CheckRun fails unless got is exactly Rec(from), Rec(from+1), ..., Rec(to).
 func CheckRun(t testing.TB, got []journal.Record, from, to uint64) {
 	t.Helper()
+	if err := runError(got, from, to, Rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runError says how got differs from gen(from), ..., gen(to), or is nil.
+func runError(got []journal.Record, from, to uint64, gen func(uint64) journal.Record) error {
 	if want := int(to) - int(from) + 1; len(got) != max(want, 0) {
-		t.Fatalf("read %d records from seq %d, want %d (through seq %d)", len(got), from, max(want, 0), to)
+		return fmt.Errorf("read %d records from seq %d, want %d (through seq %d)", len(got), from, max(want, 0), to)
 	}
 	for i, r := range got {
-		w := Rec(from + uint64(i))
+		w := gen(from + uint64(i))
 		if r.Seq != w.Seq || r.Kind != w.Kind || string(r.Body) != string(w.Body) {
-			t.Fatalf("record %d = {%d %s %q}, want {%d %s %q}", i, r.Seq, r.Kind, r.Body, w.Seq, w.Kind, w.Body)
+			return fmt.Errorf("record %d = {%d %s %q}, want {%d %s %q}", i, r.Seq, r.Kind, r.Body, w.Seq, w.Kind, w.Body)
 		}
 	}
+	return nil
 }
 
 func readRangesAcrossFrames(t *testing.T, j Journal) {
