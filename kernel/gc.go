@@ -45,6 +45,19 @@ type GCOptions struct {
 	KeepSnapshots int
 	// Progress draws the mark and sweep phases.
 	Progress Progress
+	// DropJournal applies journal retention first: the journal's whole
+	// frames before the checkpoint of the oldest kept snapshot are dropped
+	// (after which a replay from genesis is impossible). Archive, when set,
+	// receives each dropped frame before it goes. The journal must support
+	// it (journal.Dropper).
+	DropJournal bool
+	Archive     func(first uint64, frame []byte) error
+}
+
+// Dropper is the journal retention a backend may offer (badgerdb and
+// journal.Memory do).
+type Dropper interface {
+	DropBefore(before uint64, archive func(first uint64, frame []byte) error) (journal.DropStats, error)
 }
 
 // GCResult says what a collection did.
@@ -53,7 +66,9 @@ type GCResult struct {
 	Marked    int      // objects marked reachable
 	Snapshots []uint64 // seqs of the snapshot records whose snapshots were kept
 	Blobs     int      // blobs kept because a receipt in the journal names them
-	Duration  time.Duration
+	// Journal is what retention dropped (DropJournal); nil when it did not run.
+	Journal  *journal.DropStats
+	Duration time.Duration
 }
 
 // GC collects the CAS objects nothing reaches. It runs while the world
@@ -63,6 +78,14 @@ func (w *World) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 	keep := opts.KeepSnapshots
 	if keep <= 0 {
 		keep = DefaultKeepSnapshots
+	}
+	var dropped *journal.DropStats
+	if opts.DropJournal {
+		ds, err := w.dropJournal(keep, opts.Archive)
+		if err != nil {
+			return GCResult{}, err
+		}
+		dropped = &ds
 	}
 	var col *cas.Collection
 	var live []snapshot.Pins
@@ -91,7 +114,7 @@ func (w *World) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 			return GCResult{}, ctx.Err()
 		}
 	}
-	res := GCResult{}
+	res := GCResult{Journal: dropped}
 	roots, err := w.journalPins(keep, &res)
 	if err != nil {
 		col.Abort()
@@ -230,4 +253,40 @@ func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 	}
 	res.Blobs = len(blobs.Objects)
 	return append(out, arts, blobs), nil
+}
+
+// dropJournal drops the journal before the checkpoint of the oldest of the
+// newest keep snapshots. With fewer snapshots than keep it drops before the
+// oldest there is; with none it drops nothing.
+func (w *World) dropJournal(keep int, archive func(uint64, []byte) error) (journal.DropStats, error) {
+	d, ok := w.journal.(Dropper)
+	if !ok {
+		return journal.DropStats{}, fmt.Errorf("kernel: gc: this journal (%T) does not support retention", w.journal)
+	}
+	var oldest uint64
+	n := 0
+	err := w.journal.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
+		r, err := readRecord(w.journal, seq)
+		if err != nil {
+			return false, err
+		}
+		var sr records.SnapshotRec
+		if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
+			return false, fmt.Errorf("snapshot record %d: %w", seq, err)
+		}
+		oldest = sr.Checkpoint
+		n++
+		return n < keep, nil
+	})
+	if err != nil {
+		return journal.DropStats{}, fmt.Errorf("kernel: gc: retention: %w", err)
+	}
+	if oldest == 0 {
+		return journal.DropStats{First: w.journal.First()}, nil
+	}
+	ds, err := d.DropBefore(oldest, archive)
+	if err != nil {
+		return ds, fmt.Errorf("kernel: gc: retention: drop before seq %d: %w", oldest, err)
+	}
+	return ds, nil
 }

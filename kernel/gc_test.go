@@ -1,7 +1,9 @@
 package kernel_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
@@ -220,5 +223,72 @@ func TestGCAfterDeletingHalf(t *testing.T) {
 	}
 	if d := snapshot.Diff(live, again); d != "" {
 		t.Fatalf("state changed across a concurrent gc and reopen: %s", d)
+	}
+}
+
+// TestGCJournalRetention: gc with DropJournal archives and drops the
+// journal before the oldest kept snapshot's checkpoint; the world reopens
+// from that snapshot, a replay from genesis says the journal is truncated,
+// and the archive holds exactly the dropped records.
+func TestGCJournalRetention(t *testing.T) {
+	h := newHarnessWith(t, 22, true, func(h *harness) {
+		h.extra = func(c *kernel.Config) { c.SnapshotEvery, c.SnapshotInterval = -1, -1 }
+	})
+	mustApply(t, h, counterManifest)
+	ctx := context.Background()
+	var snaps []kernel.SnapshotResult
+	for round := range 3 {
+		uniqueCells(t, h, round*500, (round+1)*500, func(i int) int { return i + 100 })
+		res, err := h.w.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, res)
+	}
+	uniqueCells(t, h, 0, 100, func(int) int { return 1 })
+	original := allRecords(t, h.w)
+	live, err := h.w.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	aw := journal.NewArchiveWriter(&buf)
+	res, err := h.w.GC(ctx, kernel.GCOptions{KeepSnapshots: 2, DropJournal: true, Archive: aw.Frame})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	first := h.w.Journal().First()
+	if res.Journal == nil || res.Journal.Records == 0 || first != res.Journal.First || first > snaps[1].Checkpoint || first <= 1 {
+		t.Fatalf("retention: %+v, first %d, oldest kept checkpoint %d", res.Journal, first, snaps[1].Checkpoint)
+	}
+	n := 0
+	if err := journal.ReadArchive(&buf, func(r journal.Record) (bool, error) {
+		o := original[r.Seq-1]
+		if r.Seq != o.Seq || r.Kind != o.Kind || !bytes.Equal(r.Body, o.Body) {
+			t.Fatalf("archived record %d differs from the journal's", r.Seq)
+		}
+		n++
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(n) != first-1 {
+		t.Fatalf("archive holds %d records, %d were dropped", n, first-1)
+	}
+	h.reopen()
+	if info := h.w.OpenInfo(); info.Snapshot != snaps[2].Seq {
+		t.Fatalf("reopened with %+v", info)
+	}
+	again, err := h.w.State(ctx)
+	if err != nil || snapshot.Diff(live, again) != "" {
+		t.Fatalf("state after retention and reopen: %v", err)
+	}
+	cfg := h.config()
+	cfg.FromGenesis = true
+	if _, err := kernel.Open(h.db.Stores(), cfg); !errors.Is(err, kernel.ErrTruncated) {
+		t.Fatalf("replay from genesis after retention: %v", err)
 	}
 }
