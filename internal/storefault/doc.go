@@ -1,8 +1,10 @@
 // Package storefault wraps the storage ports for tests, the way pebble's
 // errorfs wraps a filesystem: a CAS (any cas.Store) and a journal (the
 // kernel's journal port) whose operations fail when an Injector says so,
-// and a journal that runs a hook before each Append (a crash test kills
-// the process there, between a step and its flush).
+// with hooks a crash test stops or kills its process in: before each CAS
+// write (a snapshot's cells half written), and before and after each
+// journal Append (between a step and its flush; right after a record is
+// durable).
 //
 // Test-only behaviour lives here, at the port, instead of in production
 // configuration: kernel.Config has no hooks.

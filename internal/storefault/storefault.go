@@ -97,16 +97,23 @@ func (i *Injector) check(op Op) error {
 	return fmt.Errorf("%w of %s (operation %d)", ErrInjected, op, i.n)
 }
 
-// CAS is a cas.Store whose operations fail when Faults says so.
+// CAS is a cas.Store whose operations fail when Faults says so and which
+// runs BeforeWrite ahead of each write.
 type CAS struct {
 	Store  cas.Store
 	Faults *Injector // nil: none
+	// BeforeWrite, when set, runs first in every Put, PutBatch and Delete,
+	// before a failure is injected or the wrapped store sees the write, with
+	// the operation's name. A crash test holds a snapshot's cell writes
+	// there while its process is killed.
+	BeforeWrite func(op Op)
 }
 
 var _ cas.Store = (*CAS)(nil)
 
 // Put implements cas.Store.
 func (c *CAS) Put(data []byte) (schemas.Hash, error) {
+	c.beforeWrite(CASPut)
 	if err := c.Faults.check(CASPut); err != nil {
 		return schemas.Hash{}, err
 	}
@@ -115,10 +122,17 @@ func (c *CAS) Put(data []byte) (schemas.Hash, error) {
 
 // PutBatch implements cas.Store.
 func (c *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
+	c.beforeWrite(CASPutBatch)
 	if err := c.Faults.check(CASPutBatch); err != nil {
 		return nil, err
 	}
 	return c.Store.PutBatch(objs)
+}
+
+func (c *CAS) beforeWrite(op Op) {
+	if c.BeforeWrite != nil {
+		c.BeforeWrite(op)
+	}
 }
 
 // Get implements cas.Store.
@@ -147,6 +161,7 @@ func (c *CAS) Iterate(fn func(h schemas.Hash, size int) error) error {
 
 // Delete implements cas.Store.
 func (c *CAS) Delete(hs []schemas.Hash) error {
+	c.beforeWrite(CASDelete)
 	if err := c.Faults.check(CASDelete); err != nil {
 		return err
 	}
@@ -154,7 +169,7 @@ func (c *CAS) Delete(hs []schemas.Hash) error {
 }
 
 // Journal is a journal whose Appends and Reads fail when Faults says so and
-// which runs BeforeAppend ahead of each Append.
+// which runs BeforeAppend ahead of each Append and AfterAppend after it.
 type Journal struct {
 	Log    kernel.Log
 	Faults *Injector // nil: none
@@ -162,6 +177,12 @@ type Journal struct {
 	// is injected or the wrapped journal sees the records. recs must not be
 	// changed. A crash test kills its process here.
 	BeforeAppend func(recs []journal.Record)
+	// AfterAppend, when set, runs last in every Append with its result: a
+	// nil err means the records are as durable as the wrapped journal makes
+	// them. It runs before Append returns, so before the kernel answers
+	// anyone waiting for those records. recs must not be changed. A crash
+	// test kills its process here, right after a record is durable.
+	AfterAppend func(recs []journal.Record, err error)
 }
 
 var _ kernel.Log = (*Journal)(nil)
@@ -174,10 +195,14 @@ func (j *Journal) Append(recs []journal.Record) error {
 	if j.BeforeAppend != nil {
 		j.BeforeAppend(recs)
 	}
-	if err := j.Faults.check(JournalAppend); err != nil {
-		return err
+	err := j.Faults.check(JournalAppend)
+	if err == nil {
+		err = j.Log.Append(recs)
 	}
-	return j.Log.Append(recs)
+	if j.AfterAppend != nil {
+		j.AfterAppend(recs, err)
+	}
+	return err
 }
 
 // Read implements kernel.Log.
