@@ -2,7 +2,8 @@
 // errorfs wraps a filesystem: a CAS (any cas.Store) and a journal (the
 // kernel's journal port) whose operations fail when an Injector says so,
 // with hooks a crash test stops or kills its process in: before each CAS
-// write (a snapshot's cells half written), and before and after each
+// write (a snapshot's cells half written, a collection's sweep half done),
+// before each CAS read (a collection marking), and before and after each
 // journal Append (between a step and its flush; right after a record is
 // durable).
 //

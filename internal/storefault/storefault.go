@@ -98,7 +98,7 @@ func (i *Injector) check(op Op) error {
 }
 
 // CAS is a cas.Store whose operations fail when Faults says so and which
-// runs BeforeWrite ahead of each write.
+// runs BeforeWrite ahead of each write and BeforeRead ahead of each read.
 type CAS struct {
 	Store  cas.Store
 	Faults *Injector // nil: none
@@ -107,6 +107,11 @@ type CAS struct {
 	// the operation's name. A crash test holds a snapshot's cell writes
 	// there while its process is killed.
 	BeforeWrite func(op Op)
+	// BeforeRead, when set, runs first in every Get, Has and Iterate, before
+	// a failure is injected or the wrapped store sees the read, with the
+	// operation's name. A crash test holds a collection's marking there
+	// while its process is killed.
+	BeforeRead func(op Op)
 }
 
 var _ cas.Store = (*CAS)(nil)
@@ -135,8 +140,15 @@ func (c *CAS) beforeWrite(op Op) {
 	}
 }
 
+func (c *CAS) beforeRead(op Op) {
+	if c.BeforeRead != nil {
+		c.BeforeRead(op)
+	}
+}
+
 // Get implements cas.Store.
 func (c *CAS) Get(h schemas.Hash) ([]byte, error) {
+	c.beforeRead(CASGet)
 	if err := c.Faults.check(CASGet); err != nil {
 		return nil, err
 	}
@@ -145,6 +157,7 @@ func (c *CAS) Get(h schemas.Hash) ([]byte, error) {
 
 // Has implements cas.Store.
 func (c *CAS) Has(h schemas.Hash) (bool, error) {
+	c.beforeRead(CASHas)
 	if err := c.Faults.check(CASHas); err != nil {
 		return false, err
 	}
@@ -153,6 +166,7 @@ func (c *CAS) Has(h schemas.Hash) (bool, error) {
 
 // Iterate implements cas.Store.
 func (c *CAS) Iterate(fn func(h schemas.Hash, size int) error) error {
+	c.beforeRead(CASIterate)
 	if err := c.Faults.check(CASIterate); err != nil {
 		return err
 	}

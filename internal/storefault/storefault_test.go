@@ -119,3 +119,34 @@ func TestBeforeWriteRunsFirst(t *testing.T) {
 		t.Fatalf("hook saw %v, want %v", seen, want)
 	}
 }
+
+// BeforeRead runs ahead of every CAS read, naming it, before a failure is
+// injected; writes do not run it.
+func TestBeforeReadRunsFirst(t *testing.T) {
+	var seen []storefault.Op
+	inj := storefault.FailNth(storefault.Ops(storefault.CASGet), 1)
+	c := &storefault.CAS{Store: cas.NewMemory(), Faults: inj, BeforeRead: func(op storefault.Op) { seen = append(seen, op) }}
+	h, err := c.Put([]byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBatch([][]byte{[]byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(h); !errors.Is(err, storefault.ErrInjected) {
+		t.Fatalf("get: %v, want ErrInjected", err)
+	}
+	if ok, err := c.Has(h); err != nil || !ok {
+		t.Fatalf("has: %v %v", ok, err)
+	}
+	if err := c.Iterate(func(schemas.Hash, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete([]schemas.Hash{h}); err != nil {
+		t.Fatal(err)
+	}
+	want := []storefault.Op{storefault.CASGet, storefault.CASHas, storefault.CASIterate}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("hook saw %v, want %v", seen, want)
+	}
+}
