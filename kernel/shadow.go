@@ -274,11 +274,11 @@ func (w *World) runShadow(ctx context.Context, req ShadowRequest, feed []windowE
 	rep.Apply = res
 	if err != nil {
 		if errors.Is(err, ErrNotQuiescent) {
-			where := fmt.Sprintf("the world at seq %d", rep.Start)
+			where := fmt.Sprintf("at seq %d, the live height", rep.Start)
 			if rep.Inputs.Source == "window" {
-				where = fmt.Sprintf("the world as of seq %d, just before the window's first ingress event (seq %d),", rep.Start, rep.Inputs.From)
+				where = fmt.Sprintf("at seq %d, just before the window's first ingress event (seq %d)", rep.Start, rep.Inputs.From)
 			}
-			return fmt.Errorf("%w: %s is not quiescent; the shadow's apply is refused (%d blockers)", err, where, len(res.BlockedBy))
+			return fmt.Errorf("%w %s, where the shadow applies the manifest: apply refused (%d blockers)", ErrNotQuiescent, where, len(res.BlockedBy))
 		}
 		return fmt.Errorf("shadow: apply %s in the copy: %w", req.Manifest.Name, err)
 	}
