@@ -95,6 +95,8 @@ func commands() []*command {
 			"aosd trace com.example/order.step@1 o-1 --world /tmp/w", cmdTrace},
 		{"failed", "[ls] [WORKFLOW] | retry|reset|skip WORKFLOW [KEY]", failedSummary,
 			"aosd failed retry com.example/order.step@1 o-1 --world /tmp/w", cmdFailed},
+		{"shadow", "PATH [--events FILE|-] [--window N]", shadowSummary,
+			"aosd shadow examples/manifests/orders --window 500 --world /tmp/w", cmdShadow},
 		{"limits", "[show] | set NAME=VALUE ...", "show or change the world's limits (per step, per input, ingress); a change is journaled",
 			"aosd limits set max_steps_per_input=20000 --world /tmp/w", cmdLimits},
 		{"keys", "ls | add NAME PUBLIC_KEY_FILE --effects E[,E...] | rm KEY_ID", "the executor keys whose signed receipts and frames the world trusts (PEM public keys), each for the effects it was added for",
