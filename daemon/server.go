@@ -65,6 +65,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
 		{"GET", "/v1/journal", s.journal},
 		{"POST", "/v1/apply", s.apply},
+		{"POST", "/v1/gc", s.gcRoute},
 		{"POST", "/v1/shadow", s.shadowRoute},
 		{"GET", "/v1/intents/{hash}", s.intentRoute},
 		{"GET", "/v1/keys", s.keysRoute},

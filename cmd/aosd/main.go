@@ -99,6 +99,8 @@ func commands() []*command {
 			"aosd shadow examples/manifests/orders --window 500 --world /tmp/w", cmdShadow},
 		{"limits", "[show] | set NAME=VALUE ...", "show or change the world's limits (per step, per input, ingress); a change is journaled",
 			"aosd limits set max_steps_per_input=20000 --world /tmp/w", cmdLimits},
+		{"gc", "", "collect the CAS objects nothing reaches (kept snapshots, live cells, journaled manifests and blobs); --drop-journal applies retention",
+			"aosd gc --keep-snapshots 2 --world /tmp/w", cmdGC},
 		{"keys", "ls | add NAME PUBLIC_KEY_FILE --effects E[,E...] | rm KEY_ID", "the executor keys whose signed receipts and frames the world trusts (PEM public keys), each for the effects it was added for",
 			"aosd keys add payments payments.pub.pem --effects com.example/payment.charge@1 --world /tmp/w", cmdKeys},
 		{"demo", "", "init a world (a temp dir unless --world), apply the counter example, send events, print cells and a trace",
