@@ -147,6 +147,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	disp.Start(k)
 	metrics.Watch(k)
 	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok}
+	h.local.Config = cfg
 	if opts.Listen != "" {
 		if err := h.serve(opts.Listen, metrics); err != nil {
 			h.Close()

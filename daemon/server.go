@@ -65,6 +65,8 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
 		{"GET", "/v1/journal", s.journal},
 		{"POST", "/v1/apply", s.apply},
+		{"POST", "/v1/snapshot", s.snapshotRoute},
+		{"POST", "/v1/replay", s.replayRoute},
 		{"GET", "/v1/intents/{hash}", s.intentRoute},
 		{"GET", "/v1/keys", s.keysRoute},
 		{"POST", "/v1/keys", s.addKeyRoute},
