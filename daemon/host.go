@@ -144,6 +144,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 		st.close()
 		return nil, fmt.Errorf("open world %s: %w", dir, err)
 	}
+	// How long the open took is mostly this replay: say where it started.
+	info := k.OpenInfo()
+	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
 	disp.Start(k)
 	metrics.Watch(k)
 	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok}

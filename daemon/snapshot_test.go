@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -22,7 +23,11 @@ type gateCAS struct {
 	cas.Store
 	armed            atomic.Bool
 	entered, release chan struct{}
+	once             sync.Once
 }
+
+// open lets held and later Puts through, once.
+func (g *gateCAS) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gateCAS) Put(b []byte) (schemas.Hash, error) {
 	if g.armed.CompareAndSwap(true, false) {
@@ -49,6 +54,7 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 	cl := &daemon.Client{Base: hs.URL, Token: "tok"}
 	ctx := context.Background()
 
+	defer gate.open() // first of the deferred: a failing test must not leave the snapshot held
 	gate.armed.Store(true)
 	first := make(chan error, 1)
 	go func() {
@@ -66,7 +72,7 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 	if log.Height() != height {
 		t.Fatalf("the refused snapshot journaled: height %d, was %d", log.Height(), height)
 	}
-	close(gate.release)
+	gate.open()
 	if err := <-first; err != nil {
 		t.Fatalf("the first snapshot: %v", err)
 	}
