@@ -54,6 +54,13 @@ type Backend interface {
 	// (exact names and "ns/*" namespaces; at least one, no sys/ effect).
 	AddKey(ctx context.Context, name, pubPEM string, effects []string) (KeyView, error)
 	RemoveKey(ctx context.Context, id string) error
+	// Snapshot takes a snapshot now (kernel.World.Snapshot); a snapshot
+	// still being written refuses it with code not_idle.
+	Snapshot(ctx context.Context) (*SnapshotResult, error)
+	// Replay replays the journal into scratch worlds beside the world and
+	// compares the state each reaches with the world's: from the latest
+	// snapshot, and with verify also from genesis (kernel.VerifyWith).
+	Replay(ctx context.Context, verify bool) (*ReplayReport, error)
 }
 
 var (
@@ -142,13 +149,18 @@ type BlockerView struct {
 
 // Local is a Backend over a world this process has open.
 type Local struct {
-	W    *kernel.World
-	Dir  Dir // for the trusted-keys file
-	keys *keyStore
+	W   *kernel.World
+	Dir Dir // for the trusted-keys file
+	// Config is the configuration W was opened with: Replay opens its
+	// scratch worlds with it (the same builtins and wasm cache), and its
+	// Progress, when set, follows their replays.
+	Config kernel.Config
+	keys   *keyStore
 }
 
 // NewLocal serves w from directory d, sharing kr (the keyring the kernel
 // verifies receipts with) so keys added through it take effect at once.
+// Set Config to the configuration w was opened with before Replay.
 func NewLocal(w *kernel.World, d Dir, kr *receipts.Keyring) *Local {
 	return &Local{W: w, Dir: d, keys: &keyStore{dir: d, kr: kr}}
 }
@@ -159,7 +171,16 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StatusOf(s), nil
+	out := StatusOf(s)
+	snap, err := lastSnapshot(l.W.Journal(), s.JournalHeight)
+	if err != nil {
+		return nil, AsError(err, "status")
+	}
+	out.LastSnapshot, out.RecordsSinceSnapshot = snap, s.JournalHeight
+	if snap != nil {
+		out.RecordsSinceSnapshot = s.JournalHeight - snap.Checkpoint
+	}
+	return out, nil
 }
 
 // Cells implements Backend. A page size out of range or a cursor that is
@@ -324,6 +345,10 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 		}
 	}
 }
+
+// RecordKinds are the record kinds a journal read may filter by: all of
+// them, in journal.Kinds order.
+func RecordKinds() []string { return append([]string(nil), kindNames...) }
 
 // kindNames are the record kinds a journal read may filter by: all of them.
 var kindNames = func() []string {

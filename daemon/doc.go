@@ -18,8 +18,11 @@
 // write the answer or map the error to a status and a JSON error body.
 // The kernel answers with
 // plain, untagged structs holding canonical CBOR; shapes.go defines their
-// JSON views (status, limits, the results of a limits change, a recover and
-// a receipt, cells, failed instances) and converts to them. What only reads
+// JSON views (status, limits, the results of a limits change, a recover, a
+// receipt and a snapshot, a replay report, cells, failed instances) and
+// converts to them. Snapshots and replay verification (snapshot.go) run
+// beside the world: replay in scratch worlds over its stores
+// (kernel.ScratchStores), which never write them. What only reads
 // the journal, trace and the journal listing, reads the world's journal
 // (kernel.World.Journal) with package records and renders it here
 // (trace.go). ParseLimits is the JSON side of limits.

@@ -17,6 +17,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeNoManifest       = "no_manifest"
 	CodeNotQuiescent     = "not_quiescent"
+	CodeNotIdle          = "not_idle" // a snapshot refused: another is still being written
 	CodeUnauthorized     = "unauthorized"
 	CodeTooLarge         = "too_large"
 	CodeUnavailable      = "unavailable"
@@ -92,6 +93,8 @@ func AsError(err error, where string) *Error {
 		return &Error{Status: http.StatusConflict, Code: CodeNoManifest, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrNotQuiescent):
 		return &Error{Status: http.StatusConflict, Code: CodeNotQuiescent, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrSnapshotBusy):
+		return &Error{Status: http.StatusConflict, Code: CodeNotIdle, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrClosed), errors.Is(err, kernel.ErrBroken):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, context.DeadlineExceeded):

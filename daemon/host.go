@@ -144,9 +144,13 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 		st.close()
 		return nil, fmt.Errorf("open world %s: %w", dir, err)
 	}
+	// How long the open took is mostly this replay: say where it started.
+	info := k.OpenInfo()
+	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
 	disp.Start(k)
 	metrics.Watch(k)
 	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok}
+	h.local.Config = cfg
 	if opts.Listen != "" {
 		if err := h.serve(opts.Listen, metrics); err != nil {
 			h.Close()

@@ -67,6 +67,8 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/apply", s.apply},
 		{"POST", "/v1/gc", s.gcRoute},
 		{"POST", "/v1/shadow", s.shadowRoute},
+		{"POST", "/v1/snapshot", s.snapshotRoute},
+		{"POST", "/v1/replay", s.replayRoute},
 		{"GET", "/v1/intents/{hash}", s.intentRoute},
 		{"GET", "/v1/keys", s.keysRoute},
 		{"POST", "/v1/keys", s.addKeyRoute},

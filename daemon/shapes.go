@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/schemas"
@@ -107,6 +108,79 @@ type Status struct {
 	QueuedEffects int            `json:"queued_effects"`
 	Cells         map[string]int `json:"cells"`
 	Limits        Limits         `json:"limits"`
+	// LastSnapshot is the latest snapshot record at or below the height
+	// (null before the first snapshot).
+	LastSnapshot *SnapshotRef `json:"last_snapshot"`
+	// RecordsSinceSnapshot is how many records follow the latest snapshot's
+	// checkpoint: what opening the world replays (the whole journal before
+	// the first snapshot). The snapshot policy keeps it near
+	// AOS_SNAPSHOT_EVERY.
+	RecordsSinceSnapshot uint64 `json:"records_since_snapshot"`
+}
+
+// SnapshotRef names a journaled snapshot.
+type SnapshotRef struct {
+	Seq        uint64       `json:"seq"`        // the snapshot record
+	Checkpoint uint64       `json:"checkpoint"` // its checkpoint: the snapshot is the state after it
+	Object     schemas.Hash `json:"object"`     // the snapshot object in the CAS
+}
+
+// SnapshotResult says what a snapshot did (POST /v1/snapshot, `aosd
+// snapshot --json`): kernel.SnapshotResult as JSON, durations in
+// milliseconds (to the microsecond).
+type SnapshotResult struct {
+	Checkpoint uint64       `json:"checkpoint"`
+	Seq        uint64       `json:"seq"`
+	Object     schemas.Hash `json:"object"`
+	Bytes      int          `json:"bytes"`
+	Dirty      int          `json:"dirty"` // dirty cells it wrote
+	Cells      uint64       `json:"cells"` // cells in all workflows
+	// PauseMs is how long the world's loop paused (to journal the
+	// checkpoint and copy its tables); DurationMs runs from the checkpoint
+	// until the snapshot record was durable.
+	PauseMs    float64 `json:"pause_ms"`
+	DurationMs float64 `json:"duration_ms"`
+}
+
+// ReplayReport is the answer of POST /v1/replay and `aosd replay --json`:
+// kernel.VerifyReport as JSON. OK is true when every run reached the live
+// state.
+type ReplayReport struct {
+	Height    uint64       `json:"height"`     // the live height the runs replayed up to
+	LiveState schemas.Hash `json:"live_state"` // hash of the live state's snapshot encoding
+	OK        bool         `json:"ok"`
+	Runs      []ReplayRun  `json:"runs"`
+}
+
+// ReplayRun is one scratch replay (kernel.VerifyRun).
+type ReplayRun struct {
+	// From is "genesis" (the whole journal, recomputing every journaled
+	// snapshot) or "snapshot" (the latest snapshot and the tail after it).
+	From string `json:"from"`
+	// Snapshot is the snapshot the run was loaded from; null when it
+	// replayed from genesis (a "snapshot" run on a world without one).
+	Snapshot *ReplayStart `json:"snapshot"`
+	Replayed uint64       `json:"replayed"` // records replayed
+	// Skipped lists newer snapshots the run could not use, and why.
+	Skipped []string `json:"skipped"`
+	// Verified is how many journaled snapshots the run recomputed byte for
+	// byte (genesis runs).
+	Verified int `json:"verified"`
+	// State is the hash of the state the run reached; null when it did
+	// not reach one (see error).
+	State *schemas.Hash `json:"state"`
+	OK    bool          `json:"ok"`
+	// Diff names the first difference from the live state; Error says why
+	// the replay stopped (a divergence names the record, workflow, key and
+	// both hashes). Both absent when the run is OK.
+	Diff  string `json:"diff,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// ReplayStart is where a run started: a snapshot record and its checkpoint.
+type ReplayStart struct {
+	Seq        uint64 `json:"seq"`
+	Checkpoint uint64 `json:"checkpoint"`
 }
 
 // InstanceCounts counts instances by status (kernel.InstanceCounts).
@@ -172,6 +246,33 @@ func StatusOf(s *kernel.Status) *Status {
 	return &Status{ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
 		Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
 		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits)}
+}
+
+// SnapshotResultOf renders what a snapshot did.
+func SnapshotResultOf(r kernel.SnapshotResult) *SnapshotResult {
+	return &SnapshotResult{Checkpoint: r.Checkpoint, Seq: r.Seq, Object: r.Object, Bytes: r.Bytes, Dirty: r.Dirty,
+		Cells: r.Cells, PauseMs: millis(r.Pause), DurationMs: millis(r.Duration)}
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// ReplayReportOf renders a verification.
+func ReplayReportOf(r kernel.VerifyReport) *ReplayReport {
+	out := &ReplayReport{Height: r.Height, LiveState: r.Live, OK: r.OK, Runs: make([]ReplayRun, len(r.Runs))}
+	for i, run := range r.Runs {
+		v := ReplayRun{From: run.From, Replayed: run.Opened.Replayed, Skipped: nonNil(run.Opened.Skipped),
+			Verified: run.Verified, OK: run.Diff == "" && run.Err == "", Diff: run.Diff, Error: run.Err}
+		if run.Opened.Snapshot != 0 {
+			v.Snapshot = &ReplayStart{Seq: run.Opened.Snapshot, Checkpoint: run.Opened.Checkpoint}
+		}
+		if !run.State.IsZero() {
+			h := run.State
+			v.State = &h
+		}
+		out.Runs[i] = v
+	}
+	return out
 }
 
 // LimitsResultOf renders what SetLimits did.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/journal"
@@ -53,11 +54,25 @@ func TestKernelAnswerShapes(t *testing.T) {
 		want string
 	}{
 		{"status", daemon.StatusOf(fullStatus),
-			`{"manifest_hash":"` + hashText + `","manifest_name":"shop\u003c\u0026\u003e","journal_height":42,"quiescent":true,"instances":{"running":1,"waiting":2,"completed":3,"failed":4},"inflight":5,"queued_effects":6,"cells":{"a":1,"b":2},"limits":` + limitsJSON + `}`},
+			`{"manifest_hash":"` + hashText + `","manifest_name":"shop\u003c\u0026\u003e","journal_height":42,"quiescent":true,"instances":{"running":1,"waiting":2,"completed":3,"failed":4},"inflight":5,"queued_effects":6,"cells":{"a":1,"b":2},"limits":` + limitsJSON + `,"last_snapshot":null,"records_since_snapshot":0}`},
 		{"status zero", daemon.StatusOf(&kernel.Status{}),
-			`{"manifest_hash":null,"journal_height":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":null,"limits":` + zeroLimitsJSON + `}`},
+			`{"manifest_hash":null,"journal_height":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":null,"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0}`},
 		{"status empty cells", daemon.StatusOf(&kernel.Status{Cells: map[string]int{}}),
-			`{"manifest_hash":null,"journal_height":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":{},"limits":` + zeroLimitsJSON + `}`},
+			`{"manifest_hash":null,"journal_height":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":{},"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0}`},
+		{"snapshot result", daemon.SnapshotResultOf(kernel.SnapshotResult{Checkpoint: 3, Seq: 4, Object: h, Bytes: 5, Dirty: 6, Cells: 7,
+			Pause: 1500 * time.Microsecond, Duration: 2 * time.Second}),
+			`{"checkpoint":3,"seq":4,"object":"` + hashText + `","bytes":5,"dirty":6,"cells":7,"pause_ms":1.5,"duration_ms":2000}`},
+		{"replay report", daemon.ReplayReportOf(kernel.VerifyReport{Height: 9, Live: h, Runs: []kernel.VerifyRun{
+			{From: "genesis", Opened: kernel.OpenInfo{Replayed: 9}, Verified: 2, Err: "kernel: replay diverged"},
+			{From: "snapshot", Opened: kernel.OpenInfo{Snapshot: 6, Checkpoint: 5, Replayed: 4, Skipped: []string{"snapshot record 8: gone"}}, State: h},
+		}}),
+			`{"height":9,"live_state":"` + hashText + `","ok":false,"runs":[` +
+				`{"from":"genesis","snapshot":null,"replayed":9,"skipped":[],"verified":2,"state":null,"ok":false,"error":"kernel: replay diverged"},` +
+				`{"from":"snapshot","snapshot":{"seq":6,"checkpoint":5},"replayed":4,"skipped":["snapshot record 8: gone"],"verified":0,"state":"` + hashText + `","ok":true}]}`},
+		{"checkpoint record", describe(t, 5, journal.KindCheckpoint, &records.CheckpointRec{Reason: records.CheckpointOperator}),
+			`{"body":{"reason":"operator"},"kind":"checkpoint","seq":5}`},
+		{"snapshot record", describe(t, 6, journal.KindSnapshot, &records.SnapshotRec{Checkpoint: 5, Object: h, Bytes: 77}),
+			`{"body":{"bytes":77,"checkpoint":5,"object":"` + hashText + `"},"kind":"snapshot","seq":6}`},
 		{"limits", map[string]any{"limits": daemon.Limits(lim)},
 			`{"limits":` + limitsJSON + `}`},
 		{"limits zero", map[string]any{"limits": daemon.Limits{}},

@@ -159,6 +159,20 @@ type RecoverBody struct {
 	Workflow string          `json:"workflow"`
 }
 
+// CheckpointBody is a checkpoint record (records.CheckpointRec): a
+// snapshot's point, and what asked for it.
+type CheckpointBody struct {
+	Reason string `json:"reason"` // records, time or operator
+}
+
+// SnapshotBody is a snapshot record (records.SnapshotRec): the snapshot of
+// the state after the checkpoint record at Checkpoint is stored as Object.
+type SnapshotBody struct {
+	Bytes      uint64       `json:"bytes"`
+	Checkpoint uint64       `json:"checkpoint"`
+	Object     schemas.Hash `json:"object"`
+}
+
 // ReceiptBody is a receipt, drop or frame record: what an executor said
 // about an intent (a frame's seq is its attempt).
 type ReceiptBody struct {
@@ -210,6 +224,10 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 	case *records.RecoverRec:
 		body = &RecoverBody{Action: rec.Action, Fault: rec.Fault, Input: rec.Input, Key: KeyJSON(rec.Key),
 			Skipped: rec.Skipped, Stamp: stampBody(&rec.Stamp), Workflow: rec.Workflow}
+	case *records.CheckpointRec:
+		body = &CheckpointBody{Reason: rec.Reason}
+	case *records.SnapshotRec:
+		body = &SnapshotBody{Bytes: rec.Bytes, Checkpoint: rec.Checkpoint, Object: rec.Object}
 	case *records.ReceiptRec, *records.DropRec, *records.FrameRec:
 		e, _ := records.Entry(r.Seq, r.Kind, rec)
 		body = &ReceiptBody{Attempt: e.Attempt, Effect: e.Effect, Executor: e.Executor, Intent: e.Intents[0],

@@ -241,7 +241,8 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 			}
 		}
 	}
-	w, db, err := openWorld(d.Store(), d.Config(opt.Config))
+	cfg := d.Config(opt.Config)
+	w, db, err := openWorld(d.Store(), cfg)
 	if err != nil {
 		if isLocked(err) {
 			switch {
@@ -256,7 +257,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("open world %s: %w", d, err)
 	}
-	return &Conn{Backend: &Local{W: w, Dir: d}, world: w, db: db}, nil
+	return &Conn{Backend: &Local{W: w, Dir: d, Config: cfg}, world: w, db: db}, nil
 }
 
 func probe(ctx context.Context, cl *Client) error {

@@ -71,7 +71,16 @@ type result struct {
 
 func aosd(t *testing.T, world string, args ...string) result {
 	t.Helper()
+	return aosdEnv(t, world, nil, args...)
+}
+
+// aosdEnv is aosd with env (NAME=VALUE) added to its environment.
+func aosdEnv(t *testing.T, world string, env []string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(aosdBin, append(args, "--world", world)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -153,7 +162,17 @@ func (s *syncBuffer) String() string {
 // (daemon.json is written before that line).
 func startDaemon(t *testing.T, world string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, world, nil)
+}
+
+// startDaemonEnv is startDaemon with env (NAME=VALUE) added to the
+// daemon's environment.
+func startDaemonEnv(t *testing.T, world string, env []string) *daemon {
+	t.Helper()
 	cmd := exec.Command(aosdBin, "serve", "--listen", "127.0.0.1:0", "--world", world)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -560,7 +579,7 @@ func TestStaleDaemonInfo(t *testing.T) {
 
 func TestHelpAndDemo(t *testing.T) {
 	w := filepath.Join(t.TempDir(), "w")
-	for _, c := range []string{"build", "new", "init", "apply", "send", "serve", "status", "cells", "journal", "trace", "demo"} {
+	for _, c := range []string{"build", "new", "init", "apply", "send", "serve", "status", "cells", "journal", "trace", "snapshot", "replay", "demo"} {
 		if out := ok(t, w, c, "--help"); !strings.Contains(out, "example:") {
 			t.Errorf("%s --help: %s", c, out)
 		}

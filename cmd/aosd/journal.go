@@ -5,15 +5,17 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	from := fs.Uint64("from", 1, "first sequence number")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
-	kind := fs.String("kind", "", "only records of these kinds, comma-separated (event, step, intent, receipt, drop, frame, manifest, snapshot, fault, config, recover)")
+	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(daemon.RecordKinds(), ", ")+")")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
@@ -108,12 +110,31 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 		if b, ok := decodeBody[daemon.FaultBody](body); ok {
 			return fmt.Sprintf("%s key %s: %s", b.Workflow, b.Key, b.Reason), true
 		}
+	case "checkpoint":
+		if b, ok := decodeBody[daemon.CheckpointBody](body); ok {
+			why, ok := checkpointReasons[b.Reason]
+			if !ok {
+				why = b.Reason
+			}
+			return "snapshot point (asked by " + why + ")", true
+		}
+	case "snapshot":
+		if b, ok := decodeBody[daemon.SnapshotBody](body); ok {
+			return fmt.Sprintf("of the state after checkpoint %d: %s (%d bytes)", b.Checkpoint, b.Object, b.Bytes), true
+		}
 	case "recover":
 		if b, ok := decodeBody[daemon.RecoverBody](body); ok {
 			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %d skipped)", b.Action, b.Workflow, b.Key, b.Fault, b.Input, b.Skipped), true
 		}
 	}
 	return "", false
+}
+
+// checkpointReasons words a checkpoint's reason (records.Checkpoint*).
+var checkpointReasons = map[string]string{
+	records.CheckpointRecords:  "record count, " + envSnapEvery,
+	records.CheckpointTime:     "time, " + envSnapTime,
+	records.CheckpointOperator: "an operator",
 }
 
 func decodeBody[T any](body json.RawMessage) (*T, bool) {

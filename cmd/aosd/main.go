@@ -13,9 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/internal/progress"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -30,6 +32,8 @@ const (
 	envLogLevel   = "AOS_LOG_LEVEL"
 	envWasmCache  = "AOS_WASM_CACHE"
 	envCellCache  = "AOS_CELL_CACHE_SIZE"
+	envSnapEvery  = "AOS_SNAPSHOT_EVERY"
+	envSnapTime   = "AOS_SNAPSHOT_INTERVAL"
 	envGOROOT     = "GOROOT"
 	programHeader = "aosd — the aos daemon and CLI"
 )
@@ -49,6 +53,9 @@ type app struct {
 	world          string
 	json           bool
 	direct         bool
+	// everyBar draws every replay bar of a direct open, not only those of
+	// openBarMin records or more: set by the commands whose work is replay.
+	everyBar bool
 }
 
 // usageError is a command-line mistake (exit 2).
@@ -97,6 +104,10 @@ func commands() []*command {
 			"aosd failed retry com.example/order.step@1 o-1 --world /tmp/w", cmdFailed},
 		{"shadow", "PATH [--events FILE|-] [--window N]", shadowSummary,
 			"aosd shadow examples/manifests/orders --window 500 --world /tmp/w", cmdShadow},
+		{"snapshot", "", "take a snapshot now: the state after a journaled checkpoint, written to the store so opening replays only what follows (refused, exit 3, while another is being written)",
+			"aosd snapshot --world /tmp/w", cmdSnapshot},
+		{"replay", "[--verify]", "replay the journal into scratch worlds and compare with the live state: from the latest snapshot, and with --verify also from genesis, recomputing every snapshot (exit 1 on a difference)",
+			"aosd replay --verify --world /tmp/w", cmdReplay},
 		{"limits", "[show] | set NAME=VALUE ...", "show or change the world's limits (per step, per input, ingress); a change is journaled",
 			"aosd limits set max_steps_per_input=20000 --world /tmp/w", cmdLimits},
 		{"gc", "", "collect the CAS objects nothing reaches (kept snapshots, live cells, journaled manifests and blobs); --drop-journal applies retention",
@@ -170,7 +181,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		fmt.Fprintf(stderr, "aosd %s: %v\n", cmd.name, err)
 		var de *daemon.Error
-		if errors.As(err, &de) && de.Code == daemon.CodeNotQuiescent {
+		if errors.As(err, &de) && (de.Code == daemon.CodeNotQuiescent || de.Code == daemon.CodeNotIdle) {
 			return exitNotQuiet
 		}
 		return exitError
@@ -215,7 +226,8 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'aosd COMMAND --help' for a command's flags and an example.\n"+
-		"Exit codes: 0 ok, 1 error, 2 usage, 3 refused because the world is not quiescent.\n")
+		"Exit codes: 0 ok, 1 error, 2 usage, 3 refused because the world is not quiescent (apply)\n"+
+		"or a snapshot is still being written (snapshot).\n")
 }
 
 func wantArgs(pos []string, min, max int, synopsis string) error {
@@ -234,14 +246,60 @@ func logger(w io.Writer, def slog.Level) *slog.Logger {
 }
 
 // envConfig is the kernel configuration the environment sets:
-// AOS_WASM_CACHE and AOS_CELL_CACHE_SIZE. aosd is the one place that reads
-// them; the packages below are handed the values.
+// AOS_WASM_CACHE, AOS_CELL_CACHE_SIZE, AOS_SNAPSHOT_EVERY and
+// AOS_SNAPSHOT_INTERVAL. aosd is the one place that reads them; the
+// packages below are handed the values.
 func envConfig() (kernel.Config, error) {
 	n, err := cellCacheSize(os.LookupEnv(envCellCache))
 	if err != nil {
 		return kernel.Config{}, err
 	}
-	return kernel.Config{WasmCacheDir: os.Getenv(envWasmCache), Cells: cells.Config{CacheSize: n}}, nil
+	every, err := snapshotEvery(os.Getenv(envSnapEvery))
+	if err != nil {
+		return kernel.Config{}, err
+	}
+	interval, err := snapshotInterval(os.Getenv(envSnapTime))
+	if err != nil {
+		return kernel.Config{}, err
+	}
+	return kernel.Config{WasmCacheDir: os.Getenv(envWasmCache), Cells: cells.Config{CacheSize: n},
+		SnapshotEvery: every, SnapshotInterval: interval}, nil
+}
+
+// snapshotEvery reads AOS_SNAPSHOT_EVERY into kernel.Config.SnapshotEvery:
+// unset or empty is 0 (the kernel's default, 50,000 records), 0 or a
+// negative number is never (the kernel's -1), anything but an integer a
+// usage error naming the variable.
+func snapshotEvery(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, usagef("%s=%q: want a number of records (0 or less: never)", envSnapEvery, s)
+	}
+	if n <= 0 {
+		return -1, nil
+	}
+	return n, nil
+}
+
+// snapshotInterval reads AOS_SNAPSHOT_INTERVAL into
+// kernel.Config.SnapshotInterval: unset or empty is 0 (the kernel's
+// default, 5 minutes), a duration of 0 or less is never (the kernel's -1),
+// anything but a Go duration a usage error naming the variable.
+func snapshotInterval(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, usagef("%s=%q: want a Go duration such as 5m or 90s (0: never)", envSnapTime, s)
+	}
+	if d <= 0 {
+		return -1, nil
+	}
+	return d, nil
 }
 
 // cellCacheSize reads AOS_CELL_CACHE_SIZE: unset or empty is 0 (the cells
@@ -263,8 +321,48 @@ func cellCacheSize(s string, set bool) (int, error) {
 func (a *app) kernelConfig() (kernel.Config, error) {
 	cfg, err := envConfig()
 	cfg.Logger = logger(a.stderr, slog.LevelWarn)
+	if r, on := a.bars(); on {
+		least := uint64(openBarMin)
+		if a.everyBar {
+			least = 1
+		}
+		cfg.Progress = kernelBars(r, least)
+	}
 	return cfg, err
 }
+
+// openBarMin is how many records a direct open must replay for an
+// ordinary command (status, send, ...) to draw the replay's bar: a short
+// tail replays in a blink and its bar would only clutter the terminal.
+const openBarMin = 10_000
+
+// bars is the reporter progress bars are drawn with, on stderr, and
+// whether it draws: only when stderr is a terminal and --json was not
+// given (progress.Enabled).
+func (a *app) bars() (*progress.Reporter, bool) {
+	f, _ := a.stderr.(*os.File)
+	on := progress.Enabled(f, a.json)
+	return progress.New(a.stderr, on), on
+}
+
+// kernelBars draws the kernel's progress (the replay of an open, the runs
+// of a verification) on r, for operations of at least least steps. The
+// kernel knows the total of everything it reports, so a total of 0 is
+// nothing to do and draws nothing.
+func kernelBars(r *progress.Reporter, least uint64) kernel.Progress {
+	return func(label string, total uint64) kernel.ProgressBar {
+		if total == 0 || total < least {
+			return quietBar{}
+		}
+		return r.Start(label, total)
+	}
+}
+
+// quietBar is a bar not drawn.
+type quietBar struct{}
+
+func (quietBar) Add(uint64) {}
+func (quietBar) Finish()    {}
 
 // connect reaches the world through its daemon or directly.
 func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {

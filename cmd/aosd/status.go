@@ -38,6 +38,12 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			w.row("manifest hash", mh)
 			w.row("journal height", st.JournalHeight)
+			snap := "(none yet)"
+			if ls := st.LastSnapshot; ls != nil {
+				snap = fmt.Sprintf("seq %d (checkpoint %d) %s", ls.Seq, ls.Checkpoint, ls.Object)
+			}
+			w.row("last snapshot", snap)
+			w.row("records since snapshot", st.RecordsSinceSnapshot)
 			w.row("quiescent", st.Quiescent)
 			w.row("instances", fmt.Sprintf("running %d, waiting %d, completed %d, failed %d",
 				st.Instances.Running, st.Instances.Waiting, st.Instances.Completed, st.Instances.Failed))

@@ -1,0 +1,98 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aos-kernel/aos/cas"
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// gateCAS holds the first Put after it is armed until released, so a test
+// can hold a snapshot while its object is being written.
+type gateCAS struct {
+	cas.Store
+	armed            atomic.Bool
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+// open lets held and later Puts through, once.
+func (g *gateCAS) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gateCAS) Put(b []byte) (schemas.Hash, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Store.Put(b)
+}
+
+// TestSnapshotWhileOneIsWrittenIsNotIdle: while a snapshot's object is
+// being written, POST /v1/snapshot is refused with 409 not_idle naming the
+// snapshot in the way, and journals nothing; once it is written, the next
+// snapshot is taken.
+func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
+	gate := &gateCAS{Store: cas.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	log := journal.NewMemory()
+	w, err := kernel.Open(kernel.Stores{CAS: gate, Journal: log}, kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	hs := httptest.NewServer((&daemon.Server{Backend: daemon.NewLocal(w, daemon.Dir(t.TempDir()), nil), Token: "tok"}).Handler())
+	defer hs.Close()
+	cl := &daemon.Client{Base: hs.URL, Token: "tok"}
+	ctx := context.Background()
+
+	defer gate.open() // first of the deferred: a failing test must not leave the snapshot held
+	gate.armed.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := cl.Snapshot(ctx)
+		first <- err
+	}()
+	<-gate.entered
+	height := log.Height() // the first snapshot's checkpoint is durable
+	_, err = cl.Snapshot(ctx)
+	var de *daemon.Error
+	if !errors.As(err, &de) || de.Status != http.StatusConflict || de.Code != daemon.CodeNotIdle ||
+		!strings.Contains(de.Message, "the snapshot of checkpoint 1 is still being written") {
+		t.Fatalf("snapshot while one is written: %v (%+v), want 409 not_idle naming checkpoint 1", err, de)
+	}
+	if log.Height() != height {
+		t.Fatalf("the refused snapshot journaled: height %d, was %d", log.Height(), height)
+	}
+	gate.open()
+	if err := <-first; err != nil {
+		t.Fatalf("the first snapshot: %v", err)
+	}
+	res, err := cl.Snapshot(ctx)
+	if err != nil || res.Checkpoint != 3 || res.Seq != 4 || res.Object.IsZero() || res.Bytes == 0 {
+		t.Fatalf("the next snapshot: %+v, %v", res, err)
+	}
+	st, err := cl.Status(ctx)
+	if err != nil || st.LastSnapshot == nil || *st.LastSnapshot != (daemon.SnapshotRef{Seq: 4, Checkpoint: 3, Object: res.Object}) ||
+		st.RecordsSinceSnapshot != 1 {
+		t.Fatalf("status after two snapshots: %+v, %v", st, err)
+	}
+}
+
+// TestReplayVerifyParameter: verify must be a boolean; anything else is
+// 400 invalid_input naming it.
+func TestReplayVerifyParameter(t *testing.T) {
+	s := serveWorld(t, false)
+	code, body := s.do(t, "POST", "/v1/replay?verify=perhaps", "")
+	if code != 400 || !strings.Contains(body, `"code":"invalid_input"`) || !strings.Contains(body, `"where":"verify"`) {
+		t.Fatalf("verify=perhaps: %d %s", code, body)
+	}
+}
