@@ -6,7 +6,6 @@ import (
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
-	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
@@ -65,16 +64,9 @@ func (st *state) loadSnapshot(info *OpenInfo) (*snapshot.State, error) {
 
 // readSnapshot reads and checks the snapshot named by the record at seq.
 func (st *state) readSnapshot(seq uint64) (*snapshot.State, error) {
-	r, err := readRecord(st.w.journal, seq)
+	sr, err := readSnapshotRec(st.w.journal, seq)
 	if err != nil {
 		return nil, err
-	}
-	var sr records.SnapshotRec
-	if r.Kind != journal.KindSnapshot {
-		return nil, fmt.Errorf("the kind index names a %s record", r.Kind)
-	}
-	if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
 	}
 	cp, err := readRecord(st.w.journal, sr.Checkpoint)
 	if err != nil {
