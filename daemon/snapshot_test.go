@@ -62,7 +62,13 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 		first <- err
 	}()
 	<-gate.entered
-	height := log.Height() // the first snapshot's checkpoint is durable
+	// The writer starts once the checkpoint is journaled, maybe before the
+	// committer made it durable: wait for it (seq 1), then the height holds
+	// still until the gate opens.
+	height, err := log.Wait(ctx, 0)
+	if err != nil || height != 1 {
+		t.Fatalf("waiting for the checkpoint: height %d, %v", height, err)
+	}
 	_, err = cl.Snapshot(ctx)
 	var de *daemon.Error
 	if !errors.As(err, &de) || de.Status != http.StatusConflict || de.Code != daemon.CodeNotIdle ||
