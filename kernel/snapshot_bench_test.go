@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,18 +81,23 @@ func (bw *builtWorld) liveRate() float64 { return float64(bw.height) / bw.second
 // restoring it, and creating the world's wasm engine) and replaying the
 // tail after the snapshot's checkpoint. open=genesis opens the same
 // journal with Config.FromGenesis and reports the replay rate against the
-// child's live ingest rate, as a ratio.
+// child's live ingest rate, as a ratio; open=genesis-bgmaterialize does
+// too with Config.MaterializeInBackground, so replay writes cell slices
+// off the loop the way the live world's snapshots did.
 //
-// Every run opens a fresh copy of the killed directory (the copy is not
-// timed, and leaves the files in the page cache, as after a process crash
-// rather than a machine's). The worlds are 1,000,000 records with
-// automatic snapshots every 50,000 records (the default) and without
-// snapshots; AOS_BENCH_RECORDS=n1,n2 sets the sizes (10,000,000 takes a
-// few minutes to build). AOS_BENCH_DIR=dir keeps the built worlds there,
-// so later runs reuse them. Run a world's runs in one invocation:
+// Every run opens a fresh copy of the killed directory, synced (neither is
+// timed; the files stay in the page cache as far as memory allows, as
+// after a process crash rather than a machine's). The worlds are
+// 1,000,000 records with automatic snapshots every 50,000 records (the
+// default) and without snapshots; AOS_BENCH_RECORDS=n1,n2 sets the sizes
+// (10,000,000 takes 5-8 minutes to build, 8 GB on disk, and 7 minutes to
+// replay from genesis). AOS_BENCH_DIR=dir keeps the built worlds there,
+// so later runs reuse them. AOS_BENCH_CHILD_CPUPROFILE=file profiles the
+// child while it builds (select one world). Run a world's runs in one
+// invocation:
 //
 //	go test ./kernel -run '^$' -bench OpenAfterKill -benchtime 5x -timeout 60m
-//	AOS_BENCH_RECORDS=1000000,10000000 go test ./kernel -run '^$' -bench 'OpenAfterKill/records=.*/snapshots=every' -benchtime 5x -timeout 60m
+//	AOS_BENCH_RECORDS=10000000 go test ./kernel -run '^$' -bench 'OpenAfterKill/records=10000000/snapshots=every/open=latest' -benchtime 5x -timeout 60m
 func BenchmarkOpenAfterKill(b *testing.B) {
 	sizes := []int{1_000_000}
 	if v := os.Getenv("AOS_BENCH_RECORDS"); v != "" {
@@ -109,10 +115,11 @@ func BenchmarkOpenAfterKill(b *testing.B) {
 			kw := killWorld{records: n, every: every}
 			b.Run(kw.name(), func(b *testing.B) {
 				bw := buildKilledWorld(b, kw)
-				b.Run("open=latest", func(b *testing.B) { benchOpen(b, bw, false) })
+				b.Run("open=latest", func(b *testing.B) { benchOpen(b, bw, openMode{}) })
 				if every >= 0 { // without snapshots, open=latest is from genesis already
-					b.Run("open=genesis", func(b *testing.B) { benchOpen(b, bw, true) })
+					b.Run("open=genesis", func(b *testing.B) { benchOpen(b, bw, openMode{genesis: true}) })
 				}
+				b.Run("open=genesis-bgmaterialize", func(b *testing.B) { benchOpen(b, bw, openMode{genesis: true, background: true}) })
 			})
 		}
 	}
@@ -124,7 +131,11 @@ type openRun struct {
 	info                        kernel.OpenInfo
 }
 
-func benchOpen(b *testing.B, bw *builtWorld, genesis bool) {
+// openMode is how a benchmark opens the killed world: from genesis
+// (Config.FromGenesis) or not, and with Config.MaterializeInBackground.
+type openMode struct{ genesis, background bool }
+
+func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
 	b.Logf("built: height %d in %.1f s (%.0f records/s live); %d automatic snapshots, loop pause median %v max %v, duration median %v max %v",
 		bw.height, bw.seconds, bw.liveRate(), bw.snaps, bw.pauseMedian.Round(time.Microsecond), bw.pauseMax.Round(time.Microsecond),
 		bw.durMedian.Round(time.Millisecond), bw.durMax.Round(time.Millisecond))
@@ -136,10 +147,11 @@ func benchOpen(b *testing.B, bw *builtWorld, genesis bool) {
 			b.Fatal(err)
 		}
 		copyWorld(b, bw.dir, dir)
+		syscall.Sync() // the copy's dirty pages are written back before, not during, the open
 		b.StartTimer()
-		r, w := openTimed(b, dir, bw.kw, genesis)
+		r, w := openTimed(b, dir, bw.kw, mode)
 		b.StopTimer()
-		checkOpenedAfterKill(b, bw, w, r.info, genesis)
+		checkOpenedAfterKill(b, bw, w, r.info, mode.genesis)
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}
@@ -192,10 +204,10 @@ func copyWorld(b *testing.B, from, to string) {
 // openTimed opens the world in dir, timing Badger's open, the snapshot
 // load and the replay apart. The caller closes the world and its store
 // (Close on the returned world does both).
-func openTimed(b *testing.B, dir string, kw killWorld, genesis bool) (openRun, *dirWorld) {
+func openTimed(b *testing.B, dir string, kw killWorld, mode openMode) (openRun, *dirWorld) {
 	var ph openPhases
 	cfg := kw.config()
-	cfg.FromGenesis = genesis
+	cfg.FromGenesis, cfg.MaterializeInBackground = mode.genesis, mode.background
 	cfg.Progress = ph.start
 	t0 := time.Now()
 	db, err := worldstore.Open(dir)
@@ -362,11 +374,22 @@ func TestOpenAfterKillChild(t *testing.T) {
 	if _, err := w.Apply(context.Background(), m, false); err != nil {
 		t.Fatalf("child apply: %v", err)
 	}
+	if p := os.Getenv("AOS_BENCH_CHILD_CPUPROFILE"); p != "" {
+		// The child is killed, so its profile must be written before.
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
 	if err := feedCounter(w.World, 0, kw.events(), kw.cells()); err != nil {
 		t.Fatalf("child: %v", err)
 	}
 	el := time.Since(start)
+	pprof.StopCPUProfile()
 	n, pm, px, dm, dx := obs.summary()
 	fmt.Printf(builtFormat+"\n", w.Journal().Height(), el.Seconds(), n, pm, px, dm, dx)
 	err = feedCounter(w.World, kw.events(), math.MaxInt, kw.cells())
