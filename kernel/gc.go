@@ -125,7 +125,8 @@ func (w *World) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 	var sweep ProgressBar
 	var swept uint64
 	stats, err := snapshot.Collect(col, w.guard, roots, snapshot.Progress{
-		Marked: func(n int) { res.Marked = n; mark.Add(1) },
+		// Both are called with running totals; the bars take increments.
+		Marked: func(n int) { mark.Add(uint64(n - res.Marked)); res.Marked = n },
 		Swept: func(done, total int) {
 			if sweep == nil {
 				mark.Finish()

@@ -1,18 +1,15 @@
 package kernel_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/aos-kernel/aos/internal/storefault"
@@ -111,22 +108,20 @@ func TestGCCrash(t *testing.T) {
 	}
 }
 
-// gcCrashRun is what the parent read from a killed child.
-type gcCrashRun struct {
-	acks   []crashAck
-	snaps  [][2]uint64 // snapshot records the child saw durable: seq, checkpoint
-	killOp string      // the CAS operation the child was killed in
-	killAt int64       // its number among the operations made while collecting
-}
-
 func testGCCrash(t *testing.T, point, man string, k int64) {
 	world := filepath.Join(t.TempDir(), "world")
-	run := runGCCrashChild(t, point, world, man, k)
-	t.Logf("killed in %s, CAS operation %d of the collections; %d acks", run.killOp, run.killAt, len(run.acks))
+	run := runCrashChild(t, "TestGCCrash", []string{"AOS_GCCRASH_CHILD=" + point, "AOS_GCCRASH_WORLD=" + world,
+		"AOS_GCCRASH_MANIFEST=" + man, "AOS_GCCRASH_K=" + strconv.FormatInt(k, 10)}, func(*crashRun) bool { return false })
+	var killOp string // the CAS operation the child was killed in
+	var killAt int64  // its number among the operations made while collecting
+	if !scan(run.kill, "%q %d", &killOp, &killAt) {
+		t.Fatalf("child %s acknowledged %d events without reaching its kill point (KILL %q)", point, len(run.acks), run.kill)
+	}
+	t.Logf("killed in %s, CAS operation %d of the collections; %d acks", killOp, killAt, len(run.acks))
 	switch {
-	case point == gcKillMark && run.killOp != string(storefault.CASHas),
-		point == gcKillSweep && run.killOp != string(storefault.CASDelete):
-		t.Fatalf("child %s was killed in a %s", point, run.killOp)
+	case point == gcKillMark && killOp != string(storefault.CASHas),
+		point == gcKillSweep && killOp != string(storefault.CASDelete):
+		t.Fatalf("child %s was killed in a %s", point, killOp)
 	}
 	if len(run.snaps) < 2 {
 		t.Fatalf("the child saw %d snapshots durable before its kill, want at least 2", len(run.snaps))
@@ -144,32 +139,7 @@ func testGCCrash(t *testing.T, point, man string, k int64) {
 	}()
 
 	// Nothing acknowledged is lost.
-	recs := map[uint64]journal.Record{}
-	var snaps [][2]uint64 // every snapshot record in the journal, in order
-	for _, r := range allRecords(t, w.World) {
-		recs[r.Seq] = r
-		if r.Kind == journal.KindSnapshot {
-			snaps = append(snaps, [2]uint64{r.Seq, snapshotRec(t, r).Checkpoint})
-		}
-	}
-	for _, a := range run.acks {
-		r, ok := recs[a.seq]
-		if !ok || r.Kind != journal.KindEvent {
-			t.Fatalf("acknowledged event seq %d (%s by %d) is missing after SIGKILL during gc (%s)", a.seq, a.key, a.by, point)
-		}
-		var ev records.EventRec
-		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
-			t.Fatal(err)
-		}
-		if got := decodeCount(ev.Value); got.Key != a.key || got.By != a.by {
-			t.Fatalf("seq %d holds %s by %d, the child was acknowledged %s by %d", a.seq, got.Key, got.By, a.key, a.by)
-		}
-	}
-	for _, s := range run.snaps {
-		if r, ok := recs[s[0]]; !ok || r.Kind != journal.KindSnapshot || snapshotRec(t, r).Checkpoint != s[1] {
-			t.Fatalf("snapshot record %d (checkpoint %d) was durable in the child and is not in the journal", s[0], s[1])
-		}
-	}
+	_, snaps := checkNothingLost(t, w.World, run, "during gc ("+point+")") // every snapshot record in the journal, in order
 
 	// Opened from the newest snapshot, which the collection kept: it
 	// skipped none.
@@ -332,70 +302,6 @@ func mapsEqual(a, b map[string]schemas.Hash) bool {
 		}
 	}
 	return true
-}
-
-// runGCCrashChild runs the child until it reports its kill point, SIGKILLs
-// it and reads everything it wrote before it died (as runSnapCrashChild
-// does for TestSnapshotCrash).
-func runGCCrashChild(t *testing.T, point, world, man string, k int64) gcCrashRun {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGCCrash$", "-test.v=false")
-	cmd.Env = append(os.Environ(), "AOS_GCCRASH_CHILD="+point, "AOS_GCCRASH_WORLD="+world,
-		"AOS_GCCRASH_MANIFEST="+man, "AOS_GCCRASH_K="+strconv.FormatInt(k, 10))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	// A child that never reaches its kill point would run for ever (its
-	// background submitters do not stop); far more acknowledgements than
-	// any run needs mean it missed it.
-	const lost = 500_000
-	var run gcCrashRun
-	killed, sawKill := false, false
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		var a crashAck
-		var s [2]uint64
-		line := sc.Text()
-		switch {
-		case scan(line, "ACK %d %s %d", &a.seq, &a.key, &a.by):
-			run.acks = append(run.acks, a)
-		case scan(line, "SNAP %d %d", &s[0], &s[1]):
-			run.snaps = append(run.snaps, s)
-		case scan(line, "KILL %q %d", &run.killOp, &run.killAt):
-			sawKill = true
-		default:
-			t.Errorf("child wrote %q", line)
-		}
-		if !killed && (sawKill || len(run.acks) > lost) {
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			killed = true
-		}
-	}
-	// The pipe is at its end: the child is dead. Acknowledgements read
-	// after the kill were printed before it, so they count too.
-	err = cmd.Wait()
-	waited = true
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child %s: want death by SIGKILL, got %v (see its stderr)", point, err)
-	}
-	if !sawKill {
-		t.Fatalf("child %s acknowledged %d events without reaching its kill point", point, len(run.acks))
-	}
-	return run
 }
 
 // gcCrashChild writes gcStrays unnamed objects to a fresh world's CAS,

@@ -99,12 +99,10 @@ func (l *scratchLog) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) er
 			}
 		}
 	}
-	err := l.base.Marks(k, func(seq uint64) (bool, error) {
+	return l.base.Marks(k, func(seq uint64) (bool, error) {
 		if seq > l.height {
 			return true, nil
 		}
-		ok, err := fn(seq)
-		return ok, err
+		return fn(seq)
 	})
-	return err
 }

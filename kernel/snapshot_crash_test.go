@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -81,12 +82,20 @@ type crashAck struct {
 type crashRun struct {
 	acks  []crashAck
 	snaps [][2]uint64 // snapshot records the child saw durable: seq, checkpoint
-	kill  [2]uint64   // the KILL line: a seq and a checkpoint (see snapCrashChild)
+	kill  string      // the rest of the KILL line ("" when it printed none)
 }
 
 func testSnapshotCrash(t *testing.T, point, man string, killAfter int) {
 	world := filepath.Join(t.TempDir(), "world")
-	run := runSnapCrashChild(t, point, world, man, killAfter)
+	run := runCrashChild(t, "TestSnapshotCrash", []string{"AOS_SNAPCRASH_CHILD=" + point, "AOS_SNAPCRASH_WORLD=" + world, "AOS_SNAPCRASH_MANIFEST=" + man},
+		func(run *crashRun) bool { return point == killRandom && len(run.acks) >= killAfter })
+	if point != killRandom && run.kill == "" {
+		t.Fatalf("child %s acknowledged %d events without reaching its kill point", point, len(run.acks))
+	}
+	var kill [2]uint64 // the KILL line: a seq and a checkpoint (see snapCrashChild)
+	if run.kill != "" && !scan(run.kill, "%d %d", &kill[0], &kill[1]) {
+		t.Fatalf("child %s: KILL %q", point, run.kill)
+	}
 	var prev [2]uint64 // the last snapshot the child saw durable
 	if n := len(run.snaps); n > 0 {
 		prev = run.snaps[n-1]
@@ -106,32 +115,7 @@ func testSnapshotCrash(t *testing.T, point, man string, killAfter int) {
 		}
 	}()
 
-	recs := map[uint64]journal.Record{}
-	var snaps [][2]uint64 // every snapshot record in the journal, in order
-	for _, r := range allRecords(t, w.World) {
-		recs[r.Seq] = r
-		if r.Kind == journal.KindSnapshot {
-			snaps = append(snaps, [2]uint64{r.Seq, snapshotRec(t, r).Checkpoint})
-		}
-	}
-	for _, a := range run.acks {
-		r, ok := recs[a.seq]
-		if !ok || r.Kind != journal.KindEvent {
-			t.Fatalf("acknowledged event seq %d (%s by %d) is missing after SIGKILL at %s", a.seq, a.key, a.by, point)
-		}
-		var ev records.EventRec
-		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
-			t.Fatal(err)
-		}
-		if got := decodeCount(ev.Value); got.Key != a.key || got.By != a.by {
-			t.Fatalf("seq %d holds %s by %d, the child was acknowledged %s by %d", a.seq, got.Key, got.By, a.key, a.by)
-		}
-	}
-	for _, s := range run.snaps {
-		if r, ok := recs[s[0]]; !ok || r.Kind != journal.KindSnapshot || snapshotRec(t, r).Checkpoint != s[1] {
-			t.Fatalf("snapshot record %d (checkpoint %d) was durable in the child and is not in the journal", s[0], s[1])
-		}
-	}
+	recs, snaps := checkNothingLost(t, w.World, run, "at "+point) // every snapshot record in the journal, in order
 	newest := func(cp uint64) bool {
 		for _, s := range snaps {
 			if s[1] == cp {
@@ -153,7 +137,7 @@ func testSnapshotCrash(t *testing.T, point, man string, killAfter int) {
 	}
 	switch point {
 	case killCells:
-		cp := run.kill[0]
+		cp := kill[0]
 		if r, ok := recs[cp]; !ok || r.Kind != journal.KindCheckpoint {
 			t.Fatalf("the checkpoint %d the child reported durable is not in the journal", cp)
 		}
@@ -161,7 +145,7 @@ func testSnapshotCrash(t *testing.T, point, man string, killAfter int) {
 			t.Fatalf("killed writing the cells of checkpoint %d: opened %+v, want the previous snapshot %d", cp, info, prev[0])
 		}
 	case killRecord:
-		seq, cp := run.kill[0], run.kill[1]
+		seq, cp := kill[0], kill[1]
 		if h := w.Journal().Height(); h >= seq || newest(cp) {
 			t.Fatalf("killed before appending snapshot record %d: the journal reaches %d", seq, h)
 		}
@@ -174,8 +158,8 @@ func testSnapshotCrash(t *testing.T, point, man string, killAfter int) {
 			t.Fatalf("killed before the snapshot record of checkpoint %d: opened %+v, want the previous snapshot %d", cp, info, prev[0])
 		}
 	case killDurable:
-		if info.Snapshot != run.kill[0] || info.Checkpoint != run.kill[1] {
-			t.Fatalf("killed right after snapshot record %d was durable: opened %+v", run.kill[0], info)
+		if info.Snapshot != kill[0] || info.Checkpoint != kill[1] {
+			t.Fatalf("killed right after snapshot record %d was durable: opened %+v", kill[0], info)
 		}
 	}
 
@@ -237,12 +221,15 @@ func snapshotRec(t *testing.T, r journal.Record) records.SnapshotRec {
 	return sr
 }
 
-// runSnapCrashChild runs the child until its kill point (or, for
-// killRandom, until it has acknowledged killAfter events), SIGKILLs it and
-// reads everything it wrote before it died.
-func runSnapCrashChild(t *testing.T, point, world, man string, killAfter int) crashRun {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotCrash$", "-test.v=false")
-	cmd.Env = append(os.Environ(), "AOS_SNAPCRASH_CHILD="+point, "AOS_SNAPCRASH_WORLD="+world, "AOS_SNAPCRASH_MANIFEST="+man)
+// runCrashChild runs the test binary as a child running test with env,
+// reads the "ACK seq key by", "SNAP seq checkpoint" and "KILL ..." lines it
+// prints, SIGKILLs it once it prints KILL or stop says so, and returns
+// everything it wrote before it died. A child that never gets there would
+// run for ever: far more acknowledgements than any run needs mean it
+// missed its point, and it is killed too.
+func runCrashChild(t *testing.T, test string, env []string, stop func(*crashRun) bool) crashRun {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v=false")
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -258,11 +245,9 @@ func runSnapCrashChild(t *testing.T, point, world, man string, killAfter int) cr
 			_ = cmd.Wait()
 		}
 	})
-	// A child that never reaches its kill point would run for ever; far
-	// more acknowledgements than any run needs mean it missed it.
-	const lost = 50_000
+	const lost = 500_000
 	var run crashRun
-	killed, sawKill := false, false
+	killed := false
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		var a crashAck
@@ -273,12 +258,12 @@ func runSnapCrashChild(t *testing.T, point, world, man string, killAfter int) cr
 			run.acks = append(run.acks, a)
 		case scan(line, "SNAP %d %d", &s[0], &s[1]):
 			run.snaps = append(run.snaps, s)
-		case scan(line, "KILL %d %d", &s[0], &s[1]):
-			run.kill, sawKill = s, true
+		case strings.HasPrefix(line, "KILL "):
+			run.kill = strings.TrimPrefix(line, "KILL ")
 		default:
 			t.Errorf("child wrote %q", line)
 		}
-		if !killed && (sawKill || (point == killRandom && len(run.acks) >= killAfter) || len(run.acks) > lost) {
+		if !killed && (run.kill != "" || stop(&run) || len(run.acks) > lost) {
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -291,12 +276,44 @@ func runSnapCrashChild(t *testing.T, point, world, man string, killAfter int) cr
 	waited = true
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child %s: want death by SIGKILL, got %v (see its stderr)", point, err)
-	}
-	if point != killRandom && !sawKill {
-		t.Fatalf("child %s acknowledged %d events without reaching its kill point", point, len(run.acks))
+		t.Fatalf("child %s: want death by SIGKILL, got %v (see its stderr)", test, err)
 	}
 	return run
+}
+
+// checkNothingLost reads the reopened world's journal and fails unless it
+// holds every event the child saw acknowledged (same key and by) and every
+// snapshot record it saw durable. It returns the journal's records by seq,
+// and its snapshot records (seq, checkpoint) in order.
+func checkNothingLost(t *testing.T, w *kernel.World, run crashRun, where string) (map[uint64]journal.Record, [][2]uint64) {
+	t.Helper()
+	recs := map[uint64]journal.Record{}
+	var snaps [][2]uint64
+	for _, r := range allRecords(t, w) {
+		recs[r.Seq] = r
+		if r.Kind == journal.KindSnapshot {
+			snaps = append(snaps, [2]uint64{r.Seq, snapshotRec(t, r).Checkpoint})
+		}
+	}
+	for _, a := range run.acks {
+		r, ok := recs[a.seq]
+		if !ok || r.Kind != journal.KindEvent {
+			t.Fatalf("acknowledged event seq %d (%s by %d) is missing after SIGKILL %s", a.seq, a.key, a.by, where)
+		}
+		var ev records.EventRec
+		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if got := decodeCount(ev.Value); got.Key != a.key || got.By != a.by {
+			t.Fatalf("seq %d holds %s by %d, the child was acknowledged %s by %d", a.seq, got.Key, got.By, a.key, a.by)
+		}
+	}
+	for _, s := range run.snaps {
+		if r, ok := recs[s[0]]; !ok || r.Kind != journal.KindSnapshot || snapshotRec(t, r).Checkpoint != s[1] {
+			t.Fatalf("snapshot record %d (checkpoint %d) was durable in the child and is not in the journal", s[0], s[1])
+		}
+	}
+	return recs, snaps
 }
 
 func scan(line, format string, args ...any) bool {
