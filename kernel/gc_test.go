@@ -127,9 +127,19 @@ func TestGCAfterDeletingHalf(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := h.w.GC(ctx, kernel.GCOptions{KeepSnapshots: 1})
+	bars := map[string]*countBar{}
+	res, err := h.w.GC(ctx, kernel.GCOptions{KeepSnapshots: 1, Progress: func(label string, total uint64) kernel.ProgressBar {
+		b := &countBar{total: total}
+		bars[label] = b
+		return b
+	}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The bars end at the collection's own counts.
+	if m, s := bars["gc: mark"], bars["gc: sweep"]; m == nil || s == nil || m.n != uint64(res.Marked) ||
+		s.n != s.total || s.n != uint64(res.FreedObjects+res.KeptWritten) {
+		t.Fatalf("progress: mark %+v, sweep %+v, result %+v", m, s, res)
 	}
 	if len(res.Snapshots) != 1 || res.Snapshots[0] != b.Seq || res.KeptObjects+res.FreedObjects != total || res.KeptWritten != 0 {
 		t.Fatalf("gc result %+v, %d objects before", res, total)
@@ -292,3 +302,9 @@ func TestGCJournalRetention(t *testing.T) {
 		t.Fatalf("replay from genesis after retention: %v", err)
 	}
 }
+
+// countBar is a kernel.ProgressBar that counts what it is told.
+type countBar struct{ n, total uint64 }
+
+func (b *countBar) Add(n uint64) { b.n += n }
+func (b *countBar) Finish()      {}
