@@ -6,45 +6,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
-	"github.com/aos-kernel/aos/schemas"
 )
-
-// gateCAS holds the first Put after it is armed until released, so a test
-// can hold a snapshot while its object is being written.
-type gateCAS struct {
-	cas.Store
-	armed            atomic.Bool
-	entered, release chan struct{}
-	once             sync.Once
-}
-
-// open lets held and later Puts through, once.
-func (g *gateCAS) open() { g.once.Do(func() { close(g.release) }) }
-
-func (g *gateCAS) Put(b []byte) (schemas.Hash, error) {
-	if g.armed.CompareAndSwap(true, false) {
-		close(g.entered)
-		<-g.release
-	}
-	return g.Store.Put(b)
-}
 
 // TestSnapshotWhileOneIsWrittenIsNotIdle: while a snapshot's object is
 // being written, POST /v1/snapshot is refused with 409 not_idle naming the
 // snapshot in the way, and journals nothing; once it is written, the next
 // snapshot is taken.
 func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
-	gate := &gateCAS{Store: cas.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	gate := storefault.NewGate(storefault.CASPut) // holds the first snapshot's object write
+	store := &storefault.CAS{Store: cas.NewMemory(), BeforeWrite: gate.Hook}
 	log := journal.NewMemory()
-	w, err := kernel.Open(kernel.Stores{CAS: gate, Journal: log}, kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1})
+	w, err := kernel.Open(kernel.Stores{CAS: store, Journal: log}, kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +33,14 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 	cl := &daemon.Client{Base: hs.URL, Token: "tok"}
 	ctx := context.Background()
 
-	defer gate.open() // first of the deferred: a failing test must not leave the snapshot held
-	gate.armed.Store(true)
+	defer gate.Open() // first of the deferred: a failing test must not leave the snapshot held
+	gate.Arm()
 	first := make(chan error, 1)
 	go func() {
 		_, err := cl.Snapshot(ctx)
 		first <- err
 	}()
-	<-gate.entered
+	<-gate.Entered()
 	// The writer starts once the checkpoint is journaled, maybe before the
 	// committer made it durable: wait for it (seq 1), then the height holds
 	// still until the gate opens.
@@ -78,7 +57,7 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 	if log.Height() != height {
 		t.Fatalf("the refused snapshot journaled: height %d, was %d", log.Height(), height)
 	}
-	gate.open()
+	gate.Open()
 	if err := <-first; err != nil {
 		t.Fatalf("the first snapshot: %v", err)
 	}

@@ -26,28 +26,42 @@ func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 			if *wait > 0 {
 				req.Wait = wait.String()
 			}
-			if c.Remote {
-				files, err := daemon.ReadManifestFiles(path)
-				if err != nil {
-					return err
-				}
-				req.Files = files
-			} else {
-				req.Path = path
+			var err error
+			if req.Path, req.Files, err = manifestSource(c, path); err != nil {
+				return err
 			}
 			out, err := c.Apply(a.ctx, req)
-			if out != nil {
-				if a.json {
-					if perr := a.printJSON(out); perr != nil {
-						return perr
-					}
-				} else {
-					printApply(a.stdout, out)
-				}
+			if out == nil {
+				return err
 			}
-			return err
+			return a.report(out, func(w io.Writer) { printApply(w, out) }, err)
 		})
 	}
+}
+
+// manifestSource says how the world reads the manifest at path: directly,
+// by its path; through a daemon (which may not see this directory), by its
+// files.
+func manifestSource(c *daemon.Conn, path string) (string, []daemon.File, error) {
+	if !c.Remote {
+		return path, nil, nil
+	}
+	files, err := daemon.ReadManifestFiles(path)
+	return "", files, err
+}
+
+// report prints an answer that may come with an error (apply and shadow
+// answer a refusal with their report): as JSON or as the table, then
+// returns the error.
+func (a *app) report(v any, table func(io.Writer), err error) error {
+	if a.json {
+		if perr := a.printJSON(v); perr != nil {
+			return perr
+		}
+	} else {
+		table(a.stdout)
+	}
+	return err
 }
 
 func printApply(w io.Writer, o *daemon.ApplyOutput) {

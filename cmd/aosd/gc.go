@@ -3,11 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/progress"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -35,8 +33,8 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			req.Archive = abs
 		}
-		if progress.Enabled(stderrFile(a), a.json) {
-			r := progress.New(a.stderr, true)
+		if r, on := a.bars(); on {
+			// Unlike kernelBars, an unknown total (marking) is drawn too.
 			req.Progress = func(label string, total uint64) kernel.ProgressBar { return r.Start(label, total) }
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
@@ -67,11 +65,4 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 			return w.flush()
 		})
 	}
-}
-
-// stderrFile is a's stderr when it is a file (a terminal, perhaps), else
-// nil: progress is drawn only on a terminal.
-func stderrFile(a *app) *os.File {
-	f, _ := a.stderr.(*os.File)
-	return f
 }

@@ -53,26 +53,15 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 			if !ok {
 				return errors.New("this connection cannot shadow")
 			}
-			if c.Remote {
-				files, err := daemon.ReadManifestFiles(path)
-				if err != nil {
-					return err
-				}
-				req.Files = files
-			} else {
-				req.Path = path
+			var err error
+			if req.Path, req.Files, err = manifestSource(c, path); err != nil {
+				return err
 			}
 			out, err := sh.Shadow(a.ctx, req)
-			if out != nil {
-				if a.json {
-					if perr := a.printJSON(out); perr != nil {
-						return perr
-					}
-				} else {
-					printShadow(a.stdout, out)
-				}
+			if out == nil {
+				return err
 			}
-			return err
+			return a.report(out, func(w io.Writer) { printShadow(w, out) }, err)
 		})
 	}
 }

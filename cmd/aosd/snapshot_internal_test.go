@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,29 +15,9 @@ import (
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/progress"
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
-	"github.com/aos-kernel/aos/schemas"
 )
-
-// gateCAS holds the first Put after it is armed until released: a test
-// holds a snapshot while its object is being written.
-type gateCAS struct {
-	cas.Store
-	armed            atomic.Bool
-	entered, release chan struct{}
-	once             sync.Once
-}
-
-// open lets held and later Puts through, once.
-func (g *gateCAS) open() { g.once.Do(func() { close(g.release) }) }
-
-func (g *gateCAS) Put(b []byte) (schemas.Hash, error) {
-	if g.armed.CompareAndSwap(true, false) {
-		close(g.entered)
-		<-g.release
-	}
-	return g.Store.Put(b)
-}
 
 // TestSnapshotNotIdleExits3: `aosd snapshot` against a daemon whose world
 // is still writing a snapshot exits 3 and prints the blocker. The daemon
@@ -51,8 +29,9 @@ func TestSnapshotNotIdleExits3(t *testing.T) {
 	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	gate := &gateCAS{Store: cas.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
-	w, err := kernel.Open(kernel.Stores{CAS: gate, Journal: journal.NewMemory()}, kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1})
+	gate := storefault.NewGate(storefault.CASPut) // holds the first snapshot's object write
+	store := &storefault.CAS{Store: cas.NewMemory(), BeforeWrite: gate.Hook}
+	w, err := kernel.Open(kernel.Stores{CAS: store, Journal: journal.NewMemory()}, kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,20 +46,20 @@ func TestSnapshotNotIdleExits3(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	defer gate.open() // first of the deferred: a failing test must not leave the snapshot held
-	gate.armed.Store(true)
+	defer gate.Open() // first of the deferred: a failing test must not leave the snapshot held
+	gate.Arm()
 	first := make(chan error, 1)
 	go func() {
 		_, err := w.Snapshot(context.Background())
 		first <- err
 	}()
-	<-gate.entered
+	<-gate.Entered()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"snapshot", "--world", string(dir)}, nil, &out, &errb)
 	if code != exitNotQuiet || !strings.Contains(errb.String(), "the snapshot of checkpoint 1 is still being written") {
 		t.Errorf("snapshot while one is written: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
-	gate.open()
+	gate.Open()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}

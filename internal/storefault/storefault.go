@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
@@ -242,3 +243,37 @@ func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 
 // First implements kernel.Log.
 func (j *Journal) First() uint64 { return j.Log.First() }
+
+// Gate holds the first operation of a kind after Arm until Open: hooked
+// into BeforeWrite or BeforeRead, it stops a writer (a snapshot writing its
+// object, say) at a known point while a test looks at the world.
+type Gate struct {
+	Op      Op // the operation held
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// NewGate returns a gate for op, not armed.
+func NewGate(op Op) *Gate {
+	return &Gate{Op: op, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// Arm makes the next op wait in Hook until Open.
+func (g *Gate) Arm() { g.armed.Store(true) }
+
+// Entered is closed once the armed op is held.
+func (g *Gate) Entered() <-chan struct{} { return g.entered }
+
+// Open lets the held op and every later one through; it may be called
+// more than once.
+func (g *Gate) Open() { g.once.Do(func() { close(g.release) }) }
+
+// Hook is the function to set as BeforeWrite or BeforeRead.
+func (g *Gate) Hook(op Op) {
+	if op == g.Op && g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+}
