@@ -10,8 +10,8 @@ import (
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/internal/storefault"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 )
 
