@@ -22,6 +22,17 @@ func ScratchStores(s Stores, height uint64) Stores {
 	return Stores{CAS: cas.NewOverlay(s.CAS), Journal: l}
 }
 
+// scratchConfig is cfg for a world on ScratchStores: nothing published,
+// observed or trusted, no snapshots taken, and the journal's limits rather
+// than the caller's.
+func scratchConfig(cfg Config) Config {
+	cfg.Publisher, cfg.Observer, cfg.Keyring = nil, nil, nil
+	cfg.SnapshotEvery, cfg.SnapshotInterval = -1, -1
+	cfg.FromGenesis, cfg.VerifySnapshots = false, false
+	cfg.Limits = Limits{}
+	return cfg
+}
+
 // scratchLog is a journal view: the base up to height, then a memory tail.
 type scratchLog struct {
 	base   Log

@@ -257,10 +257,7 @@ func (w *World) Shadow(ctx context.Context, req ShadowRequest) (*ShadowReport, e
 // openCopy opens a scratch world that is the live one as of seq start:
 // no publisher, executors or keys, no snapshots, the journal's limits.
 func openCopy(s Stores, cfg Config, start uint64) (*World, error) {
-	cfg.Publisher, cfg.Observer, cfg.Keyring = nil, nil, nil
-	cfg.SnapshotEvery, cfg.SnapshotInterval = -1, -1
-	cfg.FromGenesis, cfg.VerifySnapshots = false, false
-	cfg.Limits = Limits{} // the journal's, not the caller's
+	cfg = scratchConfig(cfg)
 	if p := cfg.Progress; p != nil {
 		cfg.Progress = func(label string, total uint64) ProgressBar { return p("shadow: "+label, total) }
 	}

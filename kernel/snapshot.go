@@ -66,7 +66,6 @@ type SnapshotResult struct {
 
 // snapJob is a snapshot between its checkpoint and its snapshot record.
 type snapJob struct {
-	reason     string
 	checkpoint uint64
 	state      *snapshot.State // tables captured at the checkpoint; Workflows filled by run
 	heads      []snapHead
@@ -110,7 +109,7 @@ func (w *World) Snapshot(ctx context.Context) (SnapshotResult, error) {
 	}
 }
 
-// SnapshotBlocker says why a snapshot cannot start now ("" when it can):
+// snapshotBlocker says why a snapshot cannot start now ("" when it can):
 // the world is idle between requests, so only a snapshot still being
 // written stands in the way.
 func (st *state) snapshotBlocker() string {
@@ -134,7 +133,7 @@ func (st *state) checkpoint(reason string) (*snapJob, error) {
 		}
 	}
 	seq := st.emitCheckpoint(reason)
-	job := &snapJob{reason: reason, checkpoint: seq, started: t0, done: make(chan struct{})}
+	job := &snapJob{checkpoint: seq, started: t0, done: make(chan struct{})}
 	job.state = st.captureTables()
 	if st.man != nil {
 		job.source = st.man.Source

@@ -66,11 +66,8 @@ func VerifyWith(ctx context.Context, s Stores, cfg Config, live *snapshot.State,
 		if genesis {
 			run.From = "genesis"
 		}
-		c := cfg
+		c := scratchConfig(cfg)
 		c.FromGenesis, c.VerifySnapshots = genesis, genesis
-		c.Publisher, c.Observer = nil, nil
-		c.SnapshotEvery, c.SnapshotInterval = -1, -1
-		c.Limits = Limits{} // the journal's limits, not the caller's
 		if c.Progress != nil {
 			label := "verify from " + run.From
 			p := cfg.Progress
