@@ -81,6 +81,12 @@ func aosdEnv(t *testing.T, world string, env []string, args ...string) result {
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
+	return runCmd(t, cmd)
+}
+
+// runCmd runs an aosd command and collects its output and exit code.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -89,7 +95,7 @@ func aosdEnv(t *testing.T, world string, env []string, args ...string) result {
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("run aosd %v: %v", args, err)
+		t.Fatalf("run %v: %v", cmd.Args, err)
 	}
 	return result{out.String(), errb.String(), code}
 }

@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,17 +14,7 @@ func aosdIn(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(aosdBin, args...)
 	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run aosd %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}
+	return runCmd(t, cmd)
 }
 
 // TestNewProject scaffolds a project outside any Go module, then runs the

@@ -1,9 +1,7 @@
 package main_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,17 +63,7 @@ func aosdStdin(t *testing.T, world, stdin string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(aosdBin, append(args, "--world", world)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run aosd %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}
+	return runCmd(t, cmd)
 }
 
 // ordersWithoutTimer is a copy of the built orders example whose workflow
