@@ -280,7 +280,7 @@ var mutations = []mutation{
 		from: "return Open(ScratchStores(s, start), cfg)",
 		to:   "return Open(s, cfg)",
 		pkg:  "./kernel", run: "TestShadowAddsAnEffect"},
-	{name: "shadow/no-publisher", file: "kernel/shadow.go",
+	{name: "shadow/no-publisher", file: "kernel/scratch.go",
 		from: "cfg.Publisher, cfg.Observer, cfg.Keyring = nil, nil, nil",
 		to:   "cfg.Observer, cfg.Keyring = nil, nil",
 		pkg:  "./kernel", run: "TestShadowAddsAnEffect"},
