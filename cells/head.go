@@ -64,7 +64,12 @@ type Stats struct {
 	CacheSize     int    // its capacity
 	CacheHits     uint64 // Get/Lookup answered by the hot cache
 	CacheMisses   uint64 // Get/Lookup that went to the index
+	Prefetched    uint64 // cells Prefetch put in the hot cache or noted missing
 }
+
+// absentMax bounds Head.absent, the cells Prefetch found missing: 32-byte
+// key hashes, so at most ~200 KiB a head.
+const absentMax = 4096
 
 // presence of a dirty cell's key in the base index, learned lazily (see Len).
 const (
@@ -137,6 +142,12 @@ type Head struct {
 
 	cache        *lru.Cache[schemas.Hash, *cached]
 	hits, misses atomic.Uint64
+	prefetched   atomic.Uint64
+	// absent holds cells Prefetch found missing from the index. None is in
+	// the delta (Put takes a cell out; Delete of a missing cell adds
+	// nothing to the delta), and an index change drains only delta cells,
+	// so each stays missing from the index.
+	absent map[schemas.Hash]struct{}
 
 	drain *Drain // prepared and not yet installed; blocks other materialization
 }
@@ -155,7 +166,7 @@ func NewHead(store cas.Store, root schemas.Hash, cfg Config) (*Head, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cache: %v", ErrBadConfig, err)
 	}
-	return &Head{store: store, cfg: cfg, ix: ix, cache: cache, delta: map[schemas.Hash]*dirty{}}, nil
+	return &Head{store: store, cfg: cfg, ix: ix, cache: cache, delta: map[schemas.Hash]*dirty{}, absent: map[schemas.Hash]struct{}{}}, nil
 }
 
 // Config returns the effective configuration, defaults filled in.
@@ -198,6 +209,10 @@ func (h *Head) Get(key []byte) (state []byte, ok bool, err error) {
 		h.hits.Add(1)
 		return c.state, true, nil
 	}
+	if _, ok := h.absent[kh]; ok {
+		h.hits.Add(1)
+		return nil, false, nil
+	}
 	h.misses.Add(1)
 	e, ok, err := h.ix.lookup(&kh)
 	if !ok || err != nil {
@@ -211,6 +226,61 @@ func (h *Head) Get(key []byte) (state []byte, ok bool, err error) {
 	c.e.key = bytes.Clone(e.key)
 	h.cache.Add(kh, c)
 	return b, true, nil
+}
+
+// Prefetch reads ahead what a Get of key will need, for a caller that
+// knows which cells come next (the kernel's replay, reading ahead in the
+// journal on another goroutine): a cell the index holds enters the hot
+// cache, its state read from the CAS; a cell it does not hold is noted as
+// absent (at most absentMax such notes; a full set is emptied), so that
+// the Get reads no CAS either. A cell in the
+// delta or the hot cache is left alone. The CAS is read with the lock
+// released, and what was read is kept only if the index is still the one
+// it was read from and the cell has not become dirty meanwhile, so the hot
+// cache stays clean. Prefetch changes what is in memory, never what a read
+// returns; an error (a CAS read) is returned and changes nothing.
+func (h *Head) Prefetch(key []byte) error {
+	kh := KeyHash(key)
+	h.mu.RLock()
+	_, dirty := h.delta[kh]
+	_, noted := h.absent[kh]
+	skip := dirty || noted || h.cache.Contains(kh)
+	ix := h.ix
+	h.mu.RUnlock()
+	if skip {
+		return nil
+	}
+	e, ok, err := ix.lookup(&kh)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, dirty := h.delta[kh]; !dirty && h.ix == ix {
+			if len(h.absent) >= absentMax {
+				clear(h.absent)
+			}
+			h.absent[kh] = struct{}{}
+			h.prefetched.Add(1)
+		}
+		return nil
+	}
+	b, err := h.store.Get(e.state)
+	if err != nil {
+		return fmt.Errorf("cells: prefetch state of key %x: %w", key, err)
+	}
+	c := &cached{e: *e, state: b}
+	c.e.key = bytes.Clone(e.key)
+	// The read lock suffices, as for Get: writers, which change the delta
+	// and the index, hold the lock exclusively.
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if _, dirty := h.delta[kh]; !dirty && h.ix == ix {
+		h.cache.ContainsOrAdd(kh, c)
+		h.prefetched.Add(1)
+	}
+	return nil
 }
 
 // Lookup returns the metadata of the cell with key, through the same layers as
@@ -228,6 +298,10 @@ func (h *Head) Lookup(key []byte) (Entry, bool, error) {
 	if c, ok := h.cache.Get(kh); ok {
 		h.hits.Add(1)
 		return c.e.public(true), true, nil
+	}
+	if _, ok := h.absent[kh]; ok {
+		h.hits.Add(1)
+		return Entry{}, false, nil
 	}
 	h.misses.Add(1)
 	e, ok, err := h.ix.lookup(&kh)
@@ -259,6 +333,7 @@ func (h *Head) PutHashed(key, state []byte, stateHash schemas.Hash, lastActive u
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	delete(h.absent, kh)
 	d := h.delta[kh]
 	if d == nil {
 		d = h.newDirty(kh, key)
@@ -803,6 +878,7 @@ func (h *Head) Stats() Stats {
 		CacheSize:     h.cfg.CacheSize,
 		CacheHits:     h.hits.Load(),
 		CacheMisses:   h.misses.Load(),
+		Prefetched:    h.prefetched.Load(),
 	}
 }
 

@@ -151,7 +151,7 @@ func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[stri
 				return nil, nil, fmt.Errorf("workflow %s: cells: %w", n, err)
 			}
 			head = h
-			st.heads[n] = h
+			st.addHead(n, h)
 		}
 		rt.head = head
 		out[n] = rt

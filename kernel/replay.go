@@ -61,15 +61,19 @@ func (st *state) recover() error {
 	}
 	progress := st.w.cfg.Progress.start("replay", st.w.journal.Height()-st.seq)
 	defer progress.Finish()
+	ra := st.startReadAhead(st.seq + 1)
+	defer st.closeReadAhead()
 	err := st.w.journal.Read(st.seq+1, func(r journal.Record) (bool, error) {
 		info.Replayed++
 		progress.Add(1)
+		defer ra.advance(r.Seq)
 		if len(st.out) > 0 {
 			return true, st.match(r)
 		}
 		if r.Seq != st.seq+1 {
 			return false, &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: fmt.Sprintf("expected seq %d", st.seq+1)}
 		}
+		ra.await(r.Seq)
 		if err := st.drive(r); err != nil {
 			return false, err
 		}

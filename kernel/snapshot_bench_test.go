@@ -152,6 +152,11 @@ func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
 		r, w := openTimed(b, dir, bw.kw, mode)
 		b.StopTimer()
 		checkOpenedAfterKill(b, bw, w, r.info, mode.genesis)
+		if cs, err := w.CellStats(context.Background()); err == nil {
+			for _, c := range cs {
+				b.Logf("%s after open: %d cell reads from memory, %d from the index; %d cells prefetched", c.Workflow, c.Stats.CacheHits, c.Stats.CacheMisses, c.Stats.Prefetched)
+			}
+		}
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}

@@ -105,7 +105,7 @@ func (st *state) restore(s *snapshot.State) error {
 		if uint64(h.Index().Len()) != wf.Cells {
 			return bad("workflow %s: index %s holds %d cells, the snapshot says %d", wf.Name, wf.Root, h.Index().Len(), wf.Cells)
 		}
-		st.heads[wf.Name] = h
+		st.addHead(wf.Name, h)
 	}
 	if sm := s.Manifest; sm != nil {
 		src, err := st.w.cas.Get(sm.Source)

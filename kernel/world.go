@@ -107,6 +107,7 @@ type state struct {
 	snap           *snapJob                   // the snapshot being written (snapshot.go)
 	lastCheckpoint uint64                     // seq of the last checkpoint
 	verifying      map[uint64]*snapshot.State // replay's states at checkpoints, until their snapshot records
+	ahead          *readAhead                 // replay's read-ahead goroutine, while it runs (readahead.go)
 }
 
 type wfRuntime struct {
