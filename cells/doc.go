@@ -84,6 +84,13 @@
 // head knows nothing about does one index lookup, so that deleting an absent
 // cell leaves no tombstone.
 //
+// Prefetch(key) is for a reader that knows which cells come next (the
+// kernel's replay reads the journal ahead of itself): it reads a cell into
+// the hot cache, or notes a cell the index does not hold as absent (at most
+// 4,096 notes), with the lock released while it reads the CAS, and keeps
+// what it read only if the index is unchanged and the cell still clean. It
+// changes what is in memory, never what a read returns.
+//
 // # Invariants
 //
 //   - The root is a function of the set of live cells only (TestIndexHistoryIndependence,
@@ -92,7 +99,7 @@
 //   - A key is in at most one of delta and hot cache; the delta always wins.
 //   - Cached cells are clean: equal to what the index at Root holds.
 //   - Resident dirty bytes never exceed ResidentBudget after Put returns nil.
-//   - Head memory is O(CacheSize + delta + branch cache), independent of the
+//   - Head memory is O(CacheSize + delta + branch cache + absentMax), independent of the
 //     number of cells (TestHeadMemoryMillionCells).
 //
 // # Concurrency
