@@ -59,7 +59,7 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1e-3, 4, 10),
 		}),
 		snapPause: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "aos_snapshot_pause_seconds", Help: "Wall time the loop spent at a snapshot's checkpoint (copying its tables).",
+			Name: "aos_snapshot_pause_seconds", Help: "Wall time the loop spent on a snapshot: copying its tables at the checkpoint, installing the written cells at the end.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 12),
 		}),
 		snapBytes: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -136,8 +136,9 @@ type SnapshotResult struct {
 	Dirty      int          `json:"dirty"` // dirty cells it wrote
 	Cells      uint64       `json:"cells"` // cells in all workflows
 	// PauseMs is how long the world's loop paused (to journal the
-	// checkpoint and copy its tables); DurationMs runs from the checkpoint
-	// until the snapshot record was durable.
+	// checkpoint and copy its tables, then to install the written cells);
+	// DurationMs runs from the checkpoint until the snapshot record was
+	// durable.
 	PauseMs    float64 `json:"pause_ms"`
 	DurationMs float64 `json:"duration_ms"`
 }

@@ -16,8 +16,9 @@ type Observer interface {
 	Ingested(events int)
 	Stepped(workflow string, d time.Duration, failed bool)
 	Flushed(records int, d time.Duration, err error)
-	// Snapshotted: a snapshot is durable; pause is what the loop spent at
-	// its checkpoint, total the time from the checkpoint to durability.
+	// Snapshotted: a snapshot is durable; pause is what the loop spent on
+	// it (at its checkpoint and installing the written cells), total the
+	// time from the checkpoint to durability.
 	Snapshotted(pause, total time.Duration, bytes int)
 }
 

@@ -60,8 +60,11 @@ type SnapshotResult struct {
 	Bytes      int          // its size
 	Dirty      int          // dirty cells it materialized
 	Cells      uint64       // cells in all workflows
-	Pause      time.Duration
-	Duration   time.Duration // from the checkpoint until the snapshot record was durable
+	// Pause is the loop's time on the snapshot: copying its tables at the
+	// checkpoint, then installing the written cells (cells.Head.Install)
+	// before it journals the snapshot record.
+	Pause    time.Duration
+	Duration time.Duration // from the checkpoint until the snapshot record was durable
 }
 
 // snapJob is a snapshot between its checkpoint and its snapshot record.
@@ -186,6 +189,7 @@ func (w *World) writeSnapshot(job *snapJob) {
 	_, err := w.send(context.Background(), request{query: func(st *state) { st.finishSnapshot(job) }})
 	if err == nil && job.fail == nil {
 		job.res.Duration = time.Since(job.started)
+		job.res.Pause = job.pause
 		w.cfg.Observer.Snapshotted(job.res.Pause, job.res.Duration, job.res.Bytes)
 	} else if job.fail == nil {
 		job.fail = err
@@ -251,6 +255,8 @@ func (st *state) finishSnapshot(job *snapJob) {
 		return
 	}
 	st.snap = nil
+	t0 := time.Now()
+	defer func() { job.pause += time.Since(t0) }()
 	if job.err != nil {
 		st.stop("snapshot of checkpoint "+fmt.Sprint(job.checkpoint), job.err)
 		job.fail = fmt.Errorf("%w: %w", ErrStorage, job.err)
@@ -270,7 +276,7 @@ func (st *state) finishSnapshot(job *snapJob) {
 		total += wf.Cells
 	}
 	job.res = SnapshotResult{Checkpoint: job.checkpoint, Seq: seq, Object: job.object, Bytes: job.bytes,
-		Dirty: job.dirty, Cells: total, Pause: job.pause}
+		Dirty: job.dirty, Cells: total}
 }
 
 // captureTables copies the loop's tables into a snapshot.State whose
