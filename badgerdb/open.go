@@ -31,11 +31,31 @@ const valueThreshold = 1 << 10
 // so 64 MiB keeps a world's heap bounded at no measured cost.
 const blockCacheSize = 64 << 20
 
-// numMemtables bounds the memtables (64 MiB each) Badger keeps while earlier
-// ones flush; its default of 5 let a million-cell world's heap reach 429 MiB.
-// Values over valueThreshold go to the value log, so memtables fill slowly and
+// numMemtables bounds the memtables Badger keeps while earlier ones flush;
+// its default of 5 let a million-cell world's heap reach 429 MiB. Values
+// over valueThreshold go to the value log, so memtables fill slowly and
 // three are enough to absorb flushes.
 const numMemtables = 3
+
+// memTableSize is 16 MiB, not Badger's 64: after a crash Badger replays the
+// unflushed memtables' write-ahead log into skiplists before Open returns,
+// and that was most of reopening a killed world (a 1M-record world: Badger's
+// open 0.33 -> 0.16 s, the whole reopen 0.82 -> 0.60 s, medians of 5; live
+// ingest unchanged within noise; docs/PERFORMANCE.md). Transactions stay far
+// below the smaller batch limit (15% of it): the journal's frames and every
+// CAS object over valueThreshold go to the value log, and the CAS writes in
+// batches that Badger splits itself.
+const memTableSize = 16 << 20
+
+// valueLogFileSize is 256 MiB, not Badger's 1 GiB: after a crash Badger reads
+// the newest value log file from its start, checking every entry, to find
+// where the last complete write ends; on a 10M-record world that scan was
+// half of Badger's open (0.4 s of a 1 GiB file). It bounds one value too:
+// the largest the kernel writes is a journal frame, at most two loop turns
+// of 32 MiB plus one input's records (Limits.MaxBytesPerInput, 64 MiB by
+// default), and a manifest's artifacts, bounded by the daemon's 64 MiB apply
+// body.
+const valueLogFileSize = 256 << 20
 
 // Block compression is off (Badger's default is Snappy). What the LSM holds —
 // CAS keys, small states and index nodes, all hashes or hash-laden CBOR —
@@ -68,6 +88,8 @@ func Open(dir string) (*DB, error) {
 		WithValueThreshold(valueThreshold).
 		WithBlockCacheSize(blockCacheSize).
 		WithNumMemtables(numMemtables).
+		WithMemTableSize(memTableSize).
+		WithValueLogFileSize(valueLogFileSize).
 		WithCompression(options.None).
 		WithLogger(slogLogger{slog.Default()})
 	db, err := badger.Open(opts)

@@ -27,6 +27,13 @@ import (
 // cache 1,024 leaves).
 const readAheadWindow = 512
 
+// readAheadMinLead is how far ahead of the loop a prefetch must start to be
+// worth it. A cold cell costs the goroutine about as much as it costs the
+// loop, so prefetching the cell the loop is about to step only reads it
+// twice; when the goroutine falls that close it skips ahead, leaving those
+// cells to the loop and warming the ones after them.
+const readAheadMinLead = 64
+
 // readAheadLockstep makes the loop wait, before each record, until the
 // goroutine has handled it (tests only, to make its effect deterministic);
 // readAheadOff keeps replay from starting the goroutine (tests only, to
@@ -123,6 +130,10 @@ type stepTarget struct {
 
 func (ra *readAhead) run(log Log, from uint64) {
 	defer close(ra.done)
+	minLead := uint64(readAheadMinLead)
+	if readAheadLockstep {
+		minLead = 0
+	}
 	_ = log.Read(from, func(r journal.Record) (bool, error) {
 		defer ra.handled.Store(r.Seq)
 		if r.Kind != journal.KindStep && r.Kind != journal.KindFault {
@@ -140,8 +151,10 @@ func (ra *readAhead) run(log Log, from uint64) {
 			return false, nil
 		default:
 		}
-		if r.Seq <= ra.reached.Load() {
-			return true, nil // the loop got there first
+		if r.Seq <= ra.reached.Load()+minLead {
+			// The loop gets there before a prefetch would be done, and
+			// would read the cell itself: jump ahead instead.
+			return true, nil
 		}
 		var t stepTarget
 		if schemas.UnmarshalTrusted(r.Body, &t) != nil {
