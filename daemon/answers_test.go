@@ -23,21 +23,11 @@ import (
 // holds the docs (API.md's tables and openapi.json's responses) to exactly
 // the (route, status, code) triples provoked here.
 
-// answerKey is one documented answer: a route ("METHOD /pattern"), a
-// status, and the error code ("" for a success).
-type answerKey struct {
-	route  string
-	status int
-	code   string
-}
-
-func (k answerKey) String() string { return fmt.Sprintf("%s %d %s", k.route, k.status, k.code) }
-
 // provoked collects the answers TestAPIAnswers provoked, for
 // TestAPIAnswersDocumented; nil until TestAPIAnswers ran in this process.
 var (
 	provokedMu sync.Mutex
-	provoked   map[answerKey]bool
+	provoked   map[daemon.AnswerKey]bool
 )
 
 // probe is one provoking request.
@@ -109,7 +99,7 @@ func (aw *answersWorld) run(t *testing.T, p probe) httpAnswer {
 		t.Errorf("%s: journal height %d -> %d, want it to grow: %v", what, before, after, p.journals)
 	}
 	provokedMu.Lock()
-	provoked[answerKey{p.route, p.status, p.code}] = true
+	provoked[daemon.AnswerKey{Route: p.route, Status: p.status, Code: p.code}] = true
 	provokedMu.Unlock()
 	return a
 }
@@ -172,7 +162,7 @@ func checkErrorBody(body []byte, ct, code string) error {
 
 func TestAPIAnswers(t *testing.T) {
 	provokedMu.Lock()
-	provoked = map[answerKey]bool{}
+	provoked = map[daemon.AnswerKey]bool{}
 	provokedMu.Unlock()
 	aw := newAnswersWorld(t)
 	ctx := context.Background()
@@ -453,6 +443,9 @@ func TestAPIAnswers(t *testing.T) {
 		p.status = 200
 		aw.run(t, p)
 	}
+	if !t.Failed() {
+		t.Run("documented", func(t *testing.T) { checkAnswersDocumented(t, provoked) })
+	}
 }
 
 // whileHeld holds the next CAS operation op of a request to path (body)
@@ -490,5 +483,31 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 				return
 			}
 		}
+	}
+}
+
+// checkAnswersDocumented: docs/API.md's tables list exactly the answers
+// provoked.
+func checkAnswersDocumented(t *testing.T, got map[daemon.AnswerKey]bool) {
+	t.Helper()
+	doc := daemon.DocumentedAnswers(t)
+	var undocumented, unprovoked []string
+	for k := range got {
+		if !doc[k] {
+			undocumented = append(undocumented, k.String())
+		}
+	}
+	for k := range doc {
+		if !got[k] {
+			unprovoked = append(unprovoked, k.String())
+		}
+	}
+	slices.Sort(undocumented)
+	slices.Sort(unprovoked)
+	if len(undocumented) > 0 {
+		t.Errorf("answers provoked but not in docs/API.md's tables:\n%s", strings.Join(undocumented, "\n"))
+	}
+	if len(unprovoked) > 0 {
+		t.Errorf("answers in docs/API.md's tables that TestAPIAnswers does not provoke:\n%s", strings.Join(unprovoked, "\n"))
 	}
 }
