@@ -33,7 +33,7 @@ var (
 // DocumentedAnswers reads docs/API.md's answer tables: each route's
 // ("Answers of `METHOD /pattern`") and, added to every route, the table
 // "Answers of every route".
-func DocumentedAnswers(t *testing.T) map[AnswerKey]bool {
+func DocumentedAnswers(t testing.TB) map[AnswerKey]bool {
 	t.Helper()
 	b, err := os.ReadFile(apiDoc)
 	if err != nil {

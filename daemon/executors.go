@@ -202,7 +202,7 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 	}
 	// A stopped world could settle nothing it hands out: say so rather
 	// than answer "no work" to an executor that would poll on.
-	if err := x.W.Usable(); err != nil {
+	if err := x.W.Usable(); err != nil { // checked before the claim
 		return nil, err
 	}
 	// Over their caps, max, lease_ms and wait_ms are capped (documented):
@@ -218,9 +218,6 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 	wait := min(time.Duration(req.WaitMs)*time.Millisecond, time.Minute)
 	got, err := x.Dispatcher.Claim(ctx, req.Executor, req.Effects, req.Max, lease, wait)
 	if err != nil {
-		return nil, err
-	}
-	if err := x.W.Usable(); err != nil { // it stopped during a long poll
 		return nil, err
 	}
 	out := make([]ClaimedIntent, 0, len(got))
