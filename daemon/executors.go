@@ -163,6 +163,9 @@ type Executors struct {
 // hold an intent for longer.
 const maxLeaseMs = 3_600_000
 
+// maxClaim caps how many intents one claim takes.
+const maxClaim = 1000
+
 // ClaimRequest is POST /v1/effects/claim.
 type ClaimRequest struct {
 	Executor string   `json:"executor"`
@@ -189,10 +192,25 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 	if req.Executor == "" || len(req.Effects) == 0 {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "request body", `"executor" and "effects" are required`)
 	}
-	if req.Max <= 0 {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max", int64(req.Max)}, {"lease_ms", req.LeaseMs}, {"wait_ms", req.WaitMs}} {
+		if f.v < 0 {
+			return nil, newError(http.StatusBadRequest, CodeInvalidInput, f.name, "%s is %d; want 0 (the default) or more", f.name, f.v)
+		}
+	}
+	// A stopped world could settle nothing it hands out: say so rather
+	// than answer "no work" to an executor that would poll on.
+	if err := x.W.Usable(); err != nil { // checked before the claim
+		return nil, err
+	}
+	// Over their caps, max, lease_ms and wait_ms are capped (documented):
+	// the answer's lease_until says what lease was granted.
+	if req.Max == 0 {
 		req.Max = 1
 	}
-	req.Max = min(req.Max, 1000)
+	req.Max = min(req.Max, maxClaim)
 	lease := 30 * time.Second
 	if req.LeaseMs > 0 {
 		lease = time.Duration(min(req.LeaseMs, maxLeaseMs)) * time.Millisecond

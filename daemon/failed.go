@@ -57,11 +57,21 @@ func (l *Local) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error) 
 		if q.Workflow == "" {
 			return nil, newError(http.StatusBadRequest, CodeInvalidInput, "key", "a key filter needs a workflow")
 		}
+		page := &FailedPage{Failed: []FailedInfo{}}
 		k, err := l.failedKey(ctx, q.Workflow, *q.Key)
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeNotFound {
+			// A workflow the manifest does not have: as without a key, a
+			// filter naming a workflow with no failed instances is
+			// invalid_input (400), and one with failed instances none of
+			// which has the key has no rows.
+			if _, _, ferr := l.W.Failed(ctx, q.Workflow, 1, ""); ferr != nil {
+				return nil, AsError(ferr, "workflow "+q.Workflow)
+			}
+			return page, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		page := &FailedPage{Failed: []FailedInfo{}}
 		fi, err := l.W.FailedInstance(ctx, q.Workflow, k)
 		switch {
 		case errors.Is(err, kernel.ErrNotFailed):

@@ -337,6 +337,12 @@ func (w *World) enqueue(ctx context.Context, r request) (err error) {
 	}
 }
 
+// Usable reports, without a trip through the loop, why the world can take
+// no more requests: ErrBroken after a storage failure, ErrClosed once
+// closed; nil while it serves. Work handed out meanwhile (an executor's
+// claim) could never be settled on a world that is not usable.
+func (w *World) Usable() error { return w.usable() }
+
 func (w *World) usable() error {
 	if p := w.broken.Load(); p != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, *p)

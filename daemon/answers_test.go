@@ -1,0 +1,513 @@
+package daemon_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/internal/storefault"
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// The API's answers, provoked one by one: TestAPIAnswers sends, for every
+// route, a request that should get each answer docs/API.md lists for it
+// ("Answers" tables) and checks the status, the error code, the error
+// body's shape, and whether the journal grew. TestAPIAnswersDocumented then
+// holds the docs (API.md's tables and openapi.json's responses) to exactly
+// the (route, status, code) triples provoked here.
+
+// provoked collects the answers TestAPIAnswers provoked, for
+// TestAPIAnswersDocumented; nil until TestAPIAnswers ran in this process.
+var (
+	provokedMu sync.Mutex
+	provoked   map[daemon.AnswerKey]bool
+)
+
+// probe is one provoking request.
+type probe struct {
+	name     string
+	route    string // the route it exercises, as the route table writes it
+	method   string // "" : the route's
+	path     string // the request path (escaped)
+	body     string
+	hdr      map[string]string
+	base     string // "" : the server with executors
+	status   int
+	code     string // the error code; "" for a 2xx
+	journals bool   // the journal grows (else it must not)
+	says     string // the answer contains this ("" : anything)
+}
+
+// routes are the API's routes with a concrete path each, for the answers
+// every route gives (401, 405).
+var answerRoutes = map[string]string{
+	"POST /v1/events":                    "/v1/events",
+	"GET /v1/status":                     "/v1/status",
+	"GET /v1/limits":                     "/v1/limits",
+	"POST /v1/limits":                    "/v1/limits",
+	"GET /v1/quiescent":                  "/v1/quiescent",
+	"GET /v1/cells/{workflow}":           "/v1/cells/t%2Ftally@1",
+	"GET /v1/cells/{workflow}/{key}":     "/v1/cells/t%2Ftally@1/a",
+	"GET /v1/trace/{workflow}/{key}":     "/v1/trace/t%2Ftally@1/a",
+	"GET /v1/failed":                     "/v1/failed",
+	"POST /v1/failed/{workflow}/recover": "/v1/failed/t%2Ftally@1/recover",
+	"GET /v1/journal":                    "/v1/journal",
+	"POST /v1/apply":                     "/v1/apply",
+	"POST /v1/gc":                        "/v1/gc",
+	"POST /v1/shadow":                    "/v1/shadow",
+	"POST /v1/snapshot":                  "/v1/snapshot",
+	"POST /v1/replay":                    "/v1/replay",
+	"GET /v1/intents/{hash}":             "/v1/intents/sha256:" + strings.Repeat("0", 64),
+	"GET /v1/keys":                       "/v1/keys",
+	"POST /v1/keys":                      "/v1/keys",
+	"DELETE /v1/keys/{id}":               "/v1/keys/ed25519:" + strings.Repeat("0", 32),
+	"POST /v1/effects/claim":             "/v1/effects/claim",
+	"POST /v1/receipts":                  "/v1/receipts",
+	"POST /v1/frames":                    "/v1/frames",
+	"GET /metrics":                       "/metrics",
+}
+
+// run sends p and checks its answer; it records what it provoked.
+func (aw *answersWorld) run(t *testing.T, p probe) httpAnswer {
+	t.Helper()
+	method := p.method
+	if method == "" {
+		method = p.route[:strings.IndexByte(p.route, ' ')]
+	}
+	before := aw.height()
+	a := aw.call(t, p.base, method, p.path, p.body, p.hdr)
+	after := aw.height()
+	what := fmt.Sprintf("%s (%s %s)", p.name, method, p.path)
+	if a.status != p.status {
+		t.Errorf("%s: status %d, want %d: %.600s", what, a.status, p.status, a.body)
+		return a
+	}
+	if err := checkAnswerShape(a, p.code); err != nil {
+		t.Errorf("%s: %v: %.600s", what, err, a.body)
+	}
+	if p.says != "" && !strings.Contains(a.body, p.says) {
+		t.Errorf("%s: answer does not say %q: %.600s", what, p.says, a.body)
+	}
+	if grew := after > before; grew != p.journals {
+		t.Errorf("%s: journal height %d -> %d, want it to grow: %v", what, before, after, p.journals)
+	}
+	provokedMu.Lock()
+	provoked[daemon.AnswerKey{Route: p.route, Status: p.status, Code: p.code}] = true
+	provokedMu.Unlock()
+	return a
+}
+
+// checkAnswerShape: a refusal is {"error": {"code", "message", "where"?}}
+// with code; a success is JSON (an NDJSON stream for the journal, text for
+// metrics) without an error.
+func checkAnswerShape(a httpAnswer, code string) error {
+	ct := a.header.Get("Content-Type")
+	if code == "" {
+		switch {
+		case strings.HasPrefix(ct, "application/x-ndjson"):
+			for _, line := range strings.Split(strings.TrimSpace(a.body), "\n") {
+				if line != "" && !json.Valid([]byte(line)) {
+					return fmt.Errorf("journal line %q is not JSON", line)
+				}
+			}
+			return nil
+		case strings.HasPrefix(ct, "text/plain"):
+			return nil
+		case !json.Valid([]byte(a.body)):
+			return fmt.Errorf("answer is not JSON (Content-Type %q)", ct)
+		}
+		var eb struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal([]byte(a.body), &eb) == nil && eb.Error != nil {
+			return fmt.Errorf("a success carries an error")
+		}
+		return nil
+	}
+	return checkErrorBody([]byte(a.body), ct, code)
+}
+
+// checkErrorBody: body is the API's error shape with code.
+func checkErrorBody(body []byte, ct, code string) error {
+	if !strings.HasPrefix(ct, "application/json") {
+		return fmt.Errorf("error answer has Content-Type %q", ct)
+	}
+	var eb struct {
+		Error *struct {
+			Code    *string `json:"code"`
+			Message *string `json:"message"`
+			Where   *string `json:"where"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &eb); err != nil {
+		return fmt.Errorf("error body: %v", err)
+	}
+	switch {
+	case eb.Error == nil || eb.Error.Code == nil || eb.Error.Message == nil:
+		return fmt.Errorf("no error.code and error.message")
+	case *eb.Error.Code != code && code != "*":
+		return fmt.Errorf("error code %q, want %q", *eb.Error.Code, code)
+	case *eb.Error.Message == "":
+		return fmt.Errorf("empty error message")
+	}
+	return nil
+}
+
+func TestAPIAnswers(t *testing.T) {
+	provokedMu.Lock()
+	provoked = map[daemon.AnswerKey]bool{}
+	provokedMu.Unlock()
+	aw := newAnswersWorld(t)
+	ctx := context.Background()
+	const tally = "/v1/cells/t%2Ftally@1"
+	recoverTally := "/v1/failed/t%2Ftally@1/recover"
+	recoverJob := "/v1/failed/t%2Fjob@1/recover"
+	add := func(key string, by int) string {
+		return fmt.Sprintf(`{"schema":"t/Add@1","value":{"key":%q,"by":%d}}`, key, by)
+	}
+	start := func(id string) string { return fmt.Sprintf(`{"schema":"t/Start@1","value":{"id":%q}}`, id) }
+	files := func(manifest string) string {
+		return `{"files":[{"name":"manifest.json","content":` + manifest + `}]}`
+	}
+	// Another manifest: the tally workflow under a second name, so applying
+	// it changes the world.
+	changed := strings.Replace(answersManifest, `"name":"t/answers"`, `"name":"t/answers2"`, 1)
+
+	// 401 and 405 on every route.
+	for _, route := range slices.Sorted(mapsKeys(answerRoutes)) {
+		path := answerRoutes[route]
+		for _, auth := range []string{"-", "Bearer wrong"} {
+			a := aw.run(t, probe{name: "auth " + auth, route: route, path: path, hdr: map[string]string{"Authorization": auth},
+				status: 401, code: "unauthorized"})
+			if a.header.Get("WWW-Authenticate") != `Bearer realm="aos"` {
+				t.Errorf("%s 401: WWW-Authenticate %q", route, a.header.Get("WWW-Authenticate"))
+			}
+		}
+		a := aw.run(t, probe{name: "method", route: route, method: "PUT", path: path, status: 405, code: "method_not_allowed"})
+		if a.header.Get("Allow") == "" {
+			t.Errorf("%s 405: no Allow header", route)
+		}
+	}
+
+	// Before the first apply.
+	for _, p := range []probe{
+		{name: "event before apply", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 409, code: "no_manifest"},
+		{name: "cells before apply", route: "GET /v1/cells/{workflow}", path: tally, status: 409, code: "no_manifest"},
+		{name: "cell before apply", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a", status: 409, code: "no_manifest"},
+		{name: "trace before apply", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 409, code: "no_manifest"},
+		{name: "recover before apply", route: "POST /v1/failed/{workflow}/recover", path: recoverTally,
+			body: `{"key":"a","action":"skip","fault_seq":1}`, status: 409, code: "no_manifest"},
+		{name: "failed before apply", route: "GET /v1/failed", path: "/v1/failed", status: 200},
+		{name: "shadow before apply", route: "POST /v1/shadow", path: "/v1/shadow", body: files(answersManifest), status: 200},
+		{name: "apply", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest), status: 200, journals: true, says: `"applied":true`},
+	} {
+		aw.run(t, p)
+	}
+
+	// The world at work: a tally a, a failed tally bad, jobs j1 (in flight),
+	// j2 and j3.
+	for _, p := range []probe{
+		{name: "event", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 200, journals: true, says: `"seq"`},
+		{name: "batch", route: "POST /v1/events", path: "/v1/events", body: "[" + add("a", 1) + "," + add("bad", 13) + "]", status: 200, journals: true, says: `"seqs"`},
+		{name: "keyed event", route: "POST /v1/events", path: "/v1/events", body: add("a", 2), hdr: map[string]string{"Idempotency-Key": "k1"}, status: 200, journals: true},
+		{name: "resend", route: "POST /v1/events", path: "/v1/events", body: add("a", 2), hdr: map[string]string{"Idempotency-Key": "k1"}, status: 200, says: `"duplicate":true`},
+		{name: "idempotency conflict", route: "POST /v1/events", path: "/v1/events", body: add("a", 3), hdr: map[string]string{"Idempotency-Key": "k1"}, status: 409, code: "idempotency_conflict"},
+		{name: "malformed", route: "POST /v1/events", path: "/v1/events", body: `{"schema":`, status: 400, code: "invalid_input"},
+		{name: "unknown field", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Add@1","value":{},"x":1}`, status: 400, code: "invalid_input"},
+		{name: "unknown schema", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Nope@1","value":{}}`, status: 400, code: "invalid_input"},
+		{name: "schema violation", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Add@1","value":{"key":"a"}}`, status: 400, code: "invalid_input", says: "t/Add@1"},
+		{name: "empty batch", route: "POST /v1/events", path: "/v1/events", body: `[]`, status: 400, code: "invalid_input"},
+		{name: "too large", route: "POST /v1/events", path: "/v1/events", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "job j1", route: "POST /v1/events", path: "/v1/events", body: start("j1"), status: 200, journals: true},
+		{name: "job j2", route: "POST /v1/events", path: "/v1/events", body: start("j2"), status: 200, journals: true},
+		{name: "job j3", route: "POST /v1/events", path: "/v1/events", body: start("j3"), status: 200, journals: true},
+	} {
+		aw.run(t, p)
+	}
+	if err := aw.w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	i1, i2, i3 := aw.intentOf(t, "j1"), aw.intentOf(t, "j2"), aw.intentOf(t, "j3")
+	badFault := aw.faultOf(t, "t/tally@1", "bad")
+
+	// Executors: a key for t/work@1, a claim, frames and receipts.
+	payments, _ := receipts.GenerateKey()
+	stranger, _ := receipts.GenerateKey()
+	keyBody := func(name string, effects ...string) string {
+		b, _ := json.Marshal(daemon.AddKeyRequest{Name: name, PublicKey: pubPEM(t, payments.Public().(ed25519.PublicKey)), Effects: effects})
+		return string(b)
+	}
+	ghost := schemas.HashBytes([]byte("no such intent"))
+	for _, p := range []probe{
+		{name: "keys", route: "GET /v1/keys", path: "/v1/keys", status: 200, says: daemon.BuiltinExecutor},
+		{name: "add key", route: "POST /v1/keys", path: "/v1/keys", body: keyBody("payments", workFx), status: 200, says: `"id"`},
+		{name: "add key again", route: "POST /v1/keys", path: "/v1/keys", body: keyBody("payments", workFx), status: 409, code: "conflict"},
+		{name: "key for sys/", route: "POST /v1/keys", path: "/v1/keys", body: keyBody("payments", "sys/timer.set@1"), status: 400, code: "invalid_input"},
+		{name: "key malformed", route: "POST /v1/keys", path: "/v1/keys", body: `{"name":`, status: 400, code: "invalid_input"},
+		{name: "key too large", route: "POST /v1/keys", path: "/v1/keys", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "remove unknown key", route: "DELETE /v1/keys/{id}", path: "/v1/keys/ed25519:" + strings.Repeat("0", 32), status: 404, code: "not_found"},
+		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"max":5000}`, status: 200, says: i1.String()},
+		{name: "claim nothing open", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}`, status: 200, says: `"intents":[]`},
+		{name: "claim without effects", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments"}`, status: 400, code: "invalid_input"},
+		{name: "claim negative", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"lease_ms":-1}`, status: 400, code: "invalid_input", says: "lease_ms"},
+		{name: "claim too large", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "claim without executors", route: "POST /v1/effects/claim", base: aw.bare, path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`, status: 503, code: "unavailable"},
+		{name: "frame", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 1), status: 200, journals: true},
+		{name: "frame again", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 1), status: 409, code: "frame_refused"},
+		{name: "frame stranger", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, stranger, "payments", workFx, i1, 2), status: 403, code: "untrusted"},
+		{name: "frame malformed", route: "POST /v1/frames", path: "/v1/frames", body: `{"intent_hash":`, status: 400, code: "invalid_input"},
+		{name: "frame too large", route: "POST /v1/frames", path: "/v1/frames", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "frame without executors", route: "POST /v1/frames", base: aw.bare, path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 2), status: 503, code: "unavailable"},
+		{name: "receipt malformed", route: "POST /v1/receipts", path: "/v1/receipts", body: `{"intent_hash":`, status: 400, code: "invalid_input"},
+		{name: "receipt stranger", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, stranger, "payments", workFx, i1, map[string]any{"ok": true}), status: 403, code: "untrusted"},
+		{name: "receipt for another effect", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", i1, map[string]any{"ok": true}), status: 403, code: "untrusted", says: "but the intent is for effect t/work@1"},
+		{name: "receipt unknown intent", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, ghost, map[string]any{"ok": true}), status: 404, code: "unknown_intent"},
+		{name: "receipt too large", route: "POST /v1/receipts", path: "/v1/receipts", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "receipt without executors", route: "POST /v1/receipts", base: aw.bare, path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 503, code: "unavailable"},
+		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String(), status: 200, says: `"kind":"frame"`},
+		{name: "intent not a hash", route: "GET /v1/intents/{hash}", path: "/v1/intents/nope", status: 400, code: "invalid_input"},
+		{name: "intent unknown", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + ghost.String(), status: 404, code: "not_found"},
+	} {
+		aw.run(t, p)
+	}
+
+	// Apply and shadow refused while j1's intent is in flight.
+	for _, p := range []probe{
+		{name: "apply not quiescent", route: "POST /v1/apply", path: "/v1/apply", body: files(changed), status: 409, code: "not_quiescent", says: `"blocked_by":[{`},
+		{name: "apply unchanged, not quiescent", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest), status: 409, code: "not_quiescent"},
+		{name: "apply dry run, not quiescent", route: "POST /v1/apply", path: "/v1/apply", body: `{"files":[{"name":"m.json","content":` + changed + `}],"dry_run":true}`, status: 409, code: "not_quiescent", says: `"dry_run":true`},
+		{name: "apply malformed", route: "POST /v1/apply", path: "/v1/apply", body: `{"files":`, status: 400, code: "invalid_input"},
+		{name: "apply path and files", route: "POST /v1/apply", path: "/v1/apply", body: `{"path":"/x","files":[{"name":"m.json","content":{}}]}`, status: 400, code: "invalid_input"},
+		{name: "apply bad wait", route: "POST /v1/apply", path: "/v1/apply", body: `{"files":[{"name":"m.json","content":` + changed + `}],"wait":"soon"}`, status: 400, code: "invalid_input", says: "wait"},
+		{name: "apply invalid manifest", route: "POST /v1/apply", path: "/v1/apply", body: files(`[{"$kind":"defschema","name":"x"}]`), status: 400, code: "invalid_manifest"},
+		{name: "apply too large", route: "POST /v1/apply", path: "/v1/apply", body: strings.Repeat(" ", daemon.DefaultMaxApplyBytes+1), status: 413, code: "too_large"},
+		{name: "shadow not quiescent", route: "POST /v1/shadow", path: "/v1/shadow", body: `{"files":[{"name":"m.json","content":` + changed + `}],"events":[` + add("s", 1) + `]}`, status: 409, code: "not_quiescent", says: `"blocked_by"`},
+		{name: "shadow window and events", route: "POST /v1/shadow", path: "/v1/shadow", body: `{"files":[{"name":"m.json","content":` + answersManifest + `}],"events":[` + add("s", 1) + `],"window":3}`, status: 400, code: "invalid_input"},
+		{name: "shadow invalid manifest", route: "POST /v1/shadow", path: "/v1/shadow", body: files(`[{"$kind":"defschema","name":"x"}]`), status: 400, code: "invalid_manifest"},
+		{name: "shadow too large", route: "POST /v1/shadow", path: "/v1/shadow", body: strings.Repeat(" ", daemon.DefaultMaxApplyBytes+1), status: 413, code: "too_large"},
+	} {
+		aw.run(t, p)
+	}
+
+	// Receipts that settle: j1 accepted; j2's payload fails t/WorkReceipt@1
+	// and t/job@1 has no Rejected arm, so j2 fails; j3 fails by a second
+	// start while its intent is in flight, so its receipt is dropped.
+	for _, p := range []probe{
+		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 200, journals: true, says: `"seq"`},
+		{name: "receipt again", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 409, code: "duplicate"},
+		{name: "frame after the receipt", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 5), status: 409, code: "frame_refused"},
+		{name: "receipt rejected", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i2, map[string]any{"ok": "yes"}), status: 200, journals: true, says: `"rejected"`},
+		{name: "job j3 again", route: "POST /v1/events", path: "/v1/events", body: start("j3"), status: 200, journals: true},
+		{name: "receipt late", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i3, map[string]any{"ok": true}), status: 409, code: "dropped", journals: true},
+		{name: "receipt late again", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i3, map[string]any{"ok": true}), status: 409, code: "duplicate"},
+	} {
+		aw.run(t, p)
+	}
+	if err := aw.w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j2Fault := aw.faultOf(t, jobWF, "j2")
+
+	// Queries, limits, failed instances.
+	for _, p := range []probe{
+		{name: "apply unchanged", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest), status: 200, says: `"unchanged":true`},
+		{name: "apply dry run", route: "POST /v1/apply", path: "/v1/apply", body: `{"files":[{"name":"m.json","content":` + changed + `}],"dry_run":true}`, status: 200, says: `"dry_run":true`},
+		{name: "shadow", route: "POST /v1/shadow", path: "/v1/shadow", body: `{"files":[{"name":"m.json","content":` + answersManifest + `}],"events":[` + add("s", 1) + `]}`, status: 200, says: `"deltas"`},
+		{name: "status", route: "GET /v1/status", path: "/v1/status", status: 200, says: `"journal_height"`},
+		{name: "limits", route: "GET /v1/limits", path: "/v1/limits", status: 200, says: `"max_effects"`},
+		{name: "set limits", route: "POST /v1/limits", path: "/v1/limits", body: `{"max_effects":17}`, status: 200, journals: true, says: `"changed":true`},
+		{name: "set limits unchanged", route: "POST /v1/limits", path: "/v1/limits", body: `{"max_effects":17}`, status: 200, says: `"changed":false`},
+		{name: "set unknown limit", route: "POST /v1/limits", path: "/v1/limits", body: `{"max_efects":17}`, status: 400, code: "invalid_input", says: "max_efects"},
+		{name: "set negative limit", route: "POST /v1/limits", path: "/v1/limits", body: `{"max_effects":-1}`, status: 400, code: "invalid_input", says: "max_effects"},
+		{name: "limits too large", route: "POST /v1/limits", path: "/v1/limits", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "quiescent", route: "GET /v1/quiescent", path: "/v1/quiescent?wait=1ms", status: 200, says: `"quiescent"`},
+		{name: "quiescent bad wait", route: "GET /v1/quiescent", path: "/v1/quiescent?wait=soon", status: 400, code: "invalid_input"},
+		{name: "cells", route: "GET /v1/cells/{workflow}", path: tally, status: 200, says: `"cells"`},
+		{name: "cells bad limit", route: "GET /v1/cells/{workflow}", path: tally + "?limit=99999", status: 400, code: "invalid_input"},
+		{name: "cells bad cursor", route: "GET /v1/cells/{workflow}", path: tally + "?after=zz", status: 400, code: "invalid_input"},
+		{name: "cells unknown workflow", route: "GET /v1/cells/{workflow}", path: "/v1/cells/t%2Fnope@1", status: 404, code: "not_found"},
+		{name: "cell", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a", status: 200, says: `"state"`},
+		{name: "cell bad key", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%22%22", status: 400, code: "invalid_input"},
+		{name: "cell none", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/zzz", status: 404, code: "not_found"},
+		{name: "cell unknown workflow", route: "GET /v1/cells/{workflow}/{key}", path: "/v1/cells/t%2Fnope@1/a", status: 404, code: "not_found"},
+		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 200, says: `"kind":"step"`},
+		{name: "trace bad key", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/%22%22", status: 400, code: "invalid_input"},
+		{name: "trace unknown workflow", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Fnope@1/a", status: 404, code: "not_found"},
+		{name: "journal", route: "GET /v1/journal", path: "/v1/journal?kind=fault", status: 200, says: `"kind":"fault"`},
+		{name: "journal bad kind", route: "GET /v1/journal", path: "/v1/journal?kind=nope", status: 400, code: "invalid_input"},
+		{name: "failed", route: "GET /v1/failed", path: "/v1/failed", status: 200, says: `"bad"`},
+		{name: "failed bad limit", route: "GET /v1/failed", path: "/v1/failed?limit=x", status: 400, code: "invalid_input"},
+		{name: "failed key without workflow", route: "GET /v1/failed", path: "/v1/failed?key=a", status: 400, code: "invalid_input"},
+		{name: "failed unknown workflow", route: "GET /v1/failed", path: "/v1/failed?workflow=t%2Fnope@1", status: 400, code: "invalid_input"},
+		{name: "failed unknown workflow with key", route: "GET /v1/failed", path: "/v1/failed?workflow=t%2Fnope@1&key=a", status: 400, code: "invalid_input"},
+		{name: "recover malformed", route: "POST /v1/failed/{workflow}/recover", path: recoverTally, body: `{"key":`, status: 400, code: "invalid_input"},
+		{name: "recover bad action", route: "POST /v1/failed/{workflow}/recover", path: recoverTally, body: fmt.Sprintf(`{"key":"bad","action":"undo","fault_seq":%d}`, badFault), status: 400, code: "invalid_input"},
+		{name: "recover too large", route: "POST /v1/failed/{workflow}/recover", path: recoverTally, body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "recover unknown workflow", route: "POST /v1/failed/{workflow}/recover", path: "/v1/failed/t%2Fnope@1/recover", body: `{"key":"a","action":"skip","fault_seq":1}`, status: 404, code: "not_found"},
+		{name: "recover not failed", route: "POST /v1/failed/{workflow}/recover", path: recoverTally, body: `{"key":"a","action":"skip","fault_seq":1}`, status: 409, code: "not_failed"},
+		{name: "recover stale", route: "POST /v1/failed/{workflow}/recover", path: recoverTally, body: fmt.Sprintf(`{"key":"bad","action":"skip","fault_seq":%d}`, badFault-1), status: 409, code: "stale_fault"},
+		{name: "recover not retryable", route: "POST /v1/failed/{workflow}/recover", path: recoverJob, body: fmt.Sprintf(`{"key":"j2","action":"retry","fault_seq":%d}`, j2Fault), status: 409, code: "not_retryable"},
+		{name: "recover", route: "POST /v1/failed/{workflow}/recover", path: recoverTally, body: fmt.Sprintf(`{"key":"bad","action":"skip","fault_seq":%d}`, badFault), status: 200, journals: true, says: `"status":"completed"`},
+		{name: "replay", route: "POST /v1/replay", path: "/v1/replay?verify=true", status: 200, says: `"ok":true`},
+		{name: "replay bad verify", route: "POST /v1/replay", path: "/v1/replay?verify=maybe", status: 400, code: "invalid_input"},
+		{name: "gc bad keep", route: "POST /v1/gc", path: "/v1/gc", body: `{"keep_snapshots":-1}`, status: 400, code: "invalid_input"},
+		{name: "gc malformed", route: "POST /v1/gc", path: "/v1/gc", body: `{"keep_snapshots":`, status: 400, code: "invalid_input"},
+		{name: "gc too large", route: "POST /v1/gc", path: "/v1/gc", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot", status: 200, journals: true, says: `"object"`},
+		{name: "gc", route: "POST /v1/gc", path: "/v1/gc", body: `{}`, status: 200, says: `"freed_objects"`},
+		{name: "metrics", route: "GET /metrics", path: "/metrics", status: 200, says: "aos_journal_height"},
+	} {
+		aw.run(t, p)
+	}
+	// The key removed: the built-in one cannot be.
+	var keys []daemon.KeyView
+	if err := json.Unmarshal([]byte(aw.call(t, "", "GET", "/v1/keys", "", nil).body), &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Name == daemon.BuiltinExecutor {
+			aw.run(t, probe{name: "remove the built-in key", route: "DELETE /v1/keys/{id}", path: "/v1/keys/" + k.ID, status: 400, code: "invalid_input"})
+		} else {
+			aw.run(t, probe{name: "remove key", route: "DELETE /v1/keys/{id}", path: "/v1/keys/" + k.ID, status: 200, says: `"removed":true`})
+		}
+	}
+
+	// A collection or snapshot while another runs: held at a CAS operation.
+	aw.whileHeld(t, storefault.CASIterate, false, `{}`, "/v1/gc", probe{name: "gc while one runs", route: "POST /v1/gc", path: "/v1/gc", body: `{}`, status: 409, code: "conflict"})
+	aw.run(t, probe{name: "event for the snapshot", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 200, journals: true})
+	aw.whileHeld(t, storefault.CASPut, true, "", "/v1/snapshot", probe{name: "snapshot while one is written", route: "POST /v1/snapshot", path: "/v1/snapshot", status: 409, code: "not_idle"})
+
+	// A storage read fails: 500 internal.
+	for _, p := range []probe{
+		{name: "status, journal read fails", route: "GET /v1/status", path: "/v1/status", status: 500, code: "internal"},
+		{name: "journal, journal read fails", route: "GET /v1/journal", path: "/v1/journal", status: 500, code: "internal"},
+		{name: "trace, journal read fails", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 500, code: "internal"},
+		{name: "intent, journal read fails", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String(), status: 500, code: "internal"},
+	} {
+		aw.logFaults.Arm(storefault.Ops(storefault.JournalRead), 1)
+		aw.run(t, p)
+		aw.logFaults.Arm(nil, 0)
+	}
+	for _, p := range []probe{
+		{name: "cells, cas read fails", route: "GET /v1/cells/{workflow}", path: tally, status: 500, code: "internal"},
+		{name: "gc, cas read fails", route: "POST /v1/gc", path: "/v1/gc", body: "{}", status: 500, code: "internal"},
+	} {
+		aw.casFaults.Arm(storefault.Ops(storefault.CASGet, storefault.CASIterate, storefault.CASHas), 1)
+		aw.run(t, p)
+		aw.casFaults.Arm(nil, 0)
+	}
+
+	// A journal write fails: the world stops, and every route that needs it
+	// answers 503.
+	aw.logFaults.Arm(storefault.Ops(storefault.JournalAppend), 1)
+	aw.run(t, probe{name: "event, journal write fails", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 503, code: "unavailable"})
+	for _, p := range []probe{
+		{name: "event", route: "POST /v1/events", path: "/v1/events", body: add("a", 1)},
+		{name: "status", route: "GET /v1/status", path: "/v1/status"},
+		{name: "limits", route: "GET /v1/limits", path: "/v1/limits"},
+		{name: "set limits", route: "POST /v1/limits", path: "/v1/limits", body: `{"max_effects":18}`},
+		{name: "quiescent", route: "GET /v1/quiescent", path: "/v1/quiescent"},
+		{name: "cells", route: "GET /v1/cells/{workflow}", path: tally},
+		{name: "cell", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a"},
+		{name: "failed", route: "GET /v1/failed", path: "/v1/failed"},
+		{name: "recover", route: "POST /v1/failed/{workflow}/recover", path: recoverJob, body: fmt.Sprintf(`{"key":"j2","action":"skip","fault_seq":%d}`, j2Fault)},
+		{name: "apply", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest)},
+		{name: "shadow", route: "POST /v1/shadow", path: "/v1/shadow", body: files(answersManifest)},
+		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot"},
+		{name: "replay", route: "POST /v1/replay", path: "/v1/replay"},
+		{name: "gc", route: "POST /v1/gc", path: "/v1/gc", body: `{}`},
+		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
+		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", ghost, map[string]any{})},
+		{name: "frame", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", ghost, 1)},
+	} {
+		p.name = "stopped world: " + p.name
+		p.status, p.code = 503, "unavailable"
+		aw.run(t, p)
+	}
+	// What reads the journal or the keys alone still answers.
+	for _, p := range []probe{
+		{name: "journal", route: "GET /v1/journal", path: "/v1/journal"},
+		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a"},
+		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()},
+		{name: "keys", route: "GET /v1/keys", path: "/v1/keys"},
+		{name: "metrics", route: "GET /metrics", path: "/metrics"},
+	} {
+		p.name = "stopped world: " + p.name
+		p.status = 200
+		aw.run(t, p)
+	}
+	if !t.Failed() {
+		t.Run("documented", func(t *testing.T) { checkAnswersDocumented(t, provoked) })
+	}
+}
+
+// whileHeld holds the next CAS operation op of a request to path (body)
+// started in the background, sends p meanwhile, and lets the first go.
+// With journals, the first request journals a record before op (a
+// snapshot's checkpoint): p is sent once it is durable.
+func (aw *answersWorld) whileHeld(t *testing.T, op storefault.Op, journals bool, body, path string, p probe) {
+	t.Helper()
+	h0 := aw.height()
+	gate := storefault.NewGate(op)
+	hook := gate.Hook
+	aw.casGate.Store(&hook)
+	defer aw.casGate.Store(nil)
+	defer gate.Open()
+	gate.Arm()
+	first := make(chan httpAnswer, 1)
+	go func() { first <- aw.call(t, "", "POST", path, body, nil) }()
+	<-gate.Entered()
+	if journals {
+		if _, err := aw.log.Wait(context.Background(), h0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aw.run(t, p)
+	gate.Open()
+	if a := <-first; a.status != 200 {
+		t.Errorf("the held %s: %d %s", path, a.status, a.body)
+	}
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// checkAnswersDocumented: docs/API.md's tables list exactly the answers
+// provoked.
+func checkAnswersDocumented(t *testing.T, got map[daemon.AnswerKey]bool) {
+	t.Helper()
+	doc := daemon.DocumentedAnswers(t)
+	var undocumented, unprovoked []string
+	for k := range got {
+		if !doc[k] {
+			undocumented = append(undocumented, k.String())
+		}
+	}
+	for k := range doc {
+		if !got[k] {
+			unprovoked = append(unprovoked, k.String())
+		}
+	}
+	slices.Sort(undocumented)
+	slices.Sort(unprovoked)
+	if len(undocumented) > 0 {
+		t.Errorf("answers provoked but not in docs/API.md's tables:\n%s", strings.Join(undocumented, "\n"))
+	}
+	if len(unprovoked) > 0 {
+		t.Errorf("answers in docs/API.md's tables that TestAPIAnswers does not provoke:\n%s", strings.Join(unprovoked, "\n"))
+	}
+}
