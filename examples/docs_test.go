@@ -694,3 +694,56 @@ func jsonValue(t *testing.T, b []byte) map[string]any {
 	}
 	return v
 }
+
+// Each section's first line: "Workflow W, module M, keyed by K;
+// effects_emitted: ...", the entrypoint ("step", except choreography's
+// three), the event and state schemas, and "All workflows here declare
+// `context: sys/WorkflowContext@1` except `choreo.audit`."
+func TestDocWorkflowDeclarations(t *testing.T) {
+	type decl struct {
+		manifest, module, entry, key, event, state, context string
+		effects                                             []string
+	}
+	const ctx = "sys/WorkflowContext@1"
+	want := map[string]decl{
+		counterWF: {"counter", "com.example/counter@1", "step", "com.example/CounterKey@1",
+			"com.example/CountEvent@1", "com.example/CounterState@1", ctx, nil},
+		orderWF: {"orders", "com.example/orders@1", "step", "com.example/OrderId@1",
+			"com.example/OrderEvent@1", "com.example/OrderState@1", ctx, []string{chargeFX, timerFX}},
+		noteWF: {"notes", "com.example/notes@1", "step", "com.example/NoteId@1",
+			noteEv, "com.example/NoteState@1", ctx, nil},
+		reminderWF: {"reminders", "com.example/reminders@1", "step", "com.example/ReminderId@1",
+			"com.example/ReminderEvent@1", "com.example/ReminderState@1", ctx, []string{timerFX}},
+		choreoOrders: {"choreography", "com.example/choreography@1", "orders", "com.example/OrderId@1",
+			placed, "com.example/ChoreoOrderState@1", ctx, nil},
+		choreoShipping: {"choreography", "com.example/choreography@1", "shipping", "com.example/OrderId@1",
+			"com.example/OrderPaid@1", "com.example/ShippingState@1", ctx, nil},
+		choreoAudit: {"choreography", "com.example/choreography@1", "audit", "",
+			"com.example/AuditEvent@1", "com.example/AuditState@1", "", nil},
+	}
+	seen := 0
+	for _, name := range []string{"counter", "orders", "notes", "reminders", "choreography"} {
+		m, err := manifest.Load(examples.Path(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for wf, def := range m.Workflows {
+			w, ok := want[wf]
+			if !ok || w.manifest != name {
+				t.Errorf("%s declares workflow %s, which EXAMPLES.md does not list there", name, wf)
+				continue
+			}
+			seen++
+			got := decl{name, def.Impl.Module, def.Impl.Entrypoint, def.KeySchema, def.Event, def.State, def.Context, def.EffectsEmitted}
+			if len(got.effects) == 0 {
+				got.effects = nil
+			}
+			if !reflect.DeepEqual(got, w) {
+				t.Errorf("%s:\n got %+v\nwant %+v", wf, got, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d workflows EXAMPLES.md lists", seen, len(want))
+	}
+}
