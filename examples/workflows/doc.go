@@ -9,8 +9,10 @@
 //	examples/reminders      reminders/      a timer effect per reminder
 //	examples/choreography   choreography/   entrypoints orders, shipping, audit, talking through domain events
 //
-// Register adds them all to a modules.Builtins; aosd registers them at
-// startup. Every step is deterministic: it reads only its input (state,
+// Register adds them all to a modules.Builtins, for tests and benchmarks
+// that link them natively; aosd links none of them and runs their wasm
+// builds, as any user's workflow. examples/manifests/EXAMPLES.md says what
+// each must do. Every step is deterministic: it reads only its input (state,
 // event, context) and never the clock, randomness or I/O. Effects are only
 // asked for; whether and when a receipt comes back is the kernel's and the
 // executors' business.

@@ -34,35 +34,45 @@ type Edited struct {
 	Body   string `cbor:"body"`
 }
 
-// Step handles com.example/NoteEvent@1: Created sets the title, Edited
-// replaces the body and counts edits, Archived marks the note archived. An
-// archived note ignores everything.
+// Step handles com.example/NoteEvent@1. Created makes the note (title set,
+// empty body, no edits); a Created for an existing note is ignored, so the
+// first title wins. Edited replaces the body and counts the edit; Archived
+// marks the note archived. Edited and Archived for a missing note are
+// ignored (no cell is created), and an archived note ignores everything.
 func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
-	var n State
-	if st != nil {
-		n = *st
-	}
-	if n.Archived {
+	if st != nil && st.Archived {
 		return st, nil
 	}
 	switch ev.Tag {
 	case "Created":
+		if st != nil {
+			return st, nil // duplicate create: the first one wins
+		}
 		var e Created
 		if err := ev.As(&e); err != nil {
 			return nil, err
 		}
-		n.Title = e.Title
+		return &State{Title: e.Title}, nil
 	case "Edited":
+		if st == nil {
+			return nil, nil // nothing to edit: no cell is created
+		}
 		var e Edited
 		if err := ev.As(&e); err != nil {
 			return nil, err
 		}
+		n := *st
 		n.Body = e.Body
 		n.Edits++
+		return &n, nil
 	case "Archived":
+		if st == nil {
+			return nil, nil // nothing to archive: no cell is created
+		}
+		n := *st
 		n.Archived = true
+		return &n, nil
 	default:
 		return nil, fmt.Errorf("notes: unknown event arm %q", ev.Tag)
 	}
-	return &n, nil
 }

@@ -52,63 +52,53 @@ type ChargeReceipt struct {
 	Status   string `cbor:"status"` // "succeeded" or "declined"
 }
 
+// Issuer refs the order's two effects carry, so their receipts say which
+// one they answer.
+const (
+	RefCharge   = "charge"
+	RefDeadline = "deadline"
+)
+
 // Step runs one order (event com.example/OrderEvent@1, a variant). Created
-// asks for the charge and an expiry timer; the charge's receipt marks the
-// order paid or payment_failed; the timer's expires it if still unpaid;
-// Cancel cancels an unpaid order. Anything for a settled order changes
-// nothing.
+// asks for the charge (idempotency key: the order id, so a payment service
+// never charges an order twice) and an expiry timer; the charge's receipt
+// marks the order paid or payment_failed; the timer's expires it if still
+// unpaid; Cancel cancels an unpaid order. A charge that succeeds after the
+// order was cancelled or expired keeps that status but records charge_id,
+// so the charge can be refunded. Anything else for a settled order changes
+// nothing, and nothing but Created makes a cell.
 func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
-	status := ""
-	if st != nil {
-		status = st.Status
-	}
-	switch ev.Tag {
-	case "Created":
+	if ev.Tag == "Created" {
 		if st != nil {
 			return st, nil // duplicate create: the first one wins
 		}
-		wc, err := c.Context()
-		if err != nil {
-			return nil, err
+		return create(c, ev)
+	}
+	if st == nil {
+		switch ev.Tag {
+		case "Cancel", "Receipt", "Rejected":
+			return nil, nil // no order: nothing to change, no cell made
 		}
-		var o Created
-		if err := ev.As(&o); err != nil {
-			return nil, err
-		}
-		c.Effect(EffectCharge, o, sdk.IdempotencyKey([]byte("charge:"+o.OrderID)))
-		c.Timer(wc.LogicalNowNs+Expiry, "expire:"+o.OrderID)
-		return &State{OrderID: o.OrderID, AmountCents: o.AmountCents, Customer: o.Customer, Status: AwaitingPayment}, nil
+		return nil, fmt.Errorf("orders: unknown event arm %q", ev.Tag)
+	}
+	switch ev.Tag {
 	case "Cancel":
-		if status != AwaitingPayment {
-			return st, nil
+		if st.Status == AwaitingPayment {
+			st.Status = Cancelled
 		}
-		st.Status = Cancelled
 		return st, nil
 	case "Receipt":
-		if status != AwaitingPayment {
-			return st, nil // late receipts for a settled order change nothing
-		}
 		var r sdk.ReceiptEnvelope
 		if err := ev.As(&r); err != nil {
 			return nil, err
 		}
 		switch r.Effect {
 		case EffectCharge:
-			if !r.OK() {
-				st.Status = PaymentFailed
-				return st, nil
-			}
-			var p ChargeReceipt
-			if err := r.DecodePayload(&p); err != nil {
-				return nil, err
-			}
-			if p.Status != "succeeded" {
-				st.Status = PaymentFailed
-				return st, nil
-			}
-			st.ChargeID, st.Status = &p.ChargeID, Paid
+			return charged(st, &r)
 		case sdk.EffectTimerSet:
-			st.Status = Expired
+			if st.Status == AwaitingPayment {
+				st.Status = Expired
+			}
 		}
 		return st, nil
 	case "Rejected":
@@ -116,11 +106,52 @@ func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 		if err := ev.As(&r); err != nil {
 			return nil, err
 		}
-		if status == AwaitingPayment && r.Effect == EffectCharge {
+		if st.Status == AwaitingPayment && r.Effect == EffectCharge {
 			st.Status = PaymentFailed
 		}
 		return st, nil
 	default:
 		return nil, fmt.Errorf("orders: unknown event arm %q", ev.Tag)
 	}
+}
+
+// create starts an order: the charge and the expiry timer, awaiting payment.
+func create(c *sdk.Ctx, ev sdk.Variant) (*State, error) {
+	wc, err := c.Context()
+	if err != nil {
+		return nil, err
+	}
+	var o Created
+	if err := ev.As(&o); err != nil {
+		return nil, err
+	}
+	c.Effect(EffectCharge, o, sdk.IdempotencyKey([]byte(o.OrderID)), sdk.IssuerRef(RefCharge))
+	c.Timer(wc.LogicalNowNs+Expiry, o.OrderID, sdk.IssuerRef(RefDeadline))
+	return &State{OrderID: o.OrderID, AmountCents: o.AmountCents, Customer: o.Customer, Status: AwaitingPayment}, nil
+}
+
+// charged applies the charge's receipt. Awaiting payment, a succeeded charge
+// pays the order and anything else fails it; a cancelled or expired order
+// keeps its status and only records a succeeded charge's id.
+func charged(st *State, r *sdk.ReceiptEnvelope) (*State, error) {
+	var p ChargeReceipt
+	if r.OK() {
+		if err := r.DecodePayload(&p); err != nil {
+			return nil, err
+		}
+	}
+	succeeded := r.OK() && p.Status == "succeeded"
+	switch st.Status {
+	case AwaitingPayment:
+		if !succeeded {
+			st.Status = PaymentFailed
+			return st, nil
+		}
+		st.ChargeID, st.Status = &p.ChargeID, Paid
+	case Cancelled, Expired:
+		if succeeded {
+			st.ChargeID = &p.ChargeID
+		}
+	}
+	return st, nil
 }

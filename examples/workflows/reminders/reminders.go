@@ -23,6 +23,12 @@ type State struct {
 	FiredAtNs  *uint64 `cbor:"fired_at_ns,omitempty"` // set when fired
 }
 
+// Reminder statuses.
+const (
+	Scheduled = "scheduled"
+	Fired     = "fired"
+)
+
 // Set is com.example/ReminderSet@1.
 type Set struct {
 	ReminderID string `cbor:"reminder_id"`
@@ -30,15 +36,15 @@ type Set struct {
 	DelayMs    uint64 `cbor:"delay_ms"`
 }
 
-// Step handles com.example/ReminderEvent@1: Set asks for a sys/timer.set at
-// logical now + delay_ms (a second Set is ignored), and the timer's ok
-// receipt marks the reminder fired.
+// Step handles com.example/ReminderEvent@1. Set (re)schedules the reminder:
+// text and due time (logical now + delay_ms) replace what the cell held, and
+// a new sys/timer.set is asked for; a Set for a fired reminder schedules it
+// again. The timer's ok receipt fires the reminder only if it is scheduled
+// and the receipt's delivered_at_ns is at or after due_ns, so the receipt of
+// a timer that an earlier Set asked for changes nothing.
 func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 	switch ev.Tag {
 	case "Set":
-		if st != nil {
-			return st, nil // a reminder is set once
-		}
 		wc, err := c.Context()
 		if err != nil {
 			return nil, err
@@ -49,7 +55,7 @@ func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 		}
 		due := wc.LogicalNowNs + s.DelayMs*1_000_000
 		c.Timer(due, s.ReminderID)
-		return &State{ReminderID: s.ReminderID, Text: s.Text, DueNs: due, Status: "scheduled"}, nil
+		return &State{ReminderID: s.ReminderID, Text: s.Text, DueNs: due, Status: Scheduled}, nil
 	case "Receipt":
 		if st == nil {
 			return nil, nil
@@ -58,14 +64,17 @@ func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 		if err := ev.As(&r); err != nil {
 			return nil, err
 		}
-		if r.Effect != sdk.EffectTimerSet || !r.OK() {
+		if r.Effect != sdk.EffectTimerSet || !r.OK() || st.Status != Scheduled {
 			return st, nil
 		}
 		var p sdk.TimerSetReceipt
 		if err := r.DecodePayload(&p); err != nil {
 			return nil, err
 		}
-		st.Status, st.FiredAtNs = "fired", &p.DeliveredAtNs
+		if p.DeliveredAtNs < st.DueNs {
+			return st, nil // an earlier Set's timer: not due yet
+		}
+		st.Status, st.FiredAtNs = Fired, &p.DeliveredAtNs
 		return st, nil
 	default:
 		return nil, fmt.Errorf("reminders: unknown event arm %q", ev.Tag)
