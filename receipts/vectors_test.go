@@ -461,6 +461,23 @@ func refused(t *testing.T, v refusedVector) {
 	}
 }
 
+// TestProtocolDocQuotesVectors: docs/executor-protocol.md walks through the
+// first receipt vector; what it quotes is what the file holds.
+func TestProtocolDocQuotesVectors(t *testing.T) {
+	doc, err := os.ReadFile("../docs/executor-protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf := buildVectors(t)
+	r := vf.Receipts[0]
+	for _, want := range []string{r.Body, r.Signature, r.Fields.IntentHash, r.Fields.Effect, vf.Key.KeyID, vf.ReceiptDomain, vf.FrameDomain,
+		vf.Key.Seed[:8], vf.Key.Seed[len(vf.Key.Seed)-4:], vf.Key.Public[:8], vf.Key.Public[len(vf.Key.Public)-4:]} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/executor-protocol.md does not quote %q", want)
+		}
+	}
+}
+
 // wireWithCBOR rewrites an HTTP form to carry the payload as payload_cbor,
 // as an executor that sends exactly the bytes it signed does.
 func wireWithCBOR(t *testing.T, js json.RawMessage, payload []byte) []byte {
