@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -169,8 +171,14 @@ func TestNodeExecutorSettlesOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	addKey, _ := json.Marshal(map[string]any{"name": "payments", "public_key": string(pubPEM), "effects": []string{charge}})
-	if code, body := post(t, d, tok, "/v1/keys", addKey); code != 200 {
+	code, body := post(t, d, tok, "/v1/keys", addKey)
+	var added struct{ ID string }
+	if code != 200 || json.Unmarshal(body, &added) != nil {
 		t.Fatalf("POST /v1/keys: %d %s", code, body)
+	}
+	// The key files are aosd's forms: Go reads the private key node wrote.
+	if priv, err := receipts.ReadPrivateKeyFile(key); err != nil || receipts.KeyID(priv.Public().(ed25519.PublicKey)) != added.ID {
+		t.Fatalf("the node executor's key as Go reads it: %v (trusted id %s)", err, added.ID)
 	}
 
 	orders := []struct{ id, value, status string }{

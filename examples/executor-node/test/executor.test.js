@@ -321,7 +321,8 @@ test('main.js --once settles a claim and exits; SIGTERM stops a waiting executor
     assert.match(r.stderr, /order o6: 5 cents succeeded on attempt 1; receipt ok journaled at seq 3/)
     verifiedReceipt(key, d.posted('/v1/receipts')[0])
 
-    const p = spawn(process.execPath, [main, '--world', world, '--key', path], { stdio: ['ignore', 'ignore', 'pipe'] })
+    // This one finds the daemon by --url and --token-file instead.
+    const p = spawn(process.execPath, [main, '--url', d.url, '--token-file', join(world, 'token'), '--key', path], { stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     p.stderr.on('data', (b) => { stderr += b })
     // The claim after --once's hangs: once it reached the daemon, stop.
@@ -330,6 +331,7 @@ test('main.js --once settles a claim and exits; SIGTERM stops a waiting executor
     const [code] = await once(p, 'close')
     assert.equal(code, 0, stderr)
     assert.match(stderr, /SIGTERM: stopping/)
+    assert.equal(d.requests.at(-1)?.auth, 'Bearer ' + TOKEN)
   } finally {
     d.close()
   }
