@@ -167,7 +167,9 @@ func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail st
 	if err := os.WriteFile(filepath.Join(copyDir, rel), mutated, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
-	cmd := exec.Command("node", append([]string{"--test"}, strings.Fields(m.run)...)...)
+	// A mutation that makes the code wait forever (a retry loop that never
+	// gives up) fails by the per-test timeout instead of hanging the check.
+	cmd := exec.Command("node", append([]string{"--test", "--test-timeout=20000"}, strings.Fields(m.run)...)...)
 	cmd.Dir = copyDir
 	out, err := cmd.CombinedOutput()
 	switch {

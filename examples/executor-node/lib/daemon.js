@@ -51,8 +51,11 @@ export class Daemon {
    * @param {string} [opts.url] base URL, instead of WORLD/daemon.json
    * @param {string} [opts.token] bearer token, instead of WORLD/token
    * @param {string} [opts.tokenFile] file holding the token
+   * @param {number} [opts.timeoutMs] give up on a request after this long
+   *   (default 90 s: longer than the longest claim long-poll, 60 s), so a
+   *   daemon that stopped answering cannot hang the executor
    */
-  constructor ({ world, url, token, tokenFile }) {
+  constructor ({ world, url, token, tokenFile, timeoutMs = 90000 }) {
     if (!url && !world) {
       throw new Error('give a world directory or a daemon URL')
     }
@@ -60,6 +63,7 @@ export class Daemon {
     this.fixedURL = url ? url.replace(/\/+$/, '') : undefined
     this.tokenValue = token
     this.tokenFile = tokenFile ?? (world ? join(world, 'token') : undefined)
+    this.timeoutMs = timeoutMs
     /** @type {string | undefined} */
     this.cachedURL = undefined
   }
@@ -112,7 +116,7 @@ export class Daemon {
         method: 'POST',
         headers: { authorization: 'Bearer ' + this.token(), 'content-type': 'application/json' },
         body,
-        signal
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.timeoutMs)]) : AbortSignal.timeout(this.timeoutMs)
       })
     } catch (e) {
       if (signal?.aborted) {
@@ -121,7 +125,16 @@ export class Daemon {
       this.cachedURL = undefined // a restarted daemon writes a new address
       throw new UnreachableError(`${what}: ${url}: ${/** @type {Error} */ (e).cause ?? e}`, e)
     }
-    const text = await resp.text()
+    let text
+    try {
+      text = await resp.text()
+    } catch (e) {
+      if (signal?.aborted) {
+        throw e
+      }
+      this.cachedURL = undefined
+      throw new UnreachableError(`${what}: reading the answer: ${/** @type {Error} */ (e).message}`, e)
+    }
     let parsed
     try {
       parsed = text === '' ? null : parseJSON(text)

@@ -168,13 +168,13 @@ export class Executor {
         work = await this.perform(it, attempt)
         break
       } catch (e) {
-        const err = /** @type {Error} */ (e)
-        if (!(err instanceof TransientError) || attempt >= policy.max_attempts) {
-          work = { status: 'error', payload: { error: err.message, attempts: attempt }, summary: `failed after ${attempt} attempt(s): ${err.message}` }
+        const message = e instanceof Error ? e.message : String(e)
+        if (!(e instanceof TransientError) || attempt >= policy.max_attempts) {
+          work = { status: 'error', payload: { error: message, attempts: attempt }, summary: `failed after ${attempt} attempt(s): ${message}` }
           break
         }
         const wait = backoffMs(policy, attempt)
-        await this.postFrame(it, attempt, { attempt, error: err.message, retry_in_ms: wait }, signal)
+        await this.postFrame(it, attempt, { attempt, error: message, retry_in_ms: wait }, signal)
         await delay(wait, undefined, { signal })
       }
     }

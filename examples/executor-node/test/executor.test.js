@@ -276,6 +276,28 @@ test('the daemon address is read again after a failed connection (a restarted da
   await assert.rejects(new Daemon({ world: join(world, 'none') }).post('/v1/x', '{}'), /no daemon for .*start `aosd serve/)
 })
 
+test('a daemon that stops answering does not hang the executor', async () => {
+  const d = await fakeDaemon({ '/v1/effects/claim': ['hang'] })
+  try {
+    const daemon = new Daemon({ url: d.url, token: TOKEN, timeoutMs: 50 })
+    await assert.rejects(daemon.post('/v1/effects/claim', '{}'), { name: 'UnreachableError' })
+  } finally {
+    d.close()
+  }
+})
+
+test('work that throws something other than an Error still ends in an error receipt', async () => {
+  const { key } = newKey()
+  const d = await fakeDaemon({ '/v1/receipts': [{ status: 200, body: { seq: 2 } }] })
+  try {
+    const ex = executorFor(d.url, key, async () => { throw 'provider said no' }) // eslint-disable-line no-throw-literal
+    assert.equal(await ex.settle(/** @type {any} */ (parseJSON(intentJSON(7, '{}')))), 'settled')
+    assert.deepEqual(verifiedReceipt(key, d.posted('/v1/receipts')[0]), { error: 'provider said no', attempts: 1 })
+  } finally {
+    d.close()
+  }
+})
+
 const main = new URL('../main.js', import.meta.url).pathname
 
 /** @param {string[]} args */
