@@ -178,6 +178,16 @@ export class Executor {
         await delay(wait, undefined, { signal })
       }
     }
+    let payload
+    try {
+      payload = encodeCanonical(work.payload)
+    } catch (e) {
+      // The work's own result cannot be sent: settle the intent as an
+      // error rather than leave it to be claimed and fail again forever.
+      const message = `the executor's receipt payload has no canonical form: ${/** @type {Error} */ (e).message}`
+      work = { status: 'error', payload: { error: message, attempts: attempt }, summary: message }
+      payload = encodeCanonical(work.payload)
+    }
     let signed
     try {
       signed = signReceipt(this.key, {
@@ -187,7 +197,7 @@ export class Executor {
         status: work.status,
         attempt,
         issuerRef: it.issuer_ref,
-        payload: encodeCanonical(work.payload)
+        payload
       })
     } catch (e) {
       this.log(`intent ${it.hash}: cannot sign a receipt: ${/** @type {Error} */ (e).message}; left to its lease`)

@@ -298,6 +298,20 @@ test('work that throws something other than an Error still ends in an error rece
   }
 })
 
+test('a result with no canonical form settles as an error, not a lease that fails forever', async () => {
+  const { key } = newKey()
+  const d = await fakeDaemon({ '/v1/receipts': [{ status: 200, body: { seq: 2 } }] })
+  try {
+    const ex = executorFor(d.url, key, async () => ({ status: 'ok', payload: { charge_id: 'c', at: new Date(0) }, summary: 'x' }))
+    assert.equal(await ex.settle(/** @type {any} */ (parseJSON(intentJSON(8, '{}')))), 'settled')
+    const r = d.posted('/v1/receipts')[0]
+    assert.equal(r.status, 'error')
+    assert.deepEqual(verifiedReceipt(key, r), { error: "the executor's receipt payload has no canonical form: /at: a Date has no canonical form (use a plain object, an array or a Uint8Array)", attempts: 1 })
+  } finally {
+    d.close()
+  }
+})
+
 const main = new URL('../main.js', import.meta.url).pathname
 
 /** @param {string[]} args */
