@@ -15,6 +15,7 @@ import (
 
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -186,6 +187,10 @@ type ClaimedIntent struct {
 	IssuerRef      string          `json:"issuer_ref,omitempty"`
 	EmittedAt      uint64          `json:"emitted_at"`
 	LeaseUntil     time.Time       `json:"lease_until"`
+	// Retry is the effect's retry policy from the manifest, so an external
+	// executor retries transient failures as the built-in ones do; absent
+	// when the effect declares none (the executor chooses).
+	Retry *manifest.RetryPolicy `json:"retry,omitempty"`
 }
 
 func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedIntent, error) {
@@ -228,7 +233,7 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 		}
 		out = append(out, ClaimedIntent{Hash: c.Hash.String(), Effect: c.Effect, Params: params,
 			ParamsCBOR: base64.StdEncoding.EncodeToString(c.Params), OriginWorkflow: c.OriginWorkflow,
-			OriginKey: KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil})
+			OriginKey: KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil, Retry: c.Retry})
 	}
 	return out, nil
 }

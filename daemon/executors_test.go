@@ -159,6 +159,33 @@ func TestExecutorRoutesWithoutExecutors(t *testing.T) {
 	}
 }
 
+// TestClaimCarriesRetryPolicy: a claimed intent carries its effect's retry
+// policy from the manifest, so an external executor can retry as the
+// built-in ones do; an effect that declares none has no "retry".
+func TestClaimCarriesRetryPolicy(t *testing.T) {
+	s := serveWorld(t, true)
+	if _, err := s.w.Submit(context.Background(), kernel.Event{Schema: "com.example/OrderCreated@1",
+		JSON: json.RawMessage(`{"order_id":"o1","amount_cents":100,"customer":"c"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["com.example/payment.charge@1"]}`)
+	var claim struct {
+		Intents []struct{ Retry *manifest.RetryPolicy }
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 1 {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	// examples/manifests/orders/effects.json
+	want := manifest.RetryPolicy{MaxAttempts: 5, InitialBackoffMs: 200, MaxBackoffMs: 10000}
+	if r := claim.Intents[0].Retry; r == nil || *r != want {
+		t.Fatalf("claimed retry %+v, want %+v: %s", r, want, body)
+	}
+	js, err := json.Marshal(daemon.ClaimedIntent{Hash: "h"})
+	if err != nil || strings.Contains(string(js), "retry") {
+		t.Fatalf("an intent without a policy: %s %v", js, err)
+	}
+}
+
 // TestExecutorProtocolBadInput: every malformed or untrusted request gets a
 // clear error with the right status, and none of them changes the journal.
 func TestExecutorProtocolBadInput(t *testing.T) {

@@ -4,6 +4,12 @@
 // meant to catch it, and fails unless they fail. A mutation whose source text
 // is no longer found is an error too, so the table cannot rot silently.
 //
+// A mutation of a JavaScript file (the executor in examples/executor-node)
+// cannot go through an overlay, which only the go command reads: it is
+// applied to a copy of the package (its node_modules linked, the vectors
+// file beside it as in the repository), whose node tests named by run
+// (test files, space-separated) must then fail.
+//
 //	go run ./internal/mutcheck            # every mutation
 //	go run ./internal/mutcheck budget     # those whose name contains "budget"
 package main
@@ -20,7 +26,8 @@ import (
 )
 
 // mutation replaces from (which must occur exactly once in file) with to,
-// then expects `go test -run run pkg` to report a failing test.
+// then expects `go test -run run pkg` to report a failing test; for a .js
+// file, `node --test run` in the package directory pkg.
 type mutation struct {
 	name     string
 	file     string
@@ -75,8 +82,12 @@ func check(root string, m mutation) (verdict, detail string) {
 		return "ERROR", err.Error()
 	}
 	defer os.RemoveAll(dir)
+	mutatedSrc := bytes.Replace(src, []byte(m.from), []byte(m.to), 1)
+	if strings.HasSuffix(m.file, ".js") {
+		return checkNode(root, dir, m, mutatedSrc)
+	}
 	mutated := filepath.Join(dir, filepath.Base(m.file))
-	if err := os.WriteFile(mutated, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
+	if err := os.WriteFile(mutated, mutatedSrc, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
 	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{path: mutated}})
@@ -100,6 +111,79 @@ func check(root string, m mutation) (verdict, detail string) {
 		return "ERROR", "go test failed without a failing test:\n" + string(out)
 	}
 	return "caught", firstFail(out)
+}
+
+// nodeFiles are what a node package's tests read from outside it.
+var nodeFiles = []string{"docs/receipt-vectors.json"}
+
+// checkNode copies the package m.pkg into dir (node_modules linked, not
+// copied), writes the mutated file there, and runs its node tests m.run.
+func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail string) {
+	pkg := filepath.Join(root, m.pkg)
+	if _, err := os.Stat(filepath.Join(pkg, "node_modules")); err != nil {
+		return "ERROR", fmt.Sprintf("%s: run npm ci there first: %v", m.pkg, err)
+	}
+	copyDir := filepath.Join(dir, m.pkg)
+	err := filepath.WalkDir(pkg, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(pkg, path)
+		to := filepath.Join(copyDir, rel)
+		switch {
+		case d.IsDir() && d.Name() == "node_modules":
+			if err := os.Symlink(path, to); err != nil {
+				return err
+			}
+			return filepath.SkipDir
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		return "ERROR", err.Error()
+	}
+	for _, f := range nodeFiles {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return "ERROR", err.Error()
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			return "ERROR", err.Error()
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			return "ERROR", err.Error()
+		}
+	}
+	rel, err := filepath.Rel(m.pkg, m.file)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "ERROR", fmt.Sprintf("%s is not in the package %s", m.file, m.pkg)
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, rel), mutated, 0o644); err != nil {
+		return "ERROR", err.Error()
+	}
+	// A mutation that makes the code wait forever (a retry loop that never
+	// gives up) fails by the per-test timeout instead of hanging the check.
+	cmd := exec.Command("node", append([]string{"--test", "--test-timeout=20000"}, strings.Fields(m.run)...)...)
+	cmd.Dir = copyDir
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err == nil:
+		return "SURVIVED", "node tests " + m.run + " passed with the check disabled"
+	case !bytes.Contains(out, []byte("\nnot ok ")):
+		return "ERROR", "node --test failed without a failing test:\n" + string(out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "not ok ") {
+			return "caught", strings.TrimSpace(l)
+		}
+	}
+	return "caught", ""
 }
 
 func firstFail(out []byte) string {

@@ -1,0 +1,282 @@
+package main_test
+
+import (
+	"bufio"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// nodeExecutorDir is examples/executor-node, the JavaScript executor.
+var nodeExecutorDir = filepath.Join("..", "..", "examples", "executor-node")
+
+// nodeExecutor returns the node binary and the executor's main.js. Node
+// and the executor's dependencies are required, not optional: the test
+// fails (it does not skip) when they are missing, so CI cannot pass
+// without running it.
+func nodeExecutor(t *testing.T) (node, main string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node (20 or later) is required for the JavaScript executor's test: %v (apt-get install nodejs npm)", err)
+	}
+	if _, err := os.Stat(filepath.Join(nodeExecutorDir, "node_modules", "cbor2")); err != nil {
+		t.Fatalf("the JavaScript executor's dependencies are not installed: run `npm ci` in examples/executor-node (%v)", err)
+	}
+	main, err = filepath.Abs(filepath.Join(nodeExecutorDir, "main.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, main
+}
+
+// nodeProc is a running JavaScript executor.
+type nodeProc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+func startNode(t *testing.T, node string, args ...string) *nodeProc {
+	t.Helper()
+	p := &nodeProc{cmd: exec.Command(node, args...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (p *nodeProc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-p.done; err != nil {
+		t.Fatalf("executor did not stop cleanly on SIGTERM: %v\n%s", err, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "SIGTERM: stopping") {
+		t.Fatalf("executor's log lacks its stop:\n%s", p.stderr.String())
+	}
+}
+
+// receiptRec is a receipt record as GET /v1/journal renders it.
+type receiptRec struct {
+	Seq  uint64 `json:"seq"`
+	Body struct {
+		Attempt  uint64          `json:"attempt"`
+		Effect   string          `json:"effect"`
+		Executor string          `json:"executor"`
+		Intent   string          `json:"intent"`
+		Status   string          `json:"status"`
+		Payload  json.RawMessage `json:"payload"`
+	} `json:"body"`
+}
+
+// followReceipts streams the receipt records journaled from seq from on.
+func followReceipts(t *testing.T, d *daemon, tok string, from uint64) <-chan receiptRec {
+	t.Helper()
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/v1/journal?follow=true&kind=receipt&from=%d", d.addr, from), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("journal follow: HTTP %d", resp.StatusCode)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	out := make(chan receiptRec)
+	go func() {
+		defer close(out)
+		r := bufio.NewReader(resp.Body)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var rec receiptRec
+			if json.Unmarshal(line, &rec) != nil {
+				return
+			}
+			out <- rec
+		}
+	}()
+	return out
+}
+
+// awaitReceipts waits for n receipts journaled from executor, or fails as
+// soon as the executor exits or the stream ends.
+func awaitReceipts(t *testing.T, recs <-chan receiptRec, p *nodeProc, executor string, n int) []receiptRec {
+	t.Helper()
+	var got []receiptRec
+	for len(got) < n {
+		select {
+		case rec, ok := <-recs:
+			if !ok {
+				t.Fatalf("the journal stream ended after %d of %d receipts\nexecutor:\n%s", len(got), n, p.stderr.String())
+			}
+			if rec.Body.Executor == executor {
+				got = append(got, rec)
+			}
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("the executor exited (%v) after %d of %d receipts:\n%s", err, len(got), n, p.stderr.String())
+		}
+	}
+	return got
+}
+
+// TestNodeExecutorSettlesOrders runs examples/executor-node, the
+// JavaScript executor, as a real process against a real daemon serving the
+// orders example: its first run makes a key, the world trusts it over
+// POST /v1/keys, and then it claims the charges, fails the first attempt
+// of each (a simulated outage: a signed frame each, as the manifest's retry
+// policy says), and settles them with receipts the daemon verifies. Amounts
+// beyond 2^53 are decided exactly (9007199254740992 is at the decline limit
+// and paid, one cent more is declined). Then an outage longer than the
+// policy's five attempts ends in an error receipt and a failed payment.
+func TestNodeExecutorSettlesOrders(t *testing.T) {
+	node, main := nodeExecutor(t)
+	world := newWorld(t)
+	d := startDaemon(t, world)
+	tok := token(t, world)
+	ok(t, world, "apply", examples.Path(t, "orders"))
+	const charge = "com.example/payment.charge@1"
+
+	key := filepath.Join(t.TempDir(), "payments-node.key")
+	out, err := exec.Command(node, main, "--world", world, "--key", key).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "aosd keys add payments "+key+".pub.pem --effects "+charge) {
+		t.Fatalf("the first run should make the key and say how to trust it: %v\n%s", err, out)
+	}
+	pubPEM, err := os.ReadFile(key + ".pub.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addKey, _ := json.Marshal(map[string]any{"name": "payments", "public_key": string(pubPEM), "effects": []string{charge}})
+	code, body := post(t, d, tok, "/v1/keys", addKey)
+	var added struct{ ID string }
+	if code != 200 || json.Unmarshal(body, &added) != nil {
+		t.Fatalf("POST /v1/keys: %d %s", code, body)
+	}
+	// The key files are aosd's forms: Go reads the private key node wrote.
+	if priv, err := receipts.ReadPrivateKeyFile(key); err != nil || receipts.KeyID(priv.Public().(ed25519.PublicKey)) != added.ID {
+		t.Fatalf("the node executor's key as Go reads it: %v (trusted id %s)", err, added.ID)
+	}
+
+	orders := []struct{ id, value, status string }{
+		{"small", `{"order_id":"small","amount_cents":900,"customer":"ada"}`, "paid"},
+		{"unicode", `{"order_id":"unicode","amount_cents":4200,"customer":"Zoë 😀"}`, "paid"},
+		{"at-limit", `{"order_id":"at-limit","amount_cents":9007199254740992,"customer":"big"}`, "paid"},
+		{"over-limit", `{"order_id":"over-limit","amount_cents":9007199254740993,"customer":"big"}`, "payment_failed"},
+	}
+	recs := followReceipts(t, d, tok, getStatus(t, world).JournalHeight+1)
+	for _, o := range orders {
+		ok(t, world, "send", "com.example/OrderCreated@1", o.value)
+	}
+	p := startNode(t, node, main, "--world", world, "--key", key, "--decline-over", "9007199254740992", "--fail-attempts", "1")
+	got := awaitReceipts(t, recs, p, "payments", len(orders))
+	p.stop(t)
+
+	byIntent := map[string]receiptRec{}
+	for _, r := range got {
+		if r.Body.Effect != charge || r.Body.Status != "ok" || r.Body.Attempt != 2 {
+			t.Errorf("receipt %+v: want an ok charge receipt on attempt 2", r.Body)
+		}
+		byIntent[r.Body.Intent] = r
+	}
+	for _, o := range orders {
+		var cell struct{ State map[string]any }
+		jsonOut(t, world, &cell, "cells", "show", orderWF, o.id)
+		if cell.State["status"] != o.status {
+			t.Errorf("order %s: state %v, want status %s", o.id, cell.State, o.status)
+		}
+		intent := chargeIntent(t, world, o.id)
+		r, settled := byIntent[intent]
+		if !settled {
+			t.Errorf("order %s: no receipt for its charge %s", o.id, intent)
+			continue
+		}
+		h, err := schemas.ParseHash(intent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var payload struct {
+			ChargeID string `json:"charge_id"`
+			Status   string `json:"status"`
+		}
+		if err := json.Unmarshal(r.Body.Payload, &payload); err != nil {
+			t.Fatalf("order %s: receipt payload %s: %v", o.id, r.Body.Payload, err)
+		}
+		wantCharge := map[string]string{"paid": "succeeded", "payment_failed": "declined"}[o.status]
+		if payload.ChargeID != "ch_"+h.Short() || payload.Status != wantCharge {
+			t.Errorf("order %s: receipt payload %s, want charge ch_%s %s", o.id, r.Body.Payload, h.Short(), wantCharge)
+		}
+		if o.status == "paid" && cell.State["charge_id"] != "ch_"+h.Short() {
+			t.Errorf("order %s: charge_id %v", o.id, cell.State["charge_id"])
+		}
+	}
+	tr := ok(t, world, "trace", orderWF, "small")
+	for _, want := range []string{"frame 1 from payments", "com.example/payment.charge@1 ok from payments (attempt 2)"} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("trace of order small lacks %q:\n%s", want, tr)
+		}
+	}
+
+	// An outage longer than the retry policy (max_attempts 5 in
+	// examples/manifests/orders/effects.json): four frames, then an error
+	// receipt, and the order's payment fails.
+	recs = followReceipts(t, d, tok, getStatus(t, world).JournalHeight+1)
+	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"outage","amount_cents":100,"customer":"cy"}`)
+	p = startNode(t, node, main, "--world", world, "--key", key, "--fail-attempts", "99")
+	last := awaitReceipts(t, recs, p, "payments", 1)[0]
+	p.stop(t)
+	if last.Body.Status != "error" || last.Body.Attempt != 5 || !strings.Contains(string(last.Body.Payload), `"attempts":5`) {
+		t.Errorf("outage receipt %+v %s: want an error receipt after 5 attempts", last.Body, last.Body.Payload)
+	}
+	var cell struct{ State map[string]any }
+	jsonOut(t, world, &cell, "cells", "show", orderWF, "outage")
+	if cell.State["status"] != "payment_failed" {
+		t.Errorf("order outage: state %v, want payment_failed", cell.State)
+	}
+	tr = ok(t, world, "trace", "--intent", last.Body.Intent)
+	if n := strings.Count(tr, "from payments:"); n != 4 || !strings.Contains(tr, "error from payments (attempt 5)") {
+		t.Errorf("the outage intent's trace: %d frames, want 4 and an error receipt:\n%s", n, tr)
+	}
+}
+
+// chargeIntent finds the payment intent an order's step opened, from the
+// cell's trace.
+func chargeIntent(t *testing.T, world, order string) string {
+	t.Helper()
+	var entries []struct {
+		Kind    string
+		Effect  string
+		Intents []string
+	}
+	jsonOut(t, world, &entries, "trace", orderWF, order)
+	for _, e := range entries {
+		if e.Kind == "intent" && e.Effect == "com.example/payment.charge@1" && len(e.Intents) == 1 {
+			return e.Intents[0]
+		}
+	}
+	t.Fatalf("order %s: no payment intent in its trace %+v", order, entries)
+	return ""
+}
