@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -21,18 +22,38 @@ import (
 // nodeExecutorDir is examples/executor-node, the JavaScript executor.
 var nodeExecutorDir = filepath.Join("..", "..", "examples", "executor-node")
 
-// nodeExecutor returns the node binary and the executor's main.js. Node
-// and the executor's dependencies are required, not optional: the test
-// fails (it does not skip) when they are missing, so CI cannot pass
-// without running it.
+// nodeExecutor returns the node binary and the executor's main.js,
+// installing the executor's npm dependencies first if they are missing.
+// Under CI (CI set, as .ci/run runs) node is required: a missing node or a
+// failed install fails the test, so CI cannot pass without running it. On
+// a developer's machine with Go alone, the test says what it needs and
+// skips, so README's test command works there.
 func nodeExecutor(t *testing.T) (node, main string) {
 	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (skipped outside CI; CI=true makes it fail)")
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatalf("node (20 or later) is required for the JavaScript executor's test: %v (apt-get install nodejs npm)", err)
+		missing("node (20 or later) is required for the JavaScript executor's test: %v (apt-get install nodejs npm)", err)
 	}
-	if _, err := os.Stat(filepath.Join(nodeExecutorDir, "node_modules", "cbor2")); err != nil {
-		t.Fatalf("the JavaScript executor's dependencies are not installed: run `npm ci` in examples/executor-node (%v)", err)
+	nodeDepsOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(nodeExecutorDir, "node_modules", "cbor2")); err == nil {
+			return
+		}
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = nodeExecutorDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			nodeDepsErr = fmt.Errorf("npm ci in examples/executor-node: %v: %s", err, out)
+		}
+	})
+	if nodeDepsErr != nil {
+		missing("the JavaScript executor's dependencies could not be installed: %v", nodeDepsErr)
 	}
 	main, err = filepath.Abs(filepath.Join(nodeExecutorDir, "main.js"))
 	if err != nil {
@@ -40,6 +61,11 @@ func nodeExecutor(t *testing.T) (node, main string) {
 	}
 	return node, main
 }
+
+var (
+	nodeDepsOnce sync.Once
+	nodeDepsErr  error
+)
 
 // nodeProc is a running JavaScript executor.
 type nodeProc struct {
