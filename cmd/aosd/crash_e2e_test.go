@@ -61,12 +61,13 @@ const (
 const (
 	killAfterEvent    = "event"    // in the client goroutine that got the k-th event ack
 	killAfterReceipt  = "receipt"  // in the executor goroutine that got the k-th receipt ack
+	killAfterClaim    = "claim"    // in the executor goroutine the k-th non-empty claim answered
 	killDuringSnap    = "snapshot" // k event acks after POST /v1/snapshot was written (or at its answer)
 	killDuringGC      = "gc"       // k event acks after POST /v1/gc was written (or at its answer)
 	crashEpochTimeout = 5 * time.Minute
 )
 
-var killModes = []string{killAfterEvent, killAfterEvent, killAfterReceipt, killDuringSnap, killDuringGC}
+var killModes = []string{killAfterEvent, killAfterEvent, killAfterReceipt, killAfterClaim, killDuringSnap, killDuringGC}
 
 // crashEvent is event number id: every third an order (its own order id,
 // so one charge intent each), the others +1 on one of the counter keys.
@@ -89,9 +90,11 @@ type crashState struct {
 	dupAcks  int               // acknowledgments with duplicate: true
 	reseq    []string          // an id acknowledged again at another seq
 	rcpts    map[string]uint64 // intent hash -> seq of its 200 receipt answer
-	rcpt409  int               // receipts answered 409 duplicate (settled before a kill)
+	rcpt409  int               // receipts answered 409 duplicate (settled before a kill, or posted twice)
+	reposted int               // receipts posted again after a 200, as an executor retrying after a timeout
 	claimed  map[string]uint64 // intent hash -> emitted_at it was handed out with
 	problems []string          // answers no crash explains
+	early    int               // claimed intents missing from the journal after a restart
 
 	epoch *crashEpoch
 }
@@ -103,6 +106,7 @@ type crashEpoch struct {
 	target     int // acks (events or receipts) before the kill
 	events     int // event acks this epoch
 	receipts   int // receipt acks this epoch
+	claims     int // non-empty claim answers this epoch
 	killed     bool
 	sideSent   bool // the snapshot/gc request was written
 	sideDone   bool // and answered before the kill
@@ -237,7 +241,7 @@ type claimedIntent struct {
 }
 
 // claim asks for charge intents; a transport error means the daemon died.
-func (s *crashState) claim(ctx context.Context, addr, tok string, waitMs int) ([]claimedIntent, error) {
+func (s *crashState) claim(ctx context.Context, e *crashEpoch, addr, tok string, waitMs int) ([]claimedIntent, error) {
 	body := fmt.Sprintf(`{"executor":"payments","effects":[%q],"max":16,"lease_ms":60000,"wait_ms":%d}`, chargeEffect, waitMs)
 	code, b, err := crashHTTP(ctx, addr, tok, "POST", "/v1/effects/claim", []byte(body))
 	if err != nil || code == http.StatusServiceUnavailable {
@@ -257,6 +261,12 @@ func (s *crashState) claim(ctx context.Context, addr, tok string, waitMs int) ([
 		s.claimed[it.Hash] = it.EmittedAt
 		if _, ok := s.rcpts[it.Hash]; ok {
 			s.problems = append(s.problems, fmt.Sprintf("intent %s handed out again after its receipt was acknowledged", it.Hash))
+		}
+	}
+	if e != nil && len(ans.Intents) > 0 && !e.killed {
+		e.claims++
+		if e.mode == killAfterClaim && e.claims >= e.target {
+			s.killLocked(e)
 		}
 	}
 	return ans.Intents, nil
@@ -294,6 +304,22 @@ func (s *crashState) settle(ctx context.Context, e *crashEpoch, addr, tok string
 			return true
 		}
 		s.rcpts[it.Hash] = ans.Seq
+		if it.Hash[len(it.Hash)-1]%4 == 0 {
+			// An executor that timed out retries: the same receipt again
+			// must be refused as a duplicate, journaling nothing.
+			s.reposted++
+			s.mu.Unlock()
+			code, b, err := crashHTTP(ctx, addr, tok, "POST", "/v1/receipts", rj)
+			s.mu.Lock()
+			switch {
+			case err != nil || code == http.StatusServiceUnavailable:
+				return false
+			case code == http.StatusConflict && strings.Contains(string(b), `"duplicate"`):
+				s.rcpt409++
+			default:
+				s.problems = append(s.problems, fmt.Sprintf("receipt for %s posted again after a 200: %d %s", it.Hash, code, b))
+			}
+		}
 		if e == nil || e.killed {
 			return true
 		}
@@ -313,7 +339,7 @@ func (s *crashState) settle(ctx context.Context, e *crashEpoch, addr, tok string
 // executor claims and settles charge intents until its epoch ends.
 func (s *crashState) executor(e *crashEpoch, addr, tok string, priv ed25519.PrivateKey) {
 	for e.ctx.Err() == nil {
-		its, err := s.claim(e.ctx, addr, tok, 2000)
+		its, err := s.claim(e.ctx, e, addr, tok, 2000)
 		if err != nil {
 			<-e.ctx.Done()
 			return
@@ -432,6 +458,8 @@ func TestCrashHarness(t *testing.T) {
 		switch mode {
 		case killAfterReceipt:
 			target = 1 + rng.IntN(25)
+		case killAfterClaim:
+			target = 1 + rng.IntN(10)
 		case killDuringSnap, killDuringGC:
 			target = rng.IntN(20)
 		}
@@ -440,12 +468,13 @@ func TestCrashHarness(t *testing.T) {
 		if res.sideSent && !res.sideDone {
 			sideOutstanding++
 		}
-		t.Logf("kill %d/%d: %s (k=%d): %d event acks, %d receipt acks this life; side request answered before kill: %v",
-			k+1, kills, mode, target, res.events, res.receipts, res.sideDone)
+		t.Logf("kill %d/%d: %s (k=%d): %d event acks, %d receipt acks, %d claims this life; snapshot/gc answered before the kill: %v",
+			k+1, kills, mode, target, res.events, res.receipts, res.claims, res.sideDone)
 	}
 
 	// The last life: resend everything unanswered, settle every charge.
 	cmd, addr, errb := crashDaemon(t, world)
+	s.checkClaimedDurable(t, addr, tok)
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
@@ -462,6 +491,7 @@ func TestCrashHarness(t *testing.T) {
 	}
 
 	lost, double, early := s.verify(t, addr, tok)
+	early += s.early
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("serve exited with %v\n%s", err, errb.String())
@@ -488,8 +518,8 @@ func TestCrashHarness(t *testing.T) {
 			orders++
 		}
 	}
-	summary := fmt.Sprintf("kills=%d (modes %v; snapshot/gc still running at kill: %d) acknowledged_events=%d (duplicate answers %d) orders=%d receipts_acknowledged=%d receipts_refused_duplicate=%d claimed_intents=%d lost=%d double=%d early=%d seed=%d",
-		kills, modeCount, sideOutstanding, len(s.acked), s.dupAcks, orders, len(s.rcpts), s.rcpt409, len(s.claimed), lost, double, early, seed)
+	summary := fmt.Sprintf("kills=%d (modes %v; snapshot/gc still running at kill: %d) acknowledged_events=%d (duplicate answers %d) orders=%d receipts_acknowledged=%d receipts_reposted=%d receipts_refused_duplicate=%d claimed_intents=%d lost=%d double=%d early=%d seed=%d",
+		kills, modeCount, sideOutstanding, len(s.acked), s.dupAcks, orders, len(s.rcpts), s.reposted, s.rcpt409, len(s.claimed), lost, double, early, seed)
 	t.Log("crash harness summary: " + summary)
 	if lost+double+early != 0 {
 		t.Fatalf("crash harness: %s", summary)
@@ -501,6 +531,7 @@ func TestCrashHarness(t *testing.T) {
 func (s *crashState) runEpoch(t *testing.T, world, tok string, priv ed25519.PrivateKey, mode string, target int) crashEpoch {
 	t.Helper()
 	cmd, addr, errb := crashDaemon(t, world)
+	s.checkClaimedDurable(t, addr, tok)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &crashEpoch{pid: cmd.Process.Pid, mode: mode, target: target, ctx: ctx, cancel: cancel,
 		killedCh: make(chan struct{}), sideCh: make(chan struct{})}
@@ -590,7 +621,7 @@ func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.P
 		if err != nil || code != 200 || json.Unmarshal(b, &st) != nil {
 			t.Fatalf("status: %d %v %s", code, err, b)
 		}
-		its, err := s.claim(ctx, addr, tok, 500)
+		its, err := s.claim(ctx, nil, addr, tok, 500)
 		if err != nil {
 			t.Fatalf("drain: %v (%v)", err, s.problems)
 		}
@@ -607,6 +638,43 @@ func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.P
 		}
 	}
 	t.Fatal("drain: charges still offered after 10000 claims")
+}
+
+// checkClaimedDurable runs right after a restart, before any client or
+// executor talks to the daemon: every intent an executor was ever handed
+// must be in the journal now, at the seq it was handed out with. An intent
+// handed out before its frame was durable, then lost with its event in a
+// kill, is missing here; one re-emitted later by a resent event would be
+// found at the end, so the check runs before anything is resent.
+func (s *crashState) checkClaimedDurable(t *testing.T, addr, tok string) {
+	t.Helper()
+	code, b, err := crashHTTP(context.Background(), addr, tok, "GET", "/v1/journal?kind=intent", nil)
+	if err != nil || code != 200 {
+		t.Fatalf("journal: %d %v", code, err)
+	}
+	have := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var r struct {
+			Body struct {
+				Hash      string `json:"hash"`
+				EmittedAt uint64 `json:"emitted_at"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("journal line %q: %v", sc.Text(), err)
+		}
+		have[r.Body.Hash] = r.Body.EmittedAt
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h, at := range s.claimed {
+		if got, ok := have[h]; !ok || got != at {
+			s.early++
+			t.Errorf("EARLY: intent %s was handed out emitted at %d; after the restart the journal has it: %v (emitted at %d)", h, at, ok, got)
+		}
+	}
 }
 
 type journalRec struct {
