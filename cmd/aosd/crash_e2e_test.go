@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -420,6 +421,23 @@ func crashKills(t *testing.T) int {
 	return n
 }
 
+// crashModes is AOS_CRASH_MODES (comma-separated kill modes, to aim a run
+// at one kind of kill), else every mode.
+func crashModes(t *testing.T) []string {
+	v := os.Getenv("AOS_CRASH_MODES")
+	if v == "" {
+		return killModes
+	}
+	var out []string
+	for _, m := range strings.Split(v, ",") {
+		if !slices.Contains(killModes, m) {
+			t.Fatalf("AOS_CRASH_MODES=%q: unknown mode %q (want some of %v)", v, m, killModes)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 func crashSeed(t *testing.T) uint64 {
 	if v := os.Getenv("AOS_CRASH_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -432,7 +450,7 @@ func crashSeed(t *testing.T) uint64 {
 }
 
 func TestCrashHarness(t *testing.T) {
-	kills, seed := crashKills(t), crashSeed(t)
+	kills, seed, modes := crashKills(t), crashSeed(t), crashModes(t)
 	t.Logf("crash harness: %d kills, seed %d (rerun with AOS_CRASH_SEED=%d AOS_CRASH_KILLS=%d)", kills, seed, seed, kills)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
@@ -453,7 +471,7 @@ func TestCrashHarness(t *testing.T) {
 	modeCount := map[string]int{}
 	sideOutstanding := 0
 	for k := 0; k < kills; k++ {
-		mode := killModes[rng.IntN(len(killModes))]
+		mode := modes[rng.IntN(len(modes))]
 		target := 10 + rng.IntN(150)
 		switch mode {
 		case killAfterReceipt:
