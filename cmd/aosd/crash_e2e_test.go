@@ -626,19 +626,21 @@ func (s *crashState) sideRequest(e *crashEpoch, addr, tok string) {
 	s.killLocked(e)
 }
 
-// drainCharges settles every open charge intent in the last life: it
-// claims until the world has no running instance and a claim finds
-// nothing. The order steps run after their events are acknowledged, so a
-// claim only counts as final once the status said nothing was running.
+// drainCharges settles every open charge intent in the last life. It
+// claims until a claim finds nothing and the journal holds a charge intent
+// for every acknowledged order, each with a receipt: the order steps run
+// after their events are acknowledged, so an empty claim alone does not
+// mean every charge was opened yet. (If one never is, verify names it.)
 func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.PrivateKey) {
 	t.Helper()
 	ctx := context.Background()
-	for i := 0; i < 10000; i++ {
-		code, b, err := crashHTTP(ctx, addr, tok, "GET", "/v1/status", nil)
-		var st status
-		if err != nil || code != 200 || json.Unmarshal(b, &st) != nil {
-			t.Fatalf("status: %d %v %s", code, err, b)
+	orders := 0
+	for id := range s.acked {
+		if id%3 == 2 {
+			orders++
 		}
+	}
+	for i := 0; i < 2000; i++ {
 		its, err := s.claim(ctx, nil, addr, tok, 500)
 		if err != nil {
 			t.Fatalf("drain: %v (%v)", err, s.problems)
@@ -648,14 +650,52 @@ func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.P
 				t.Fatalf("drain: the daemon went away")
 			}
 		}
-		if len(its) == 0 && st.Instances["running"] == 0 {
-			if len(s.problems) > 0 {
-				t.Fatalf("answers no crash explains: %v", s.problems)
-			}
+		if len(s.problems) > 0 {
+			t.Fatalf("answers no crash explains: %v", s.problems)
+		}
+		if len(its) == 0 && s.chargesSettled(t, addr, tok) == orders {
 			return
 		}
 	}
-	t.Fatal("drain: charges still offered after 10000 claims")
+	t.Fatalf("drain: after 2000 claims the journal does not settle a charge for each of the %d acknowledged orders", orders)
+}
+
+// chargesSettled is the number of charge intents in the journal, if each
+// has a receipt there, else -1.
+func (s *crashState) chargesSettled(t *testing.T, addr, tok string) int {
+	t.Helper()
+	code, b, err := crashHTTP(context.Background(), addr, tok, "GET", "/v1/journal?kind=intent,receipt", nil)
+	if err != nil || code != 200 {
+		t.Fatalf("journal: %d %v", code, err)
+	}
+	open := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var r struct {
+			Kind string `json:"kind"`
+			Body struct {
+				Hash, Effect, Intent string
+			} `json:"body"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("journal line %q: %v", sc.Text(), err)
+		}
+		switch {
+		case r.Kind == "intent" && r.Body.Effect == chargeEffect:
+			open[r.Body.Hash] = true
+		case r.Kind == "receipt" && r.Body.Effect == chargeEffect:
+			open[r.Body.Intent] = false
+		}
+	}
+	n := 0
+	for _, o := range open {
+		if o {
+			return -1
+		}
+		n++
+	}
+	return n
 }
 
 // checkClaimedDurable runs right after a restart, before any client or
