@@ -96,8 +96,6 @@ type crashState struct {
 	claimed  map[string]uint64 // intent hash -> emitted_at it was handed out with
 	problems []string          // answers no crash explains
 	early    int               // claimed intents missing from the journal after a restart
-
-	epoch *crashEpoch
 }
 
 // crashEpoch is one life of the daemon.
@@ -553,9 +551,6 @@ func (s *crashState) runEpoch(t *testing.T, world, tok string, priv ed25519.Priv
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &crashEpoch{pid: cmd.Process.Pid, mode: mode, target: target, ctx: ctx, cancel: cancel,
 		killedCh: make(chan struct{}), sideCh: make(chan struct{})}
-	s.mu.Lock()
-	s.epoch = e
-	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for i := 0; i < crashClients; i++ {
 		wg.Add(1)
