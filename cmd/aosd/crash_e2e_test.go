@@ -373,6 +373,12 @@ func crashDaemon(t *testing.T, world string) (*exec.Cmd, string, *syncBuffer) {
 		cmd.Wait()
 		t.Fatalf("serve did not start: %v\n%s", err, errb.String())
 	}
+	t.Cleanup(func() { // a test that failed midway leaves no daemon behind
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
 	return cmd, strings.TrimPrefix(strings.TrimSpace(line), "listening on http://"), errb
 }
 
