@@ -21,6 +21,20 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
+// checkJournal fails the test unless the world's journal keeps every rule
+// of the journal check: serveWorld checks each world it serves at cleanup.
+func checkJournal(t *testing.T, db *badgerdb.DB) {
+	t.Helper()
+	rep, err := journalcheck.Check(context.Background(), db.Journal(), journalcheck.Options{Objects: db.CAS().Get})
+	if err != nil {
+		t.Errorf("journal check: %v", err)
+		return
+	}
+	for _, v := range rep.Violations {
+		t.Errorf("journal check: %s", v)
+	}
+}
+
 // TestJournalCheckRoute: GET /v1/journal/check answers the report of the
 // served world's journal, with exactly the documented fields, and the
 // Client reads it.

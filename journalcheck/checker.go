@@ -386,6 +386,10 @@ func (c *checker) consume(in *instance, seq, input uint64, what string) *deliver
 	}
 	i := slices.IndexFunc(in.mailbox, func(d delivery) bool { return d.seq == input })
 	if i < 0 {
+		if len(c.rep.Violations)+len(c.lookups) >= c.opt.MaxViolations {
+			c.rep.Omitted++ // it would not be listed: no need to classify it
+			return nil
+		}
 		c.lookups = append(c.lookups, lookup{input: input, v: Violation{Seq: seq, Workflow: in.wf, Key: in.key, Detail: what}})
 		return nil
 	}

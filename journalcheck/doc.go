@@ -36,7 +36,10 @@
 //     Options.RememberSettled settled intents.
 //   - The report is a function of the journal: violations are ordered by
 //     seq and rule, and nothing depends on map order or timing.
-//   - A rule never fires on a journal the kernel wrote: the kernel's tests
-//     and the CLI's end-to-end tests check every world they create, and
-//     kernel/journalcheck_test.go corrupts a real journal once per rule.
+//   - A rule never fires on a journal the kernel wrote: the CLI's
+//     end-to-end tests, the examples' tests (the world an older build
+//     wrote, kept in examples/testdata, included) and the daemon's tests
+//     check every world they create, the kernel's tests every world their
+//     harness creates; kernel/journalcheck_test.go corrupts a real journal
+//     once per rule.
 package journalcheck
