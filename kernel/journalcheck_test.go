@@ -512,7 +512,13 @@ func TestJournalCheckCatches(t *testing.T) {
 			return nil, f.recover(b.failedKey, "restart", b.failedFault, b.failedInput, 0)
 		}},
 		{journalcheck.RuleSnapshotCheckpoint, func(f *forged) (journalcheck.Journal, uint64) {
+			// Not the latest checkpoint (which has no snapshot yet).
+			f.add(journal.KindCheckpoint, &records.CheckpointRec{Reason: records.CheckpointOperator})
 			return nil, f.add(journal.KindSnapshot, &records.SnapshotRec{Checkpoint: b.checkpoints[0], Object: schemas.HashBytes(nil), Bytes: 1})
+		}},
+		{journalcheck.RuleSnapshotCheckpoint, func(f *forged) (journalcheck.Journal, uint64) {
+			// The latest checkpoint, a second time.
+			return nil, f.add(journal.KindSnapshot, &records.SnapshotRec{Checkpoint: b.checkpoints[len(b.checkpoints)-1], Object: schemas.HashBytes(nil), Bytes: 1})
 		}},
 		{journalcheck.RuleTruncated, func(f *forged) (journalcheck.Journal, uint64) {
 			// Retention drops everything up to the newest snapshot's
