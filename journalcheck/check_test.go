@@ -19,7 +19,7 @@ type synth struct {
 	man     schemas.Hash
 }
 
-func newSynth(t *testing.T) *synth {
+func newSynth(t testing.TB) *synth {
 	s := &synth{j: journal.NewMemory(), man: schemas.HashBytes([]byte("manifest"))}
 	s.add(t, journal.KindManifest, &records.ManifestRec{Hash: s.man, Name: "com.test/m", Source: []byte{0xa0}})
 	return s
@@ -32,7 +32,7 @@ func (s *synth) stamp() records.Stamp {
 	return records.Stamp{NowNs: s.logical, LogicalNs: s.logical, Entropy: make([]byte, 32), Height: s.next() - 1, ManifestHash: s.man}
 }
 
-func (s *synth) add(t *testing.T, kind journal.Kind, v any) uint64 {
+func (s *synth) add(t testing.TB, kind journal.Kind, v any) uint64 {
 	t.Helper()
 	seq := s.next()
 	if err := s.j.Append([]journal.Record{{Seq: seq, Kind: kind, Body: schemas.MustMarshal(v)}}); err != nil {
@@ -45,7 +45,7 @@ const wf = "com.test/w@1"
 
 // order: an event for key, the step that opens one intent, its intent
 // record; it returns the intent's hash.
-func (s *synth) order(t *testing.T, key []byte) schemas.Hash {
+func (s *synth) order(t testing.TB, key []byte) schemas.Hash {
 	ev := s.add(t, journal.KindEvent, &records.EventRec{Schema: "com.test/E@1", Value: []byte{0xa0}, Stamp: s.stamp(),
 		Targets: []records.TargetRec{{Workflow: wf, Key: key}}})
 	step := s.next()
@@ -57,7 +57,7 @@ func (s *synth) order(t *testing.T, key []byte) schemas.Hash {
 }
 
 // pay settles intent h of key with a receipt and the step it wakes.
-func (s *synth) pay(t *testing.T, key []byte, h schemas.Hash) {
+func (s *synth) pay(t testing.TB, key []byte, h schemas.Hash) {
 	r := s.add(t, journal.KindReceipt, &records.ReceiptRec{Receipt: receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: h, Effect: "com.test/pay@1",
 		Executor: "x", Status: receipts.StatusOK, Payload: []byte{0xa0}}}, Stamp: s.stamp()})
 	s.add(t, journal.KindStep, &records.StepRec{Input: r, Workflow: wf, Key: key})
@@ -143,4 +143,22 @@ func TestCanceled(t *testing.T) {
 	if _, err := Check(ctx, s.j, Options{}); err == nil {
 		t.Fatal("a canceled check finished")
 	}
+}
+
+// BenchmarkCheck: records checked per second on orders that each open an
+// intent, get its receipt and step on it (five records an order).
+func BenchmarkCheck(b *testing.B) {
+	s := newSynth(b)
+	for i := range 20000 {
+		key := schemas.MustMarshal(fmt.Sprintf("k%d", i))
+		s.pay(b, key, s.order(b, key))
+	}
+	b.ResetTimer()
+	for range b.N {
+		rep, err := Check(context.Background(), s.j, Options{})
+		if err != nil || !rep.OK() {
+			b.Fatal(rep, err)
+		}
+	}
+	b.ReportMetric(float64(s.j.Height())*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
