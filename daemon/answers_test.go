@@ -59,6 +59,7 @@ var answerRoutes = map[string]string{
 	"GET /v1/failed":                     "/v1/failed",
 	"POST /v1/failed/{workflow}/recover": "/v1/failed/t%2Ftally@1/recover",
 	"GET /v1/journal":                    "/v1/journal",
+	"GET /v1/journal/check":              "/v1/journal/check",
 	"POST /v1/apply":                     "/v1/apply",
 	"POST /v1/gc":                        "/v1/gc",
 	"POST /v1/shadow":                    "/v1/shadow",
@@ -342,6 +343,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "trace unknown workflow", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Fnope@1/a", status: 404, code: "not_found"},
 		{name: "journal", route: "GET /v1/journal", path: "/v1/journal?kind=fault", status: 200, says: `"kind":"fault"`},
 		{name: "journal bad kind", route: "GET /v1/journal", path: "/v1/journal?kind=nope", status: 400, code: "invalid_input"},
+		{name: "journal check", route: "GET /v1/journal/check", path: "/v1/journal/check", status: 200, says: `"ok":true`},
 		{name: "failed", route: "GET /v1/failed", path: "/v1/failed", status: 200, says: `"bad"`},
 		{name: "failed bad limit", route: "GET /v1/failed", path: "/v1/failed?limit=x", status: 400, code: "invalid_input"},
 		{name: "failed key without workflow", route: "GET /v1/failed", path: "/v1/failed?key=a", status: 400, code: "invalid_input"},
@@ -388,6 +390,7 @@ func TestAPIAnswers(t *testing.T) {
 	for _, p := range []probe{
 		{name: "status, journal read fails", route: "GET /v1/status", path: "/v1/status", status: 500, code: "internal"},
 		{name: "journal, journal read fails", route: "GET /v1/journal", path: "/v1/journal", status: 500, code: "internal"},
+		{name: "journal check, journal read fails", route: "GET /v1/journal/check", path: "/v1/journal/check", status: 500, code: "internal"},
 		{name: "trace, journal read fails", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 500, code: "internal"},
 		{name: "intent, journal read fails", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String(), status: 500, code: "internal"},
 	} {
@@ -434,6 +437,7 @@ func TestAPIAnswers(t *testing.T) {
 	// What reads the journal or the keys alone still answers.
 	for _, p := range []probe{
 		{name: "journal", route: "GET /v1/journal", path: "/v1/journal"},
+		{name: "journal check", route: "GET /v1/journal/check", path: "/v1/journal/check"},
 		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a"},
 		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()},
 		{name: "keys", route: "GET /v1/keys", path: "/v1/keys"},

@@ -61,6 +61,8 @@ type Backend interface {
 	// compares the state each reaches with the world's: from the latest
 	// snapshot, and with verify also from genesis (kernel.VerifyWith).
 	Replay(ctx context.Context, verify bool) (*ReplayReport, error)
+	// CheckJournal checks the journal's invariants (journalcheck.go).
+	CheckJournal(ctx context.Context) (*JournalCheck, error)
 }
 
 var (

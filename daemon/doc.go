@@ -25,7 +25,10 @@
 // (kernel.ScratchStores), which never write them. What only reads
 // the journal, trace and the journal listing, reads the world's journal
 // (kernel.World.Journal) with package records and renders it here
-// (trace.go). ParseLimits is the JSON side of limits.
+// (trace.go). The journal check (journalcheck.go) reads it with package
+// journalcheck; CheckJournal runs it on a world no daemon serves by opening
+// the store alone, never the world, whose open replays the journal a broken
+// journal may not survive. ParseLimits is the JSON side of limits.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon

@@ -77,6 +77,7 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 		hs.Close()
 		w.Close()
 		disp.Stop()
+		checkJournal(t, db)
 		db.Close()
 	})
 	m, err := manifest.Load(examples.Path(t, "orders"))

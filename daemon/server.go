@@ -64,6 +64,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/failed", s.failedRoute},
 		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
 		{"GET", "/v1/journal", s.journal},
+		{"GET", "/v1/journal/check", s.journalCheckRoute},
 		{"POST", "/v1/apply", s.apply},
 		{"POST", "/v1/gc", s.gcRoute},
 		{"POST", "/v1/shadow", s.shadowRoute},

@@ -223,41 +223,69 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 	if err := d.Check(); err != nil {
 		return nil, err
 	}
-	var info *DaemonInfo
-	var probeErr error
-	if !opt.Direct {
-		if i, err := d.ReadDaemonInfo(); err == nil && processAlive(i.PID) {
-			info = i
-			tok, err := d.Token()
-			if err != nil {
-				return nil, err
-			}
-			cl := &Client{Base: "http://" + i.Addr, Token: tok}
-			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-			probeErr = probe(pctx, cl)
-			cancel()
-			if probeErr == nil {
-				return &Conn{Backend: cl, Remote: true, Addr: i.Addr}, nil
-			}
-		}
+	found, err := findDaemon(ctx, d, opt)
+	if err != nil {
+		return nil, err
+	}
+	if found.client != nil {
+		return &Conn{Backend: found.client, Remote: true, Addr: found.info.Addr}, nil
 	}
 	cfg := d.Config(opt.Config)
 	w, db, err := openWorld(d.Store(), cfg)
 	if err != nil {
-		if isLocked(err) {
-			switch {
-			case info != nil:
-				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: fmt.Sprintf(
-					"world is held by aosd serve (pid %d, %s) which does not answer (%v); stop it or wait, the store stays locked meanwhile", info.PID, info.Addr, probeErr)}
-			case opt.Direct:
-				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process (a running `aosd serve`?); drop --direct to go through the daemon"}
-			default:
-				return nil, &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process and no daemon answers for it (daemon.json missing or stale)"}
-			}
-		}
-		return nil, fmt.Errorf("open world %s: %w", d, err)
+		return nil, found.openError(d, opt, err)
 	}
 	return &Conn{Backend: &Local{W: w, Dir: d, Config: cfg}, world: w, db: db}, nil
+}
+
+// daemonFound is what findDaemon learned about a daemon serving a world.
+type daemonFound struct {
+	client   *Client     // a daemon that answers; nil: open the store
+	info     *DaemonInfo // daemon.json naming a live process, even if it did not answer
+	probeErr error       // why that process did not answer
+}
+
+// findDaemon looks for a daemon serving d (unless opt.Direct): daemon.json
+// naming a live process that answers GET /v1/status with the token.
+func findDaemon(ctx context.Context, d Dir, opt ConnectOptions) (daemonFound, error) {
+	var found daemonFound
+	if opt.Direct {
+		return found, nil
+	}
+	i, err := d.ReadDaemonInfo()
+	if err != nil || !processAlive(i.PID) {
+		return found, nil
+	}
+	found.info = i
+	tok, err := d.Token()
+	if err != nil {
+		return found, err
+	}
+	cl := &Client{Base: "http://" + i.Addr, Token: tok}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	found.probeErr = probe(pctx, cl)
+	cancel()
+	if found.probeErr == nil {
+		found.client = cl
+	}
+	return found, nil
+}
+
+// openError says why the store of d did not open: a store another process
+// holds gets a message naming who, as far as daemon.json tells.
+func (found daemonFound) openError(d Dir, opt ConnectOptions, err error) error {
+	if !isLocked(err) {
+		return fmt.Errorf("open world %s: %w", d, err)
+	}
+	switch {
+	case found.info != nil:
+		return &Error{Code: CodeLocked, Where: string(d), err: err, Message: fmt.Sprintf(
+			"world is held by aosd serve (pid %d, %s) which does not answer (%v); stop it or wait, the store stays locked meanwhile", found.info.PID, found.info.Addr, found.probeErr)}
+	case opt.Direct:
+		return &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process (a running `aosd serve`?); drop --direct to go through the daemon"}
+	default:
+		return &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process and no daemon answers for it (daemon.json missing or stale)"}
+	}
 }
 
 func probe(ctx context.Context, cl *Client) error {

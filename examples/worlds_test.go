@@ -22,6 +22,7 @@ import (
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/journalcheck"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
@@ -158,6 +159,7 @@ func runWorld(t *testing.T, dir string, m *manifest.Manifest, steps []step, nati
 		t.Fatalf("apply %s: %v", dir, err)
 	}
 	play(t, w, pub, steps)
+	checkJournal(t, db)
 	var r run
 	r.cells = map[string]string{}
 	if err := w.Journal().Read(1, func(rec journal.Record) (bool, error) {
@@ -305,6 +307,22 @@ func TestExampleWorldsWasmEqualsNative(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkJournal fails the test unless the world's journal keeps every rule
+// of the journal check (docs/journal-check.md).
+func checkJournal(t *testing.T, db *badgerdb.DB) {
+	t.Helper()
+	rep, err := journalcheck.Check(context.Background(), db.Journal(), journalcheck.Options{Objects: db.CAS().Get})
+	if err != nil {
+		t.Fatalf("journal check: %v", err)
+	}
+	for _, v := range rep.Violations {
+		t.Errorf("journal check: %s", v)
+	}
+	if !rep.OK() || rep.Records == 0 {
+		t.Fatalf("journal check: %d records checked, %d violations (%d omitted)", rep.Records, len(rep.Violations), rep.Omitted)
 	}
 }
 

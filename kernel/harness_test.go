@@ -181,6 +181,9 @@ type harness struct {
 	mem      *kernel.Stores // when set, the world runs on these, not on db
 	lastSeen uint64
 	extra    func(*kernel.Config)
+	// uncheckedJournal: the test writes records no kernel would (a forged
+	// journal), so the journal check at cleanup is skipped.
+	uncheckedJournal bool
 }
 
 func newHarness(t testing.TB, seed uint64, onDisk bool) *harness {
@@ -207,6 +210,13 @@ func newHarnessWith(t testing.TB, seed uint64, onDisk bool, setup func(h *harnes
 	t.Cleanup(func() {
 		if h.w != nil {
 			h.w.Close()
+		}
+		if !h.uncheckedJournal {
+			stores := h.db.Stores()
+			if h.mem != nil {
+				stores = *h.mem
+			}
+			checkJournal(t, stores)
 		}
 		h.db.Close()
 	})

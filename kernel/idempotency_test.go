@@ -320,6 +320,7 @@ func TestIdempotencyAcrossReopen(t *testing.T) {
 // key the table remembers is one live ingress could not have written.
 func TestReplayRefusesRemembered(t *testing.T) {
 	h := idemHarness(t, kernel.Limits{})
+	h.uncheckedJournal = true // it forges a second event under the key
 	h.ingest(keyed("k", countEvent("a", 1)))
 	body := eventsWithKey(t, h.w, "k")[0]
 	if err := h.w.Close(); err != nil {

@@ -133,11 +133,56 @@ func getStatus(t *testing.T, world string) status {
 	return s
 }
 
+// newWorld inits a world whose journal is checked at the test's end.
 func newWorld(t *testing.T) string {
+	t.Helper()
+	w := newUncheckedWorld(t)
+	checkJournalAtEnd(t, w)
+	return w
+}
+
+// newUncheckedWorld inits a world whose journal the test corrupts.
+func newUncheckedWorld(t *testing.T) string {
 	t.Helper()
 	w := filepath.Join(t.TempDir(), "world")
 	ok(t, w, "init")
 	return w
+}
+
+// journalCheck is `aosd journal check --json`.
+type journalCheck struct {
+	OK         bool   `json:"ok"`
+	Records    uint64 `json:"records"`
+	First      uint64 `json:"first"`
+	From       uint64 `json:"from"`
+	To         uint64 `json:"to"`
+	Snapshot   uint64 `json:"snapshot"`
+	Omitted    int    `json:"omitted"`
+	Violations []struct {
+		Seq      uint64          `json:"seq"`
+		Rule     string          `json:"rule"`
+		Workflow string          `json:"workflow"`
+		Key      json.RawMessage `json:"key"`
+		Detail   string          `json:"detail"`
+	} `json:"violations"`
+}
+
+// checkJournalAtEnd checks world's journal with `aosd journal check` once
+// the test is over (after its daemons stopped: cleanups run last first):
+// every world an end-to-end test makes must keep the journal's rules
+// (docs/journal-check.md).
+func checkJournalAtEnd(t *testing.T, world string) {
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(world, "store")); err != nil {
+			t.Errorf("journal check at the end: the world %s is gone: %v", world, err)
+			return
+		}
+		r := aosd(t, world, "journal", "check", "--json")
+		var rep journalCheck
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.OK {
+			t.Errorf("journal check at the end: exit %d (%v)\n%s%s", r.code, err, r.stdout, r.stderr)
+		}
+	})
 }
 
 // daemon is a running `aosd serve`.
@@ -590,6 +635,7 @@ func TestHelpAndDemo(t *testing.T) {
 			t.Errorf("%s --help: %s", c, out)
 		}
 	}
+	checkJournalAtEnd(t, w)
 	out := ok(t, w, "demo", "--manifests", repoManifests)
 	if !strings.Contains(out, `"count": 42`) {
 		t.Errorf("demo: %s", out)

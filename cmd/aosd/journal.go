@@ -18,7 +18,10 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(daemon.RecordKinds(), ", ")+")")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	return func(pos []string) error {
-		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+		if len(pos) > 0 && pos[0] == "check" {
+			return a.journalCheck(fs, pos[1:])
+		}
+		if err := wantArgs(pos, 0, 0, "no arguments (or check)"); err != nil {
 			return err
 		}
 		q, err := daemon.ParseJournalQuery(func(k string) []string {

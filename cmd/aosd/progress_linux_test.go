@@ -88,4 +88,5 @@ func TestProgressOnTerminal(t *testing.T) {
 			t.Errorf("aosd %v on a terminal: exit %d, drew %q; want nothing", args, code, drawn)
 		}
 	}
+	mustRun(t, "journal", "check", "--world", w)
 }

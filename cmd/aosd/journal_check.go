@@ -1,0 +1,79 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+
+	"github.com/aos-kernel/aos/daemon"
+)
+
+// journalCheck is `aosd journal check`: the journal's invariants
+// (docs/journal-check.md). It goes through the daemon when one serves the
+// world, else it reads the store without opening the world (opening
+// replays, and a broken journal may not replay). Exit 1 when a rule is
+// broken, after printing the violations.
+func (a *app) journalCheck(fs *flag.FlagSet, pos []string) error {
+	if err := wantArgs(pos, 0, 0, "no arguments after check"); err != nil {
+		return err
+	}
+	var listing []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains([]string{"from", "limit", "kind", "follow"}, f.Name) {
+			listing = append(listing, "--"+f.Name)
+		}
+	})
+	if len(listing) > 0 {
+		return usagef("%s: journal check reads the whole journal (only --world, --json and --direct apply)", listing[0])
+	}
+	cfg, err := a.kernelConfig()
+	if err != nil {
+		return err
+	}
+	rep, err := daemon.CheckJournal(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		err = a.printJSON(rep)
+	} else {
+		err = printJournalCheck(a, rep)
+	}
+	if err != nil || rep.OK {
+		return err
+	}
+	return fmt.Errorf("the journal breaks %d rule(s) (see docs/journal-check.md)", len(rep.Violations)+rep.Omitted)
+}
+
+func printJournalCheck(a *app, rep *daemon.JournalCheck) error {
+	from := "from genesis"
+	if rep.Snapshot != 0 {
+		from = fmt.Sprintf("from the snapshot at seq %d (retention dropped the records before seq %d)", rep.Snapshot, rep.First)
+	}
+	if rep.Records == 0 {
+		fmt.Fprintf(a.stdout, "checked no records %s", from)
+	} else {
+		fmt.Fprintf(a.stdout, "checked records %d..%d (%d) %s", rep.From, rep.To, rep.Records, from)
+	}
+	if rep.OK {
+		fmt.Fprintln(a.stdout, ": ok")
+		return nil
+	}
+	fmt.Fprintf(a.stdout, ": %d violation(s)\n\n", len(rep.Violations)+rep.Omitted)
+	w := newTable(a.stdout)
+	w.row("SEQ", "RULE", "WORKFLOW", "KEY", "DETAIL")
+	for _, v := range rep.Violations {
+		wf, key := v.Workflow, compact(v.Key, 40)
+		if wf == "" {
+			wf, key = "-", "-"
+		}
+		w.row(v.Seq, v.Rule, wf, key, v.Detail)
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if rep.Omitted > 0 {
+		fmt.Fprintf(a.stdout, "... and %d more not listed\n", rep.Omitted)
+	}
+	return nil
+}

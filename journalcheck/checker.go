@@ -1,0 +1,710 @@
+package journalcheck
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// The model the check keeps while it reads: what the kernel's loop keeps
+// of the same journal, reduced to what the rules need. Its memory is the
+// live part of the world (instances with deliveries, intents or a failure,
+// pending intents with their last frame seq, the step whose output is
+// being read) and a bounded memory of settled intents; nothing grows with
+// the journal.
+
+// delivery is one input waiting in an instance's mailbox.
+type delivery struct {
+	seq  uint64
+	kind journal.Kind // event, receipt, frame or recover (a retry)
+	// optional marks a stream frame: the kernel delivers it only when the
+	// origin workflow's event takes frames, which a journal does not say.
+	optional bool
+	stamp    *records.Stamp // the stamp the delivery carries (nil: unknown)
+	depth    uint64         // cascade depth of the event (0 for inputs from outside)
+}
+
+// failure is what a failed instance keeps.
+type failure struct {
+	fault, input, skipped uint64
+	// retry is the failed delivery kept for a retry; nil when the input
+	// never reached the instance.
+	retry *delivery
+	// retryUnknown: the failed input was a receipt, which the kernel keeps
+	// for a retry only if the workflow could take it; the journal does not
+	// say, so a retry of it is not judged.
+	retryUnknown bool
+}
+
+// instance is a workflow instance that is not at rest.
+type instance struct {
+	id      string
+	wf      string
+	key     []byte
+	mailbox []delivery
+	intents map[schemas.Hash]struct{}
+	failed  *failure
+}
+
+// intent is a pending intent.
+type intent struct {
+	id        string // its origin instance
+	effect    string
+	lastFrame uint64
+}
+
+// settled is a settled intent the check remembers.
+type settled struct {
+	seq       uint64 // the record that settled it
+	byReceipt bool
+}
+
+// output is the step whose emitted events and intents are read next.
+type output struct {
+	step    uint64
+	wf      string
+	key     []byte
+	wfHash  schemas.Hash
+	emitted []uint64
+	intents []schemas.Hash
+	next    int            // index into emitted, then intents
+	parent  *records.Stamp // the consumed input's stamp (nil: unknown)
+	depth   uint64
+}
+
+// lookup is a consumed input that was not in its instance's mailbox: what
+// the record is decides the rule, once the pass is over (finish).
+type lookup struct {
+	v     Violation
+	input uint64
+}
+
+type checker struct {
+	opt Options
+	rep *Report
+
+	prev        uint64 // the last seq read
+	hasManifest bool
+	manifest    schemas.Hash
+	logical     uint64 // the highest logical time stamped so far
+
+	insts   map[string]*instance
+	busy    map[string]*instance // instances with a non-empty mailbox
+	pending map[schemas.Hash]*intent
+	settled map[schemas.Hash]settled
+	fifo    []schemas.Hash // settled, oldest first; fifo[head:] are remembered
+	head    int
+
+	out *output
+
+	lastCheckpoint    uint64
+	checkpointSnapped bool
+
+	lookups []lookup
+}
+
+func newChecker(opt Options) *checker {
+	return &checker{opt: opt, rep: &Report{}, insts: map[string]*instance{}, busy: map[string]*instance{},
+		pending: map[schemas.Hash]*intent{}, settled: map[schemas.Hash]settled{}}
+}
+
+func instanceID(wf string, key []byte) string { return wf + "\x00" + string(key) }
+
+func (c *checker) instance(wf string, key []byte) *instance {
+	id := instanceID(wf, key)
+	in := c.insts[id]
+	if in == nil {
+		in = &instance{id: id, wf: wf, key: key}
+		c.insts[id] = in
+	}
+	return in
+}
+
+// rest forgets an instance at rest, as the kernel's table does.
+func (c *checker) rest(in *instance) {
+	if len(in.mailbox) == 0 {
+		delete(c.busy, in.id)
+		if len(in.intents) == 0 && in.failed == nil {
+			delete(c.insts, in.id)
+		}
+	}
+}
+
+func (c *checker) violate(seq uint64, rule, wf string, key []byte, format string, a ...any) {
+	c.add(Violation{Seq: seq, Rule: rule, Workflow: wf, Key: key, Detail: fmt.Sprintf(format, a...)})
+}
+
+// record checks one record and applies it to the model.
+func (c *checker) record(r journal.Record) {
+	c.rep.Records++
+	if r.Seq != c.prev+1 {
+		c.violate(r.Seq, RuleSeqGap, "", nil, "record %d follows record %d; seqs must rise by one", r.Seq, c.prev)
+	}
+	c.prev = r.Seq
+	v, err := records.Decode(r)
+	if err != nil || v == nil {
+		what := fmt.Sprintf("unknown record kind %q", r.Kind)
+		if err != nil {
+			what = fmt.Sprintf("the %s record does not decode: %v", r.Kind, err)
+		}
+		c.violate(r.Seq, RuleRecordDecode, "", nil, "%s", what)
+		c.out = nil
+		return
+	}
+	if c.out != nil && c.takeOutput(r.Seq, v) {
+		return
+	}
+	switch rec := v.(type) {
+	case *records.ManifestRec:
+		c.manifestRec(r.Seq, rec)
+	case *records.ConfigRec:
+		c.idle(r.Seq, "a limits change")
+	case *records.CheckpointRec:
+		c.idle(r.Seq, "a checkpoint")
+		c.lastCheckpoint, c.checkpointSnapped = r.Seq, false
+	case *records.SnapshotRec:
+		c.idle(r.Seq, "a snapshot record")
+		c.snapshotRec(r.Seq, rec)
+	case *records.EventRec:
+		c.needManifest(r.Seq, "an event")
+		if rec.Origin != nil {
+			c.violate(r.Seq, RuleEventOrigin, rec.Origin.Workflow, rec.Origin.Key,
+				"an event emitted by step %d, but it is not among the records that follow that step", rec.Origin.Step)
+			c.deliverEvent(r.Seq, rec, rec.Origin.Depth)
+			return
+		}
+		c.idle(r.Seq, "an ingress event")
+		c.freshStamp(r.Seq, &rec.Stamp, "", nil)
+		c.deliverEvent(r.Seq, rec, 0)
+	case *records.StepRec:
+		c.needManifest(r.Seq, "a step")
+		c.stepRec(r.Seq, rec)
+	case *records.FaultRec:
+		c.needManifest(r.Seq, "a fault")
+		c.faultRec(r.Seq, rec)
+	case *records.IntentRec:
+		c.needManifest(r.Seq, "an intent")
+		c.violate(r.Seq, RuleStepOutput, rec.OriginWorkflow, rec.OriginKey,
+			"intent %s does not follow the step that lists it", rec.Hash)
+		c.open(r.Seq, rec)
+	case *records.ReceiptRec:
+		c.needManifest(r.Seq, "a receipt")
+		c.idle(r.Seq, "a receipt")
+		c.receiptRec(r.Seq, rec)
+	case *records.DropRec:
+		c.needManifest(r.Seq, "a drop")
+		c.idle(r.Seq, "a drop")
+		if it := c.pending[rec.Receipt.Intent]; it != nil {
+			in := c.insts[it.id]
+			c.violate(r.Seq, RuleDropPending, in.wf, in.key,
+				"a receipt for intent %s was dropped, but the intent was pending: it should have been admitted and delivered", rec.Receipt.Intent)
+		}
+	case *records.FrameRec:
+		c.needManifest(r.Seq, "a stream frame")
+		c.idle(r.Seq, "a stream frame")
+		c.frameRec(r.Seq, rec)
+	case *records.RecoverRec:
+		c.needManifest(r.Seq, "a recover")
+		c.idle(r.Seq, "a recover")
+		c.recoverRec(r.Seq, rec)
+	}
+}
+
+// needManifest reports a record that cannot come before the first manifest.
+func (c *checker) needManifest(seq uint64, what string) {
+	if !c.hasManifest {
+		c.violate(seq, RuleManifestFirst, "", nil, "%s before any manifest was applied", what)
+	}
+}
+
+// idle is a point where the world takes an input from outside (or journals
+// a manifest, limits, a checkpoint or a snapshot): every earlier input has
+// run to idle, so no mailbox holds a delivery. Frames the workflow did not
+// take are forgotten here.
+func (c *checker) idle(seq uint64, what string) {
+	for _, id := range c.busyIDs() {
+		in := c.busy[id]
+		for _, d := range in.mailbox {
+			if !d.optional {
+				c.violate(d.seq, RuleUndelivered, in.wf, in.key,
+					"%s %d was delivered to this instance, but no step or fault consumed it before %s at seq %d", d.kind, d.seq, what, seq)
+				break
+			}
+		}
+		in.mailbox = nil
+		c.rest(in)
+	}
+}
+
+// busyIDs are the ids of the busy instances, sorted: violations must not
+// depend on map order.
+func (c *checker) busyIDs() []string {
+	if len(c.busy) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(c.busy))
+	for id := range c.busy {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// end is the journal's end: a durable journal ends between two inputs,
+// each run to idle.
+func (c *checker) end() {
+	if o := c.out; o != nil {
+		c.violate(o.step, RuleStepOutput, o.wf, o.key, "the journal ends inside the output of step %d: %d of its %d events and intents follow it",
+			o.step, o.next, len(o.emitted)+len(o.intents))
+		c.out = nil
+	}
+	c.idle(c.prev+1, "the journal's end")
+}
+
+func (c *checker) manifestRec(seq uint64, rec *records.ManifestRec) {
+	if c.hasManifest {
+		var running []string
+		for _, id := range c.busyIDs() {
+			in := c.busy[id]
+			if slices.ContainsFunc(in.mailbox, func(d delivery) bool { return !d.optional }) {
+				running = append(running, fmt.Sprintf("%s key %s", in.wf, records.KeyJSON(in.key)))
+			}
+		}
+		if len(running) > 0 || len(c.pending) > 0 {
+			what := fmt.Sprintf("%d intents in flight", len(c.pending))
+			if h, it := c.anyPending(); it != nil {
+				in := c.insts[it.id]
+				what += fmt.Sprintf(" (such as %s of %s key %s)", h, in.wf, records.KeyJSON(in.key))
+			}
+			if len(running) > 0 {
+				what += fmt.Sprintf(" and %d instances running (such as %s)", len(running), running[0])
+			}
+			c.violate(seq, RuleApplyNotQuiescent, "", nil, "manifest %s applied while the world was not quiescent: %s", rec.Hash, what)
+		}
+	}
+	c.idle(seq, "a manifest")
+	c.hasManifest, c.manifest = true, rec.Hash
+}
+
+// anyPending is the smallest pending intent hash, to name one.
+func (c *checker) anyPending() (schemas.Hash, *intent) {
+	var best schemas.Hash
+	var bit *intent
+	for h, it := range c.pending {
+		if bit == nil || string(h[:]) < string(best[:]) {
+			best, bit = h, it
+		}
+	}
+	return best, bit
+}
+
+func (c *checker) snapshotRec(seq uint64, rec *records.SnapshotRec) {
+	switch {
+	case c.lastCheckpoint == 0:
+		c.violate(seq, RuleSnapshotCheckpoint, "", nil, "the snapshot names checkpoint %d, but no checkpoint comes before it", rec.Checkpoint)
+	case rec.Checkpoint != c.lastCheckpoint:
+		c.violate(seq, RuleSnapshotCheckpoint, "", nil, "the snapshot names checkpoint %d, but the latest checkpoint is %d", rec.Checkpoint, c.lastCheckpoint)
+	case c.checkpointSnapped:
+		c.violate(seq, RuleSnapshotCheckpoint, "", nil, "checkpoint %d already has a snapshot record", rec.Checkpoint)
+	}
+	c.checkpointSnapped = true
+}
+
+// freshStamp checks a stamp the loop took from its clock for the record at
+// seq (ingress events, receipts, frames, recovers).
+func (c *checker) freshStamp(seq uint64, s *records.Stamp, wf string, key []byte) {
+	if s.Height != seq-1 {
+		c.violate(seq, RuleStampHeight, wf, key, "the stamp says journal height %d; the record's seq is %d", s.Height, seq)
+	}
+	if s.LogicalNs <= c.logical {
+		c.violate(seq, RuleStampTime, wf, key, "logical time %d does not rise above %d, stamped before", s.LogicalNs, c.logical)
+	}
+	c.logical = max(c.logical, s.LogicalNs)
+	if c.hasManifest && s.ManifestHash != c.manifest {
+		c.violate(seq, RuleStampManifest, wf, key, "the stamp names manifest %s; the current manifest is %s", s.ManifestHash, c.manifest)
+	}
+}
+
+// childStamp checks the stamp of an event a step emitted: its step's input
+// stamp, with entropy derived from it and the event's seq.
+func (c *checker) childStamp(seq uint64, s, parent *records.Stamp, wf string, key []byte) {
+	c.logical = max(c.logical, s.LogicalNs)
+	if s.Height != seq-1 {
+		c.violate(seq, RuleStampHeight, wf, key, "the stamp says journal height %d; the record's seq is %d", s.Height, seq)
+	}
+	if parent == nil {
+		return
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], seq)
+	want := schemas.HashBytes(append(append([]byte(nil), parent.Entropy...), buf[:]...))
+	switch {
+	case s.NowNs != parent.NowNs || s.LogicalNs != parent.LogicalNs:
+		c.violate(seq, RuleStampChild, wf, key, "the emitted event's time (%d, logical %d) is not its step's input's (%d, logical %d)",
+			s.NowNs, s.LogicalNs, parent.NowNs, parent.LogicalNs)
+	case s.ManifestHash != parent.ManifestHash:
+		c.violate(seq, RuleStampChild, wf, key, "the emitted event's stamp names manifest %s, its step's input %s", s.ManifestHash, parent.ManifestHash)
+	case string(s.Entropy) != string(want[:]):
+		c.violate(seq, RuleStampChild, wf, key, "the emitted event's entropy is not derived from its step's input's entropy and its seq")
+	}
+}
+
+// deliverEvent puts an event into the mailbox of each target that is not
+// failed; a failed target skips it.
+func (c *checker) deliverEvent(seq uint64, rec *records.EventRec, depth uint64) {
+	stamp := &rec.Stamp
+	for _, t := range rec.Targets {
+		in := c.instance(t.Workflow, t.Key)
+		if in.failed != nil {
+			in.failed.skipped++
+			continue
+		}
+		c.deliver(in, delivery{seq: seq, kind: journal.KindEvent, stamp: stamp, depth: depth})
+	}
+}
+
+func (c *checker) deliver(in *instance, d delivery) {
+	in.mailbox = append(in.mailbox, d)
+	c.busy[in.id] = in
+}
+
+// consume takes the delivery of input off in's mailbox for the step or
+// fault at seq. Frames before it were not taken by the workflow. It
+// returns nil when input was not there (the violation is reported).
+func (c *checker) consume(in *instance, seq, input uint64, what string) *delivery {
+	for len(in.mailbox) > 0 && in.mailbox[0].optional && in.mailbox[0].seq != input {
+		in.mailbox = in.mailbox[1:]
+	}
+	if input >= seq {
+		c.violate(seq, RuleStepInput, in.wf, in.key, "%s consumes seq %d, which does not come before it", what, input)
+		return nil
+	}
+	i := slices.IndexFunc(in.mailbox, func(d delivery) bool { return d.seq == input })
+	if i < 0 {
+		if len(c.rep.Violations)+len(c.lookups) >= c.opt.MaxViolations {
+			c.rep.Omitted++ // it would not be listed: no need to classify it
+			return nil
+		}
+		c.lookups = append(c.lookups, lookup{input: input, v: Violation{Seq: seq, Workflow: in.wf, Key: in.key, Detail: what}})
+		return nil
+	}
+	d := in.mailbox[i]
+	if i > 0 && !in.mailbox[0].optional {
+		c.violate(seq, RuleStepInput, in.wf, in.key, "%s consumes seq %d, but %s %d, delivered to the instance before it, is still waiting",
+			what, input, in.mailbox[0].kind, in.mailbox[0].seq)
+	}
+	in.mailbox = slices.Delete(in.mailbox, i, i+1)
+	if len(in.mailbox) == 0 {
+		in.mailbox = nil
+	}
+	return &d
+}
+
+// classify words a consumed input that was not in the mailbox by what the
+// record at that seq is.
+func (c *checker) classify(ctx context.Context, j Journal, l lookup) Violation {
+	v := l.v
+	v.Rule = RuleStepInput
+	what := v.Detail
+	if ctx.Err() != nil || l.input < c.rep.From {
+		v.Detail = fmt.Sprintf("%s consumes seq %d, which was not delivered to this instance", what, l.input)
+		return v
+	}
+	r, found, err := readOne(j, l.input)
+	switch {
+	case err != nil || !found:
+		v.Detail = fmt.Sprintf("%s consumes seq %d, which the journal does not hold", what, l.input)
+	case r.Kind == journal.KindDrop:
+		v.Rule = RuleDropDelivered
+		v.Detail = fmt.Sprintf("%s consumes the drop record %d: a dropped receipt is never delivered", what, l.input)
+	default:
+		v.Detail = fmt.Sprintf("%s consumes the %s record %d, which was not waiting for this instance (not delivered to it, or consumed already)", what, r.Kind, l.input)
+	}
+	return v
+}
+
+func (c *checker) stepRec(seq uint64, rec *records.StepRec) {
+	in := c.instance(rec.Workflow, rec.Key)
+	o := &output{step: seq, wf: rec.Workflow, key: rec.Key, wfHash: rec.WorkflowHash, emitted: rec.Emitted, intents: rec.Intents}
+	if in.failed != nil {
+		c.violate(seq, RuleStepAfterFailure, rec.Workflow, rec.Key, "a step of an instance failed by the fault at seq %d, which no recover has answered", in.failed.fault)
+	} else if d := c.consume(in, seq, rec.Input, "the step"); d != nil {
+		o.parent, o.depth = d.stamp, d.depth
+	}
+	c.rest(in)
+	for i, e := range rec.Emitted {
+		if want := seq + 1 + uint64(i); e != want {
+			c.violate(seq, RuleStepOutput, rec.Workflow, rec.Key, "the step lists event %d as its emitted event %d; the events a step emits follow it directly (want %d)", e, i, want)
+			break
+		}
+	}
+	if len(rec.Emitted)+len(rec.Intents) > 0 {
+		c.out = o
+	}
+}
+
+func (c *checker) faultRec(seq uint64, rec *records.FaultRec) {
+	switch rec.Class {
+	case "", "environmental", "budget":
+	default:
+		c.violate(seq, RuleFaultClass, rec.Workflow, rec.Key, "unknown fault class %q", rec.Class)
+	}
+	in := c.instance(rec.Workflow, rec.Key)
+	if in.failed != nil {
+		c.violate(seq, RuleStepAfterFailure, rec.Workflow, rec.Key, "a fault of an instance failed by the fault at seq %d, which no recover has answered", in.failed.fault)
+		c.rest(in)
+		return
+	}
+	d := c.consume(in, seq, rec.Input, "the fault")
+	f := &failure{fault: seq, input: rec.Input, skipped: uint64(len(in.mailbox))}
+	if d != nil {
+		f.retry = d
+		f.retryUnknown = d.kind == journal.KindReceipt
+	}
+	in.failed, in.mailbox = f, nil
+	for _, h := range sortedHashes(in.intents) {
+		c.settle(h, seq, false)
+	}
+	in.intents = nil
+	c.rest(in)
+}
+
+func sortedHashes(m map[schemas.Hash]struct{}) []schemas.Hash {
+	out := make([]schemas.Hash, 0, len(m))
+	for h := range m {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b schemas.Hash) int { return compareHash(a, b) })
+	return out
+}
+
+func compareHash(a, b schemas.Hash) int {
+	switch {
+	case string(a[:]) < string(b[:]):
+		return -1
+	case string(a[:]) > string(b[:]):
+		return 1
+	}
+	return 0
+}
+
+// takeOutput reads the record at seq as the next output of the step
+// before it. It returns false when the record is not that output (which is
+// then reported) and must be checked on its own.
+func (c *checker) takeOutput(seq uint64, v any) bool {
+	o := c.out
+	if o.next < len(o.emitted) {
+		ev, ok := v.(*records.EventRec)
+		if !ok || ev.Origin == nil {
+			c.violate(seq, RuleStepOutput, o.wf, o.key, "step %d lists event %d as emitted, but seq %d is %s", o.step, o.emitted[o.next], seq, describe(v))
+			c.out = nil
+			return false
+		}
+		c.emittedEvent(seq, ev)
+	} else {
+		it, ok := v.(*records.IntentRec)
+		if !ok {
+			c.violate(seq, RuleStepOutput, o.wf, o.key, "step %d lists intent %s, but seq %d is %s", o.step, o.intents[o.next-len(o.emitted)], seq, describe(v))
+			c.out = nil
+			return false
+		}
+		c.openedIntent(seq, it)
+	}
+	if o.next++; o.next == len(o.emitted)+len(o.intents) {
+		c.out = nil
+	}
+	return true
+}
+
+// describe names a decoded record for a message.
+func describe(v any) string {
+	switch rec := v.(type) {
+	case *records.EventRec:
+		if rec.Origin != nil {
+			return fmt.Sprintf("an event emitted by step %d", rec.Origin.Step)
+		}
+		return "an ingress event"
+	case *records.StepRec:
+		return "a step"
+	case *records.FaultRec:
+		return "a fault"
+	case *records.IntentRec:
+		return "an intent"
+	case *records.ReceiptRec:
+		return "a receipt"
+	case *records.DropRec:
+		return "a drop"
+	case *records.FrameRec:
+		return "a stream frame"
+	case *records.ManifestRec:
+		return "a manifest"
+	case *records.ConfigRec:
+		return "a limits change"
+	case *records.RecoverRec:
+		return "a recover"
+	case *records.CheckpointRec:
+		return "a checkpoint"
+	case *records.SnapshotRec:
+		return "a snapshot record"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// emittedEvent checks an event the step before it emitted.
+func (c *checker) emittedEvent(seq uint64, ev *records.EventRec) {
+	o := c.out
+	org := ev.Origin
+	switch {
+	case seq != o.emitted[o.next]:
+		c.violate(seq, RuleStepOutput, o.wf, o.key, "step %d lists event %d as its emitted event %d, but that event is at seq %d", o.step, o.emitted[o.next], o.next, seq)
+	case org.Step != o.step || org.Workflow != o.wf || string(org.Key) != string(o.key):
+		c.violate(seq, RuleEventOrigin, o.wf, o.key, "the event names step %d of %s key %s as its origin, but follows step %d of this instance",
+			org.Step, org.Workflow, records.KeyJSON(org.Key), o.step)
+	case o.parent != nil && org.Depth != o.depth+1:
+		c.violate(seq, RuleEventOrigin, o.wf, o.key, "the event's cascade depth is %d; its step's input was at depth %d", org.Depth, o.depth)
+	}
+	c.childStamp(seq, &ev.Stamp, o.parent, o.wf, o.key)
+	c.deliverEvent(seq, ev, org.Depth)
+}
+
+// openedIntent checks an intent the step before it opened.
+func (c *checker) openedIntent(seq uint64, it *records.IntentRec) {
+	o := c.out
+	i := o.next - len(o.emitted)
+	if want := o.intents[i]; it.Hash != want {
+		c.violate(seq, RuleIntentHash, o.wf, o.key, "step %d lists intent %s as its intent %d, but the record is intent %s", o.step, want, i, it.Hash)
+	}
+	switch {
+	case it.OriginWorkflow != o.wf || string(it.OriginKey) != string(o.key):
+		c.violate(seq, RuleIntentOrigin, o.wf, o.key, "intent %s names %s key %s as its origin, but follows step %d of this instance",
+			it.Hash, it.OriginWorkflow, records.KeyJSON(it.OriginKey), o.step)
+	case it.OriginWorkflowHash != o.wfHash:
+		c.violate(seq, RuleIntentOrigin, o.wf, o.key, "intent %s names workflow hash %s; its step ran %s", it.Hash, it.OriginWorkflowHash, o.wfHash)
+	case it.EmittedAt != o.step || it.Index != uint64(i):
+		c.violate(seq, RuleIntentOrigin, o.wf, o.key, "intent %s says it was emitted at seq %d as effect %d; it is effect %d of step %d",
+			it.Hash, it.EmittedAt, it.Index, i, o.step)
+	}
+	c.open(seq, it)
+}
+
+// open checks an intent's identity and makes it pending.
+func (c *checker) open(seq uint64, it *records.IntentRec) {
+	wf, key := it.OriginWorkflow, it.OriginKey
+	if got := schemas.HashBytes(records.EncodeIntentID(nil, &it.IntentID)); got != it.Hash {
+		c.violate(seq, RuleIntentHash, wf, key, "intent %s: its identity hashes to %s", it.Hash, got)
+	}
+	if _, ok := c.pending[it.Hash]; ok {
+		c.violate(seq, RuleIntentDuplicate, wf, key, "intent %s is opened again while pending", it.Hash)
+		return
+	}
+	if s, ok := c.settled[it.Hash]; ok {
+		c.violate(seq, RuleIntentDuplicate, wf, key, "intent %s is opened again after the record at seq %d settled it", it.Hash, s.seq)
+		return
+	}
+	in := c.instance(wf, key)
+	if in.intents == nil {
+		in.intents = map[schemas.Hash]struct{}{}
+	}
+	in.intents[it.Hash] = struct{}{}
+	c.pending[it.Hash] = &intent{id: in.id, effect: it.Effect}
+}
+
+// settle ends a pending intent, remembering the last RememberSettled.
+func (c *checker) settle(h schemas.Hash, seq uint64, byReceipt bool) {
+	delete(c.pending, h)
+	if _, ok := c.settled[h]; !ok {
+		c.fifo = append(c.fifo, h)
+	}
+	c.settled[h] = settled{seq: seq, byReceipt: byReceipt}
+	for len(c.fifo)-c.head > c.opt.RememberSettled {
+		delete(c.settled, c.fifo[c.head])
+		c.head++
+	}
+	if c.head > 1024 && c.head > len(c.fifo)/2 {
+		n := copy(c.fifo, c.fifo[c.head:])
+		c.fifo, c.head = c.fifo[:n], 0
+	}
+}
+
+func (c *checker) receiptRec(seq uint64, rec *records.ReceiptRec) {
+	h := rec.Receipt.Intent
+	it := c.pending[h]
+	if it == nil {
+		c.freshStamp(seq, &rec.Stamp, "", nil)
+		s, ok := c.settled[h]
+		switch {
+		case !ok:
+			c.violate(seq, RuleReceiptUnknownIntent, "", nil, "a receipt for intent %s, which is not pending: never opened (or settled more than %d settlements ago)", h, c.opt.RememberSettled)
+		case s.byReceipt:
+			c.violate(seq, RuleReceiptTwice, "", nil, "a second receipt for intent %s, which the receipt at seq %d settled", h, s.seq)
+		default:
+			c.violate(seq, RuleReceiptAfterFailure, "", nil, "a receipt for intent %s, which the fault at seq %d settled when its instance failed: a late receipt is journaled as a drop", h, s.seq)
+		}
+		return
+	}
+	in := c.insts[it.id]
+	c.freshStamp(seq, &rec.Stamp, in.wf, in.key)
+	if rec.Receipt.Effect != it.effect {
+		c.violate(seq, RuleReceiptEffect, in.wf, in.key, "the receipt for intent %s is for effect %s; the intent is for %s", h, rec.Receipt.Effect, it.effect)
+	}
+	c.settle(h, seq, true)
+	delete(in.intents, h)
+	c.deliver(in, delivery{seq: seq, kind: journal.KindReceipt, stamp: &rec.Stamp})
+}
+
+func (c *checker) frameRec(seq uint64, rec *records.FrameRec) {
+	it := c.pending[rec.Intent]
+	if it == nil {
+		c.freshStamp(seq, &rec.Stamp, "", nil)
+		c.violate(seq, RuleFrameNotPending, "", nil, "a stream frame for intent %s, which is not pending", rec.Intent)
+		return
+	}
+	in := c.insts[it.id]
+	c.freshStamp(seq, &rec.Stamp, in.wf, in.key)
+	if rec.Seq <= it.lastFrame {
+		c.violate(seq, RuleFrameSeqNotRising, in.wf, in.key, "stream frame %d for intent %s does not follow frame %d", rec.Seq, rec.Intent, it.lastFrame)
+	}
+	if rec.Effect != "" && rec.Effect != it.effect {
+		c.violate(seq, RuleFrameEffect, in.wf, in.key, "the stream frame for intent %s is for effect %s; the intent is for %s", rec.Intent, rec.Effect, it.effect)
+	}
+	it.lastFrame = max(it.lastFrame, rec.Seq)
+	c.deliver(in, delivery{seq: seq, kind: journal.KindFrame, optional: true, stamp: &rec.Stamp})
+}
+
+func (c *checker) recoverRec(seq uint64, rec *records.RecoverRec) {
+	c.freshStamp(seq, &rec.Stamp, rec.Workflow, rec.Key)
+	switch rec.Action {
+	case "retry", "reset", "skip":
+	default:
+		c.violate(seq, RuleRecoverAction, rec.Workflow, rec.Key, "unknown recover action %q (retry, reset or skip)", rec.Action)
+	}
+	in := c.insts[instanceID(rec.Workflow, rec.Key)]
+	if in == nil || in.failed == nil {
+		c.violate(seq, RuleRecoverNotFailed, rec.Workflow, rec.Key, "a recover (%s of fault %d) for an instance that is not failed", rec.Action, rec.Fault)
+		return
+	}
+	f := in.failed
+	if rec.Fault != f.fault {
+		c.violate(seq, RuleRecoverStaleFault, rec.Workflow, rec.Key, "the recover answers fault %d; the instance is failed by the fault at seq %d", rec.Fault, f.fault)
+	} else if rec.Input != f.input || rec.Skipped != f.skipped {
+		c.violate(seq, RuleRecoverMismatch, rec.Workflow, rec.Key, "the recover says input %d and %d skipped; fault %d failed input %d and %d events were skipped since",
+			rec.Input, rec.Skipped, f.fault, f.input, f.skipped)
+	}
+	in.failed = nil
+	if rec.Action == "retry" {
+		if f.retry == nil && !f.retryUnknown {
+			c.violate(seq, RuleRecoverAction, rec.Workflow, rec.Key, "a retry of fault %d, whose input %d never reached the instance: there is nothing to deliver again", f.fault, f.input)
+		}
+		d := delivery{seq: seq, kind: journal.KindRecover}
+		if f.retry != nil {
+			d.stamp, d.depth = f.retry.stamp, f.retry.depth
+		}
+		c.deliver(in, d)
+	}
+	c.rest(in)
+}
