@@ -51,6 +51,9 @@ type JournalVerify struct {
 	Frames         uint64 `json:"frames"`
 	UnsignedFrames uint64 `json:"unsigned_frames"`
 	Intents        uint64 `json:"intents"`
+	// Unreadable counts the lines that did not read back as a record
+	// (ParseRecord): each is a failure.
+	Unreadable uint64 `json:"unreadable"`
 	// Verified is how many of the records checked passed.
 	Verified uint64 `json:"verified"`
 	// Failures lists the records that did not pass (and lines that could
@@ -93,6 +96,7 @@ func (v *JournalVerifier) Line(line uint64, text []byte) {
 	v.rep.Records++
 	r, err := ParseRecord(text)
 	if err != nil {
+		v.rep.Unreadable++
 		seq, kind := lineSeqKind(text)
 		v.fail(VerifyFailure{Seq: seq, Line: line, Kind: kind, Reason: err.Error()})
 		return

@@ -297,7 +297,7 @@ func TestJournalVerify(t *testing.T) {
 		bad := append([]string(nil), lines...)
 		bad[i] = strings.Replace(lines[i], `"stamp"`, `"stamp_":1,"stamp"`, 1)
 		rep := verifyLines(t, kr, bad)
-		if rep.OK || len(rep.Failures) != 1 || rep.Failures[0].Seq != seq || rep.Failures[0].Kind != "receipt" ||
+		if rep.OK || len(rep.Failures) != 1 || rep.Unreadable != 1 || rep.Failures[0].Seq != seq || rep.Failures[0].Kind != "receipt" ||
 			!strings.Contains(rep.Failures[0].Reason, `unknown field "stamp_"`) {
 			t.Fatalf("want the line refused naming seq %d, got %+v", seq, rep)
 		}

@@ -154,6 +154,9 @@ func printJournalVerify(w io.Writer, rep *daemon.JournalVerify, source string) e
 	checked := rep.Receipts + rep.Drops + rep.Frames + rep.Intents
 	fmt.Fprintf(w, "verified %d of %d (%d receipts, %d drops, %d signed frames, %d intent hashes) in %d records of %s against %d trusted keys",
 		rep.Verified, checked, rep.Receipts, rep.Drops, rep.Frames, rep.Intents, rep.Records, source, len(rep.Keys))
+	if rep.Unreadable > 0 {
+		fmt.Fprintf(w, "; %d lines unreadable", rep.Unreadable)
+	}
 	if rep.UnsignedFrames > 0 {
 		fmt.Fprintf(w, "; %d frames unsigned (journaled before frames were signed), not verified", rep.UnsignedFrames)
 	}
