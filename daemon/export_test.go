@@ -344,7 +344,8 @@ func TestExportFrameSeq(t *testing.T) {
 func TestParseRecordRefuses(t *testing.T) {
 	h := schemas.HashBytes([]byte("i"))
 	ev := exportLine(t, journal.Record{Seq: 4, Kind: journal.KindEvent, Body: schemas.MustMarshal(&records.EventRec{Schema: "s@1",
-		Value: schemas.MustMarshal(map[string]any{"b": []byte{1, 2}}), Targets: []records.TargetRec{{Workflow: "w@1", Key: schemas.MustMarshal("k")}}})})
+		Value: schemas.MustMarshal(map[string]any{"b": []byte{1, 2}}), Targets: []records.TargetRec{{Workflow: "w@1", Key: schemas.MustMarshal([]byte{9})}}})})
+	mf := exportLine(t, journal.Record{Seq: 6, Kind: journal.KindManifest, Body: schemas.MustMarshal(&records.ManifestRec{Hash: h, Name: "m", Source: []byte("{}")})})
 	rc := exportLine(t, journal.Record{Seq: 5, Kind: journal.KindReceipt, Body: schemas.MustMarshal(&records.ReceiptRec{
 		Receipt: receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: h, Effect: "e@1", Executor: "x", Status: "ok",
 			Payload: schemas.MustMarshal(1)}, KeyID: "k", Signature: []byte{1}}})})
@@ -357,6 +358,8 @@ func TestParseRecordRefuses(t *testing.T) {
 		{"unknown body field", strings.Replace(string(ev), `"schema"`, `"schemaz":"x","schema"`, 1), `seq 4 (event): body: json: unknown field "schemaz"`},
 		{"duplicate key", strings.Replace(string(ev), `"schema":"s@1"`, `"schema":"s@1","schema":"t@1"`, 1), `duplicate`},
 		{"value disagrees with value_cbor", strings.Replace(string(ev), `"value":{"b":"AQI="}`, `"value":{"b":"AQM="}`, 1), `seq 4 (event): value does not match value_cbor`},
+		{"key disagrees with key_cbor", strings.Replace(string(ev), `"key":"CQ=="`, `"key":"CA=="`, 1), `seq 4 (event): targets/0/key does not match targets/0/key_cbor`},
+		{"source_bytes not the source's", strings.Replace(string(mf), `"source_bytes":2`, `"source_bytes":3`, 1), `seq 6 (manifest): source_bytes is 3, but source holds 2 bytes`},
 		{"bad value_cbor", strings.Replace(string(ev), `"value_cbor":"`, `"value_cbor":"!`, 1), `seq 4 (event): body: illegal base64`},
 		{"bad hash", strings.Replace(string(rc), `"intent_hash":"sha256:`, `"intent_hash":"sha257:`, 1), `seq 5 (receipt): receipt:`},
 		{"unknown receipt field", strings.Replace(string(rc), `"key_id"`, `"kid":1,"key_id"`, 1), `seq 5 (receipt): receipt: json: unknown field "kid"`},
@@ -364,6 +367,9 @@ func TestParseRecordRefuses(t *testing.T) {
 		{"error line", `{"error":{"code":"unavailable","message":"the world stopped"}}`, `ended in an error: unavailable: the world stopped`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if strings.Contains(string(ev)+string(rc)+string(mf), c.line) {
+				t.Fatalf("the line is one the export wrote: %s", c.line)
+			}
 			_, err := daemon.ParseRecord([]byte(c.line))
 			if err == nil || !errors.Is(err, daemon.ErrExport) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("ParseRecord(%s):\n got %v\nwant an ErrExport containing %q", c.line, err, c.want)
