@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/randval"
@@ -376,4 +380,79 @@ func TestParseRecordRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// journalLineSchema is docs/openapi.json's JournalLine, compiled as JSON
+// Schema 2020-12 (OpenAPI 3.1's dialect), content encodings asserted.
+func journalLineSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.FromSlash("../docs/openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertContent = true
+	const url = "file:///openapi.json"
+	if err := c.AddResource(url, bytes.NewReader(doc)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(url + "#/components/schemas/JournalLine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkAgainstOpenAPI fails t unless every line is a JournalLine as
+// docs/openapi.json describes it.
+func checkAgainstOpenAPI(t *testing.T, lines []string) {
+	t.Helper()
+	s := journalLineSchema(t)
+	for _, l := range lines {
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(v); err != nil {
+			t.Errorf("export line is not openapi.json's JournalLine: %v\n%s", err, l)
+		}
+	}
+}
+
+// TestExportOfRareKindsMatchesOpenAPI: the kinds a business day without
+// failures does not write (TestExportOfRealJournal checks the others),
+// exported as the kernel writes them, are what docs/openapi.json says.
+func TestExportOfRareKindsMatchesOpenAPI(t *testing.T) {
+	h := schemas.HashBytes([]byte("i"))
+	key := schemas.MustMarshal("o-1")
+	priv, err := receipts.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: "com.example/charge@1", Executor: "payments",
+		Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"raw": []byte{1}}), Attempt: 2})
+	stamp := records.Stamp{NowNs: 5, LogicalNs: 5, Entropy: h[:], Height: 9, ManifestHash: h}
+	var lines []string
+	for i, rec := range []struct {
+		kind journal.Kind
+		v    any
+	}{
+		{journal.KindDrop, &records.DropRec{Receipt: sr, Reason: "intent settled by its cell's failure"}},
+		{journal.KindFault, &records.FaultRec{Input: 3, Workflow: "w@1", Key: key, Reason: "trap", Class: "environmental"}},
+		{journal.KindFault, &records.FaultRec{Input: 3, Workflow: "w@1", Reason: "trap"}},
+		{journal.KindRecover, &records.RecoverRec{Workflow: "w@1", Key: key, Action: "retry", Fault: 4, Input: 3, Skipped: 1, Stamp: stamp}},
+		{journal.KindFrame, &records.FrameRec{Intent: h, Seq: 1, Executor: "payments", Payload: schemas.MustMarshal(1), Stamp: stamp}},
+		{journal.KindEvent, &records.EventRec{Schema: "s@1", Value: schemas.MustMarshal([]byte{1}), Stamp: stamp,
+			Origin: &records.OriginRec{Workflow: "w@1", Key: schemas.MustMarshal([]byte{2}), Step: 7, Depth: 1}}},
+		{journal.KindManifest, &records.ManifestRec{Hash: h, Name: "m", Source: []byte("x"),
+			StateChange: &records.StateChangeRec{Workflows: []string{"w@1"}, Epoch: 8}}},
+		{journal.KindIntent, &records.IntentRec{Hash: h, IntentID: records.IntentID{OriginWorkflow: "w@1", OriginKey: key,
+			Effect: "e@1", Params: schemas.MustMarshal([]byte{3}), IdempotencyKey: []byte("k"), IssuerRef: "r", EmittedAt: 7}}},
+	} {
+		lines = append(lines, string(exportLine(t, journal.Record{Seq: uint64(i + 1), Kind: rec.kind, Body: schemas.MustMarshal(rec.v)})))
+	}
+	checkAgainstOpenAPI(t, lines)
 }

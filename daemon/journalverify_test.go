@@ -106,6 +106,7 @@ func TestExportOfRealJournal(t *testing.T) {
 			t.Errorf("the export has no %s", want)
 		}
 	}
+	checkAgainstOpenAPI(t, lines)
 	kinds := map[journal.Kind]bool{}
 	for i, line := range lines {
 		back, err := daemon.ParseRecord([]byte(line))
@@ -374,5 +375,19 @@ func TestJournalVerifyCrafted(t *testing.T) {
 	}
 	if f := rep.Failures[1]; f.Seq != 6 || f.Kind != "frame" || !strings.Contains(f.Reason, "malformed") {
 		t.Fatalf("half-signed frame: %+v", f)
+	}
+}
+
+// TestJournalVerifyListsAtMost: failures beyond MaxVerifyFailures are
+// counted, not listed, and the report is not ok.
+func TestJournalVerifyListsAtMost(t *testing.T) {
+	kr := receipts.NewKeyring()
+	lines := make([]string, daemon.MaxVerifyFailures+2)
+	for i := range lines {
+		lines[i] = "not a line"
+	}
+	rep := verifyLines(t, kr, lines)
+	if rep.OK || len(rep.Failures) != daemon.MaxVerifyFailures || rep.Omitted != 2 || rep.Unreadable != uint64(len(lines)) {
+		t.Fatalf("failures %d, omitted %d, unreadable %d, ok %v", len(rep.Failures), rep.Omitted, rep.Unreadable, rep.OK)
 	}
 }
