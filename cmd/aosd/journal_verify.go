@@ -57,15 +57,17 @@ func cmdJournalVerify(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 // journalVerify reads the keys and the records and verifies them.
-func (a *app) journalVerify(file, keysFile string) (*daemon.JournalVerify, error) {
+func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, err error) {
 	var conn *daemon.Conn
 	if file == "" || keysFile == "" {
-		c, err := a.connect(a.ctx)
-		if err != nil {
+		if conn, err = a.connect(a.ctx); err != nil {
 			return nil, err
 		}
-		defer c.Close()
-		conn = c
+		defer func() {
+			if cerr := conn.Close(); cerr != nil && err == nil {
+				rep, err = nil, fmt.Errorf("close world: %w", cerr)
+			}
+		}()
 	}
 	v, err := a.verifier(conn, file, keysFile)
 	if err != nil {
