@@ -25,10 +25,15 @@
 // (kernel.ScratchStores), which never write them. What only reads
 // the journal, trace and the journal listing, reads the world's journal
 // (kernel.World.Journal) with package records and renders it here
-// (trace.go). The journal check (journalcheck.go) reads it with package
-// journalcheck; CheckJournal runs it on a world no daemon serves by opening
-// the store alone, never the world, whose open replays the journal a broken
-// journal may not survive. ParseLimits is the JSON side of limits.
+// (trace.go, export.go). The journal listing is the journal's lossless
+// export: Describe writes every field of a record and ParseRecord reads a
+// line back to the journaled bytes, so JournalVerifier (journalverify.go,
+// `aosd journal verify`) re-checks signatures and intent hashes from a
+// world's journal and from an export file alike. The journal check
+// (journalcheck.go) reads the journal with package journalcheck;
+// CheckJournal runs it on a world no daemon serves by opening the store
+// alone, never the world, whose open replays the journal a broken journal
+// may not survive. ParseLimits is the JSON side of limits.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon
@@ -41,6 +46,9 @@
 //   - Event input is checked once, by the kernel: the server only checks the
 //     request's shape (JSON, idempotency key given as "") and maps the
 //     kernel's *kernel.InputError to its answer.
+//   - The journal's export is lossless: ParseRecord(Describe(r)) gives r's
+//     body byte for byte, for every kind journal.Kinds lists
+//     (TestExportLossless).
 //   - Configuration is passed in (Options, kernel.Config): the package reads
 //     no environment variables; aosd reads them at the edge.
 //

@@ -94,9 +94,9 @@ func TestKernelAnswerShapes(t *testing.T) {
 		{"config record zero", describe(t, 8, journal.KindConfig, &records.ConfigRec{}),
 			`{"body":{"limits":` + zeroLimitsJSON + `},"kind":"config","seq":8}`},
 		{"manifest record", describe(t, 9, journal.KindManifest, &records.ManifestRec{Hash: h, Name: "m", Source: []byte("{}"), Limits: &lim}),
-			`{"body":{"hash":"` + hashText + `","limits":` + limitsJSON + `,"name":"m","source_bytes":2},"kind":"manifest","seq":9}`},
+			`{"body":{"hash":"` + hashText + `","limits":` + limitsJSON + `,"name":"m","source":"e30=","source_bytes":2},"kind":"manifest","seq":9}`},
 		{"manifest record no limits", describe(t, 10, journal.KindManifest, &records.ManifestRec{Hash: h, Name: "m", Source: []byte("{}")}),
-			`{"body":{"hash":"` + hashText + `","name":"m","source_bytes":2},"kind":"manifest","seq":10}`},
+			`{"body":{"hash":"` + hashText + `","name":"m","source":"e30=","source_bytes":2},"kind":"manifest","seq":10}`},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {

@@ -676,7 +676,12 @@ func (s *crashState) chargesSettled(t *testing.T, addr, tok string) int {
 		var r struct {
 			Kind string `json:"kind"`
 			Body struct {
-				Hash, Effect, Intent string
+				Hash, Effect string
+				// A receipt record holds the signed receipt as posted.
+				Receipt struct {
+					IntentHash string `json:"intent_hash"`
+					Effect     string `json:"effect"`
+				} `json:"receipt"`
 			} `json:"body"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
@@ -685,8 +690,8 @@ func (s *crashState) chargesSettled(t *testing.T, addr, tok string) int {
 		switch {
 		case r.Kind == "intent" && r.Body.Effect == chargeEffect:
 			open[r.Body.Hash] = true
-		case r.Kind == "receipt" && r.Body.Effect == chargeEffect:
-			open[r.Body.Intent] = false
+		case r.Kind == "receipt" && r.Body.Receipt.Effect == chargeEffect:
+			open[r.Body.Receipt.IntentHash] = false
 		}
 	}
 	n := 0
@@ -785,10 +790,12 @@ func (s *crashState) verify(t *testing.T, addr, tok string) (lost, double, early
 			}{r.Seq, in.EmittedAt, in.Effect}
 		case "receipt":
 			var rc struct {
-				Intent string `json:"intent"`
+				Receipt struct {
+					IntentHash string `json:"intent_hash"`
+				} `json:"receipt"`
 			}
 			json.Unmarshal(r.Body, &rc)
-			settled[rc.Intent] = append(settled[rc.Intent], r.Seq)
+			settled[rc.Receipt.IntentHash] = append(settled[rc.Receipt.IntentHash], r.Seq)
 		case "drop":
 			t.Errorf("journal seq %d: a dropped receipt: %s", r.Seq, r.Body)
 		}

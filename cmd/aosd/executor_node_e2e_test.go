@@ -107,12 +107,16 @@ func (p *nodeProc) stop(t *testing.T) {
 type receiptRec struct {
 	Seq  uint64 `json:"seq"`
 	Body struct {
-		Attempt  uint64          `json:"attempt"`
-		Effect   string          `json:"effect"`
-		Executor string          `json:"executor"`
-		Intent   string          `json:"intent"`
-		Status   string          `json:"status"`
-		Payload  json.RawMessage `json:"payload"`
+		// Receipt is the signed receipt as the executor posted it
+		// (docs/API.md, GET /v1/journal).
+		Receipt struct {
+			Attempt  uint64          `json:"attempt"`
+			Effect   string          `json:"effect"`
+			Executor string          `json:"executor"`
+			Intent   string          `json:"intent_hash"`
+			Status   string          `json:"status"`
+			Payload  json.RawMessage `json:"payload"`
+		} `json:"receipt"`
 	} `json:"body"`
 }
 
@@ -159,7 +163,7 @@ func awaitReceipts(t *testing.T, recs <-chan receiptRec, p *nodeProc, executor s
 			if !ok {
 				t.Fatalf("the journal stream ended after %d of %d receipts\nexecutor:\n%s", len(got), n, p.stderr.String())
 			}
-			if rec.Body.Executor == executor {
+			if rec.Body.Receipt.Executor == executor {
 				got = append(got, rec)
 			}
 		case err := <-p.done:
@@ -223,10 +227,10 @@ func TestNodeExecutorSettlesOrders(t *testing.T) {
 
 	byIntent := map[string]receiptRec{}
 	for _, r := range got {
-		if r.Body.Effect != charge || r.Body.Status != "ok" || r.Body.Attempt != 2 {
+		if r.Body.Receipt.Effect != charge || r.Body.Receipt.Status != "ok" || r.Body.Receipt.Attempt != 2 {
 			t.Errorf("receipt %+v: want an ok charge receipt on attempt 2", r.Body)
 		}
-		byIntent[r.Body.Intent] = r
+		byIntent[r.Body.Receipt.Intent] = r
 	}
 	for _, o := range orders {
 		var cell struct{ State map[string]any }
@@ -248,12 +252,12 @@ func TestNodeExecutorSettlesOrders(t *testing.T) {
 			ChargeID string `json:"charge_id"`
 			Status   string `json:"status"`
 		}
-		if err := json.Unmarshal(r.Body.Payload, &payload); err != nil {
-			t.Fatalf("order %s: receipt payload %s: %v", o.id, r.Body.Payload, err)
+		if err := json.Unmarshal(r.Body.Receipt.Payload, &payload); err != nil {
+			t.Fatalf("order %s: receipt payload %s: %v", o.id, r.Body.Receipt.Payload, err)
 		}
 		wantCharge := map[string]string{"paid": "succeeded", "payment_failed": "declined"}[o.status]
 		if payload.ChargeID != "ch_"+h.Short() || payload.Status != wantCharge {
-			t.Errorf("order %s: receipt payload %s, want charge ch_%s %s", o.id, r.Body.Payload, h.Short(), wantCharge)
+			t.Errorf("order %s: receipt payload %s, want charge ch_%s %s", o.id, r.Body.Receipt.Payload, h.Short(), wantCharge)
 		}
 		if o.status == "paid" && cell.State["charge_id"] != "ch_"+h.Short() {
 			t.Errorf("order %s: charge_id %v", o.id, cell.State["charge_id"])
@@ -274,15 +278,15 @@ func TestNodeExecutorSettlesOrders(t *testing.T) {
 	p = startNode(t, node, main, "--world", world, "--key", key, "--fail-attempts", "99")
 	last := awaitReceipts(t, recs, p, "payments", 1)[0]
 	p.stop(t)
-	if last.Body.Status != "error" || last.Body.Attempt != 5 || !strings.Contains(string(last.Body.Payload), `"attempts":5`) {
-		t.Errorf("outage receipt %+v %s: want an error receipt after 5 attempts", last.Body, last.Body.Payload)
+	if last.Body.Receipt.Status != "error" || last.Body.Receipt.Attempt != 5 || !strings.Contains(string(last.Body.Receipt.Payload), `"attempts":5`) {
+		t.Errorf("outage receipt %+v %s: want an error receipt after 5 attempts", last.Body.Receipt, last.Body.Receipt.Payload)
 	}
 	var cell struct{ State map[string]any }
 	jsonOut(t, world, &cell, "cells", "show", orderWF, "outage")
 	if cell.State["status"] != "payment_failed" {
 		t.Errorf("order outage: state %v, want payment_failed", cell.State)
 	}
-	tr = ok(t, world, "trace", "--intent", last.Body.Intent)
+	tr = ok(t, world, "trace", "--intent", last.Body.Receipt.Intent)
 	if n := strings.Count(tr, "from payments:"); n != 4 || !strings.Contains(tr, "error from payments (attempt 5)") {
 		t.Errorf("the outage intent's trace: %d frames, want 4 and an error receipt:\n%s", n, tr)
 	}

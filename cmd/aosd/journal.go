@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,11 +19,18 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
 	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(daemon.RecordKinds(), ", ")+")")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
+	subs := map[string]func([]string) error{}
+	for name, sub := range journalSubcommands {
+		subs[name] = sub(fs, a)
+	}
 	return func(pos []string) error {
-		if len(pos) > 0 && pos[0] == "check" {
-			return a.journalCheck(fs, pos[1:])
+		if len(pos) > 0 && subs[pos[0]] != nil {
+			return subs[pos[0]](pos[1:])
 		}
-		if err := wantArgs(pos, 0, 0, "no arguments (or check)"); err != nil {
+		if err := wantArgs(pos, 0, 0, "no arguments (or a subcommand: "+strings.Join(slices.Sorted(maps.Keys(subs)), ", ")+")"); err != nil {
+			return err
+		}
+		if err := onlyFlags(fs, "listing the journal", "from", "limit", "kind", "follow"); err != nil {
 			return err
 		}
 		q, err := daemon.ParseJournalQuery(func(k string) []string {
@@ -81,6 +90,32 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
+// journalSubcommands are `aosd journal SUB [ARGS]`: each registers its
+// flags on the journal's flag set (flags are parsed before the subcommand
+// is known) and returns its body, which gets the arguments after SUB. A
+// subcommand is one line here and a file of its own.
+var journalSubcommands = map[string]func(fs *flag.FlagSet, a *app) func([]string) error{
+	"check":  cmdJournalCheck,
+	"verify": cmdJournalVerify,
+}
+
+// onlyFlags refuses, as a usage error, any flag given that is not among
+// allowed or the flags every command has (--world, --json, --direct): the
+// journal's subcommands share one flag set, and a flag of another is a
+// mistake, never silently ignored.
+func onlyFlags(fs *flag.FlagSet, doing string, allowed ...string) error {
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		if !slices.Contains(allowed, f.Name) && !slices.Contains([]string{"world", "json", "direct"}, f.Name) {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return usagef("%s does not take %s", doing, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
 // journalDetail is one line about a described record (daemon.Describe),
 // read back into its typed body; a body of another shape is shown as JSON.
 func journalDetail(kind string, body json.RawMessage) string {
@@ -124,6 +159,33 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 	case "snapshot":
 		if b, ok := decodeBody[daemon.SnapshotBody](body); ok {
 			return fmt.Sprintf("of the state after checkpoint %d: %s (%d bytes)", b.Checkpoint, b.Object, b.Bytes), true
+		}
+	case "receipt", "drop":
+		if b, ok := decodeBody[struct {
+			Receipt struct {
+				Effect, Executor, Status string
+				IntentHash               string `json:"intent_hash"`
+				KeyID                    string `json:"key_id"`
+			}
+			Rejected, Reason string
+		}](body); ok {
+			r := b.Receipt
+			d := fmt.Sprintf("%s %s from %s (key %s) for %s", r.Effect, r.Status, r.Executor, r.KeyID, r.IntentHash)
+			if b.Rejected != "" {
+				d += ", payload rejected: " + b.Rejected
+			}
+			if b.Reason != "" {
+				d += ", dropped: " + b.Reason
+			}
+			return d, true
+		}
+	case "frame":
+		if b, ok := decodeBody[daemon.FrameBody](body); ok {
+			d := fmt.Sprintf("frame %d from %s for %s", b.Seq, b.Executor, b.Intent)
+			if b.KeyID == "" {
+				d += " (unsigned)"
+			}
+			return d + " " + compact(b.Payload, 60), true
 		}
 	case "recover":
 		if b, ok := decodeBody[daemon.RecoverBody](body); ok {

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"slices"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -13,18 +12,17 @@ import (
 // world, else it reads the store without opening the world (opening
 // replays, and a broken journal may not replay). Exit 1 when a rule is
 // broken, after printing the violations.
+func cmdJournalCheck(fs *flag.FlagSet, a *app) func([]string) error {
+	return func(pos []string) error { return a.journalCheck(fs, pos) }
+}
+
 func (a *app) journalCheck(fs *flag.FlagSet, pos []string) error {
 	if err := wantArgs(pos, 0, 0, "no arguments after check"); err != nil {
 		return err
 	}
-	var listing []string
-	fs.Visit(func(f *flag.Flag) {
-		if slices.Contains([]string{"from", "limit", "kind", "follow"}, f.Name) {
-			listing = append(listing, "--"+f.Name)
-		}
-	})
-	if len(listing) > 0 {
-		return usagef("%s: journal check reads the whole journal (only --world, --json and --direct apply)", listing[0])
+	// It reads the whole journal: only --world, --json and --direct apply.
+	if err := onlyFlags(fs, "journal check (it reads the whole journal)"); err != nil {
+		return err
 	}
 	cfg, err := a.kernelConfig()
 	if err != nil {

@@ -96,7 +96,7 @@ func commands() []*command {
 			"aosd status --world /tmp/w --json", cmdStatus},
 		{"cells", "ls WORKFLOW | show WORKFLOW [KEY]", "list a workflow's cells, or show one cell (KEY is JSON if it parses, else a string)",
 			"aosd cells show com.example/counter.step@1 a --world /tmp/w", cmdCells},
-		{"journal", "[check]", "print journal records, decoded (--json: one object per line); check: check the journal's invariants (exit 1 on a violation)",
+		{"journal", "[check | verify [--file EXPORT] [--keys KEYS]]", "print journal records, decoded (--json: one lossless object per line); check: check the journal's invariants (exit 1 on a violation); verify: re-verify every receipt and frame signature and intent hash against the trusted keys (exit 1 on a failure)",
 			"aosd journal --from 1 --limit 20 --kind event,step --world /tmp/w", cmdJournal},
 		{"trace", "WORKFLOW [KEY] | --intent HASH", "a cell's timeline (events in, steps, intents, frames, receipts, faults), or one intent's life",
 			"aosd trace com.example/order.step@1 o-1 --world /tmp/w", cmdTrace},

@@ -1,0 +1,393 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+const chargeEffect = "com.example/payment.charge@1"
+
+// paidWorld is a served world (real Badger, real HTTP) whose journal holds
+// every kind a live world writes in the course of business: two orders,
+// each opening a charge and an expiry timer (15 minutes: it does not fire
+// during the test), whose charges an external executor, trusted with a real ed25519 key,
+// reports on with two signed frames and settles with receipts; a limits
+// change, and a snapshot. It returns the world, the executor's key, and
+// the journal's export lines.
+func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
+	t.Helper()
+	s := serveWorld(t, true)
+	ctx := context.Background()
+	payments, err := receipts.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(daemon.AddKeyRequest{Name: "payments", PublicKey: pubPEM(t, payments.Public().(ed25519.PublicKey)), Effects: []string{chargeEffect}})
+	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 200 {
+		t.Fatalf("add key: %d %s", code, body)
+	}
+	for _, o := range []string{"o1", "o2"} {
+		if _, err := s.w.Submit(ctx, kernel.Event{Schema: "com.example/OrderCreated@1",
+			JSON: json.RawMessage(`{"order_id":"` + o + `","amount_cents":100,"customer":"<c&o>"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["`+chargeEffect+`"],"max":2}`)
+	var claim struct{ Intents []struct{ Hash string } }
+	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 2 {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	for i, it := range claim.Intents {
+		h, err := schemas.ParseHash(it.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			for seq := uint64(1); seq <= 2; seq++ {
+				p := map[string]any{"pct": seq * 40}
+				if seq == 2 {
+					p["raw"] = []byte{1, 2} // no exact JSON form: exported with payload_cbor
+				}
+				fj, _ := receipts.FrameToJSON(receipts.SignFrame(payments, receipts.Frame{Intent: h, Effect: chargeEffect, Seq: seq,
+					Executor: "payments", Payload: schemas.MustMarshal(p)}))
+				if code, body := s.do(t, "POST", "/v1/frames", string(fj)); code != 200 {
+					t.Fatalf("frame: %d %s", code, body)
+				}
+			}
+		}
+		rj, _ := receipts.ToJSON(receipts.Sign(payments, receipts.Receipt{Intent: h, Effect: chargeEffect, Executor: "payments",
+			Status: receipts.StatusOK, Attempt: uint64(i + 1), IssuerRef: "ref-" + it.Hash[7:15],
+			Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_" + it.Hash[7:11], "status": "succeeded"})}))
+		if code, body := s.do(t, "POST", "/v1/receipts", string(rj)); code != 200 {
+			t.Fatalf("receipt: %d %s", code, body)
+		}
+	}
+	if code, body := s.do(t, "POST", "/v1/limits", `{"max_effects":9}`); code != 200 {
+		t.Fatalf("limits: %d %s", code, body)
+	}
+	if code, body := s.do(t, "POST", "/v1/snapshot", ""); code != 200 {
+		t.Fatalf("snapshot: %d %s", code, body)
+	}
+	code, body = s.do(t, "GET", "/v1/journal", "")
+	if code != 200 {
+		t.Fatalf("journal: %d %s", code, body)
+	}
+	return s, payments, strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+}
+
+// TestExportOfRealJournal: every line GET /v1/journal writes for a real
+// world's journal reads back (ParseRecord) as the journaled record, byte
+// for byte, and the journal holds every kind a world in business writes.
+func TestExportOfRealJournal(t *testing.T) {
+	s, _, lines := paidWorld(t)
+	var raw []journal.Record
+	if err := s.w.Journal().Read(1, func(r journal.Record) (bool, error) {
+		raw = append(raw, journal.Record{Seq: r.Seq, Kind: r.Kind, Body: bytes.Clone(r.Body)})
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != len(raw) {
+		t.Fatalf("%d export lines for %d records", len(lines), len(raw))
+	}
+	for _, want := range []string{`"payload_cbor":"`, `"entropy":"`, `"signature":"`, `"idempotency_key":null`, `"source":"`} {
+		if !strings.Contains(strings.Join(lines, "\n"), want) {
+			t.Errorf("the export has no %s", want)
+		}
+	}
+	checkAgainstOpenAPI(t, lines)
+	kinds := map[journal.Kind]bool{}
+	for i, line := range lines {
+		back, err := daemon.ParseRecord([]byte(line))
+		if err != nil {
+			t.Fatalf("line %d: %v\n%s", i+1, err, line)
+		}
+		if back.Seq != raw[i].Seq || back.Kind != raw[i].Kind || !bytes.Equal(back.Body, raw[i].Body) {
+			t.Fatalf("line %d is not the record it exports:\n%s\njournal %x\nexport  %x", i+1, line, raw[i].Body, back.Body)
+		}
+		kinds[back.Kind] = true
+	}
+	for _, k := range []journal.Kind{journal.KindManifest, journal.KindEvent, journal.KindStep, journal.KindIntent, journal.KindFrame,
+		journal.KindReceipt, journal.KindConfig, journal.KindCheckpoint, journal.KindSnapshot} {
+		if !kinds[k] {
+			t.Errorf("the world's journal has no %s record", k)
+		}
+	}
+}
+
+// verifyLines runs a verifier over export lines.
+func verifyLines(t *testing.T, kr *receipts.Keyring, lines []string) *daemon.JournalVerify {
+	t.Helper()
+	v := daemon.NewJournalVerifier(kr, "test")
+	for i, l := range lines {
+		v.Line(uint64(i+1), []byte(l))
+	}
+	return v.Report()
+}
+
+// worldKeys is the world's trust set as GET /v1/keys gives it.
+func worldKeys(t *testing.T, s *served) (*receipts.Keyring, []daemon.KeyView) {
+	t.Helper()
+	code, body := s.do(t, "GET", "/v1/keys", "")
+	if code != 200 {
+		t.Fatalf("keys: %d %s", code, body)
+	}
+	kr, err := daemon.ParseTrustedKeys([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var views []daemon.KeyView
+	if err := json.Unmarshal([]byte(body), &views); err != nil {
+		t.Fatal(err)
+	}
+	return kr, views
+}
+
+// TestJournalVerify: a clean world's export verifies (every receipt, signed
+// frame and intent hash checked and passed); one forged signature, a
+// receipt presented under another trusted key's id, a receipt, frame or
+// intent field changed in the export, or a signer the keys do not trust
+// each fail, naming the seq, the kind, the intent and the key.
+func TestJournalVerify(t *testing.T) {
+	s, _, lines := paidWorld(t)
+	kr, views := worldKeys(t, s)
+	rep := verifyLines(t, kr, lines)
+	if !rep.OK || rep.Receipts != 2 || rep.Frames != 2 || rep.Intents != 4 || rep.Verified != 8 || rep.UnsignedFrames != 0 ||
+		rep.Records != uint64(len(lines)) || len(rep.Keys) != 2 || len(rep.Failures) != 0 {
+		t.Fatalf("clean world: %+v", rep)
+	}
+	var builtinID string
+	for _, k := range views {
+		if k.Name == daemon.BuiltinExecutor {
+			builtinID = k.ID
+		}
+	}
+
+	// find is the first line of kind, its index and seq.
+	find := func(kind string) (int, uint64) {
+		for i, l := range lines {
+			var e struct {
+				Seq  uint64
+				Kind string
+			}
+			if json.Unmarshal([]byte(l), &e) == nil && e.Kind == kind {
+				return i, e.Seq
+			}
+		}
+		t.Fatalf("no %s line", kind)
+		return 0, 0
+	}
+	field := func(line, name string) string {
+		i := strings.Index(line, `"`+name+`":"`)
+		if i < 0 {
+			t.Fatalf("no %s in %s", name, line)
+		}
+		rest := line[i+len(name)+4:]
+		return rest[:strings.IndexByte(rest, '"')]
+	}
+	for _, c := range []struct {
+		name, kind string
+		tamper     func(line string) string
+		want       string
+	}{
+		{"forged receipt signature", "receipt", func(l string) string {
+			sig := field(l, "signature")
+			forged := []byte(sig)
+			forged[10] ^= 1 // another base64 letter: another signature
+			return strings.Replace(l, sig, string(forged), 1)
+		}, "signature does not verify"},
+		{"receipt under another key's id", "receipt", func(l string) string {
+			return strings.Replace(l, field(l, "key_id"), builtinID, 1)
+		}, "signature does not verify under key " + builtinID},
+		{"receipt status changed", "receipt", func(l string) string {
+			return strings.Replace(l, `"status":"ok"`, `"status":"error"`, 1)
+		}, "bad signature"},
+		{"receipt payload changed", "receipt", func(l string) string {
+			return strings.Replace(l, `"status":"succeeded"`, `"status":"refunded"`, 1)
+		}, "bad signature"},
+		{"receipt issuer_ref dropped", "receipt", func(l string) string {
+			return strings.Replace(l, `"issuer_ref":"`+field(l, "issuer_ref")+`",`, ``, 1)
+		}, "bad signature"},
+		{"frame payload changed", "frame", func(l string) string {
+			return strings.Replace(l, `"pct":40`, `"pct":100`, 1)
+		}, "frame for intent"},
+		{"frame seq changed", "frame", func(l string) string {
+			return strings.Replace(l, `"seq":1,`, `"seq":3,`, 1)
+		}, "signature does not verify"},
+		{"intent params changed", "intent", func(l string) string {
+			return strings.Replace(l, `"amount_cents":100`, `"amount_cents":1`, 1)
+		}, "is not the hash of the intent's fields"},
+		{"intent origin key changed", "intent", func(l string) string {
+			return strings.Replace(l, `"origin_key":"o`, `"origin_key":"x`, 1)
+		}, "is not the hash of the intent's fields"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			i, seq := find(c.kind)
+			bad := append([]string(nil), lines...)
+			bad[i] = c.tamper(lines[i])
+			if bad[i] == lines[i] {
+				t.Fatalf("the tamper changed nothing in %s", lines[i])
+			}
+			rep := verifyLines(t, kr, bad)
+			if rep.OK || len(rep.Failures) != 1 {
+				t.Fatalf("want one failure, got %+v", rep)
+			}
+			f := rep.Failures[0]
+			if f.Seq != seq || f.Line != uint64(i+1) || f.Kind != c.kind || f.Intent == nil || !strings.Contains(f.Reason, c.want) {
+				t.Fatalf("failure %+v; want seq %d line %d kind %s reason containing %q", f, seq, i+1, c.kind, c.want)
+			}
+			if c.kind != "intent" && (f.KeyID == "" || !strings.Contains(bad[i], f.KeyID)) {
+				t.Fatalf("failure names key %q, not the record's", f.KeyID)
+			}
+			if rep.Verified != 7 {
+				t.Fatalf("verified %d of 8, want the other 7", rep.Verified)
+			}
+		})
+	}
+
+	t.Run("untrusted signer", func(t *testing.T) {
+		only := receipts.NewKeyring()
+		for _, k := range kr.List() {
+			if k.Name == daemon.BuiltinExecutor {
+				if err := only.Add(k.Name, k.Public, k.Effects); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		rep := verifyLines(t, only, lines)
+		if rep.OK || len(rep.Failures) != 4 || rep.Verified != 4 {
+			t.Fatalf("want the 2 receipts and 2 frames failing (and the 4 intents passing), got %+v", rep)
+		}
+		for _, f := range rep.Failures {
+			if f.Seq == 0 || !strings.Contains(f.Reason, "is not trusted") || f.KeyID == builtinID {
+				t.Fatalf("failure %+v", f)
+			}
+		}
+	})
+
+	t.Run("key not allowed the effect", func(t *testing.T) {
+		narrow := receipts.NewKeyring()
+		for _, k := range kr.List() {
+			effs := k.Effects
+			if k.Name == "payments" {
+				effs = []string{"com.example/other@1"}
+			}
+			if err := narrow.Add(k.Name, k.Public, effs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep := verifyLines(t, narrow, lines)
+		if rep.OK || len(rep.Failures) != 4 || !strings.Contains(rep.Failures[0].Reason, "may not settle effect "+chargeEffect) {
+			t.Fatalf("want every payments record refused for its effect, got %+v", rep)
+		}
+	})
+
+	t.Run("unreadable line", func(t *testing.T) {
+		i, seq := find("receipt")
+		bad := append([]string(nil), lines...)
+		bad[i] = strings.Replace(lines[i], `"stamp"`, `"stamp_":1,"stamp"`, 1)
+		rep := verifyLines(t, kr, bad)
+		if rep.OK || len(rep.Failures) != 1 || rep.Unreadable != 1 || rep.Failures[0].Seq != seq || rep.Failures[0].Kind != "receipt" ||
+			!strings.Contains(rep.Failures[0].Reason, `unknown field "stamp_"`) {
+			t.Fatalf("want the line refused naming seq %d, got %+v", seq, rep)
+		}
+	})
+}
+
+// TestParseTrustedKeys: both forms of a trust set read to the same keys;
+// a key id that is not its key's is refused naming the entry.
+func TestParseTrustedKeys(t *testing.T) {
+	s := serveWorld(t, false)
+	kr, views := worldKeys(t, s)
+	fileForm, err := kr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr2, err := daemon.ParseTrustedKeys(fileForm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := kr.MarshalCBOR()
+	b, _ := kr2.MarshalCBOR()
+	if len(views) != 1 || !bytes.Equal(a, b) {
+		t.Fatalf("the two forms read differently: %x vs %x", a, b)
+	}
+	other, _ := receipts.GenerateKey()
+	bad := views
+	bad[0].ID = receipts.KeyID(other.Public().(ed25519.PublicKey))
+	js, _ := json.Marshal(bad)
+	if _, err := daemon.ParseTrustedKeys(js); err == nil || !strings.Contains(err.Error(), "/0/id: "+bad[0].ID+" is not the id of its public_key") {
+		t.Fatalf("wrong id: %v", err)
+	}
+	for _, in := range []string{`[{"name":"x","pem":"y"}]`, `[{"name":"x","name":"y"}]`, `{"keys":[{"name":"x","public_key":"!"}]}`} {
+		if _, err := daemon.ParseTrustedKeys([]byte(in)); err == nil {
+			t.Errorf("ParseTrustedKeys(%s) accepted", in)
+		}
+	}
+}
+
+// TestJournalVerifyCrafted: the records a clean business day does not
+// write: a drop (a validly signed receipt fenced off) is verified like a
+// receipt, and a forged one fails; a frame journaled before frames were
+// signed is counted unsigned, not failed; a frame with part of a signature
+// fails as malformed.
+func TestJournalVerifyCrafted(t *testing.T) {
+	priv, err := receipts.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr := receipts.NewKeyring()
+	if err := kr.Add("payments", priv.Public().(ed25519.PublicKey), []string{chargeEffect}); err != nil {
+		t.Fatal(err)
+	}
+	h := schemas.HashBytes([]byte("intent"))
+	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: chargeEffect, Executor: "payments", Status: receipts.StatusOK,
+		Payload: schemas.MustMarshal(map[string]any{"late": true})})
+	forged := sr
+	forged.Attempt = 9
+	line := func(seq uint64, kind journal.Kind, rec any) string {
+		return string(exportLine(t, journal.Record{Seq: seq, Kind: kind, Body: schemas.MustMarshal(rec)}))
+	}
+	lines := []string{
+		line(3, journal.KindDrop, &records.DropRec{Receipt: sr, Reason: "instance failed"}),
+		line(4, journal.KindDrop, &records.DropRec{Receipt: forged, Reason: "instance failed"}),
+		line(5, journal.KindFrame, &records.FrameRec{Intent: h, Seq: 1, Executor: "payments", Payload: schemas.MustMarshal(1)}),
+		line(6, journal.KindFrame, &records.FrameRec{Intent: h, Seq: 2, Executor: "payments", Payload: schemas.MustMarshal(2),
+			Signature: make([]byte, 64)}),
+	}
+	rep := verifyLines(t, kr, lines)
+	if rep.Drops != 2 || rep.UnsignedFrames != 1 || rep.Frames != 1 || rep.Verified != 1 || len(rep.Failures) != 2 || rep.OK {
+		t.Fatalf("report %+v", rep)
+	}
+	if f := rep.Failures[0]; f.Seq != 4 || f.Kind != "drop" || *f.Intent != h || f.KeyID != sr.KeyID || !strings.Contains(f.Reason, "bad signature") {
+		t.Fatalf("forged drop: %+v", f)
+	}
+	if f := rep.Failures[1]; f.Seq != 6 || f.Kind != "frame" || !strings.Contains(f.Reason, "malformed") {
+		t.Fatalf("half-signed frame: %+v", f)
+	}
+}
+
+// TestJournalVerifyListsAtMost: failures beyond MaxVerifyFailures are
+// counted, not listed, and the report is not ok.
+func TestJournalVerifyListsAtMost(t *testing.T) {
+	kr := receipts.NewKeyring()
+	lines := make([]string, daemon.MaxVerifyFailures+2)
+	for i := range lines {
+		lines[i] = "not a line"
+	}
+	rep := verifyLines(t, kr, lines)
+	if rep.OK || len(rep.Failures) != daemon.MaxVerifyFailures || rep.Omitted != 2 || rep.Unreadable != uint64(len(lines)) {
+		t.Fatalf("failures %d, omitted %d, unreadable %d, ok %v", len(rep.Failures), rep.Omitted, rep.Unreadable, rep.OK)
+	}
+}
