@@ -185,7 +185,7 @@ func TestJournalVerifyE2E(t *testing.T) {
 		{[]string{"journal", "--keys", keys, "--limit", "2"}, 2, "listing the journal does not take --keys"},
 		{[]string{"journal", "verify", "--limit", "2"}, 2, "journal verify does not take --limit"},
 		{[]string{"journal", "verify", "extra"}, 2, "no arguments after verify"},
-		{[]string{"journal", "bogus"}, 2, "or a subcommand: verify"},
+		{[]string{"journal", "bogus"}, 2, "or a subcommand: check, verify"},
 		{[]string{"journal", "verify", "--file", filepath.Join(dir, "missing"), "--keys", keys}, 1, "read export"},
 		{[]string{"journal", "verify", "--file", export, "--keys", export}, 1, "keys"},
 	} {
