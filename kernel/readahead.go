@@ -21,10 +21,9 @@ import (
 
 // readAheadWindow is how many records ahead of the loop the goroutine may
 // prefetch: enough to hide a cold read of a few tens of microseconds behind
-// the loop's work, few enough that what it prefetched (at most one hot
-// cache entry and one index leaf per step) is still cached when the loop
-// gets there (cells' hot cache holds 4,096 cells by default, its leaf
-// cache 1,024 leaves).
+// the loop's work, few enough that what it prefetched (one hot cache entry
+// or one absence note per step) is still there when the loop gets there
+// (cells' hot cache holds 4,096 cells by default, its absence notes 4,096).
 const readAheadWindow = 512
 
 // readAheadMinLead is how far ahead of the loop a prefetch must start to be

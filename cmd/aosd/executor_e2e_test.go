@@ -37,14 +37,7 @@ func post(t *testing.T, d *daemon, tok, path string, body []byte) (int, []byte) 
 // without --effects, or for a built-in effect, is refused.
 func TestExternalExecutor(t *testing.T) {
 	world := newWorld(t)
-	priv, err := receipts.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubFile := filepath.Join(t.TempDir(), "payments.pub.pem")
-	if err := receipts.WritePublicKeyFile(pubFile, priv.Public().(ed25519.PublicKey)); err != nil {
-		t.Fatal(err)
-	}
+	priv, pubFile := newExecutorKey(t)
 	if r := aosd(t, world, "keys", "add", "payments", pubFile); r.code != 2 || !strings.Contains(r.stderr, "--effects is required") {
 		t.Fatalf("keys add without --effects: exit %d: %s", r.code, r.stderr)
 	}
@@ -200,4 +193,19 @@ func TestExampleExecutorProcess(t *testing.T) {
 			t.Errorf("order %s: state %v, want status %s", id, cell.State, st)
 		}
 	}
+}
+
+// newExecutorKey makes an ed25519 executor key and writes its public half
+// as a PEM file, ready for `aosd keys add`.
+func newExecutorKey(t *testing.T) (ed25519.PrivateKey, string) {
+	t.Helper()
+	priv, err := receipts.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubFile := filepath.Join(t.TempDir(), "payments.pub.pem")
+	if err := receipts.WritePublicKeyFile(pubFile, priv.Public().(ed25519.PublicKey)); err != nil {
+		t.Fatal(err)
+	}
+	return priv, pubFile
 }

@@ -37,14 +37,7 @@ type verifyReport struct {
 // export each exit 1 naming the seq.
 func TestJournalVerifyE2E(t *testing.T) {
 	world := newWorld(t)
-	priv, err := receipts.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubFile := filepath.Join(t.TempDir(), "payments.pub.pem")
-	if err := receipts.WritePublicKeyFile(pubFile, priv.Public().(ed25519.PublicKey)); err != nil {
-		t.Fatal(err)
-	}
+	priv, pubFile := newExecutorKey(t)
 	ok(t, world, "keys", "add", "payments", pubFile, "--effects", "com.example/payment.charge@1")
 	d := startDaemon(t, world)
 	ok(t, world, "apply", examples.Path(t, "orders"))
