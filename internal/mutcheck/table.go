@@ -64,6 +64,17 @@ var mutations = []mutation{
 		from: "\t\tif st.stopped != nil {\n\t\t\t// Nothing of this turn",
 		to:   "\t\tif false {\n\t\t\t// Nothing of this turn",
 		pkg:  "./kernel", run: "TestStorageFailuresFailStop"},
+	// Intents go to executors only once durable (kernel/world.go's
+	// committer): caught from inside the journal append, which a SIGKILL
+	// cannot show (docs/crash-harness.md).
+	{name: "publish/before-durable", file: "kernel/world.go",
+		from: "\t\t} else if len(recs) > 0 {\n\t\t\tt0 := time.Now()",
+		to:   "\t\t} else if len(recs) > 0 {\n\t\t\tw.cfg.Publisher.Publish(opened, settled)\n\t\t\tt0 := time.Now()",
+		pkg:  "./daemon", run: "TestNoIntentPublishedBeforeDurable|TestPowerLossPublishesNothingLost"},
+	{name: "publish/only-if-durable", file: "kernel/world.go",
+		from: "if err == nil && (len(opened) > 0 || len(settled) > 0) {",
+		to:   "if len(opened) > 0 || len(settled) > 0 {",
+		pkg:  "./daemon", run: "TestNoIntentPublishedBeforeDurable|TestPowerLossPublishesNothingLost"},
 	// Prefetch keeps what it read only while it is still true.
 	{name: "cells/prefetch-same-index", file: "cells/head.go",
 		from: "if _, dirty := h.delta[kh]; !dirty && h.ix == ix {\n\t\th.cache.ContainsOrAdd(kh, c)",
