@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-// @ts-check
 /**
- * An external executor for aos in JavaScript: the payment service of
+ * An external executor for aos in TypeScript: the payment service of
  * examples/manifests/orders, the twin of examples/executor (Go), speaking
  * the executor protocol of docs/API.md over HTTP:
  *
@@ -14,20 +13,21 @@
  *  4. POST /v1/receipts with a receipt signed over its canonical CBOR body.
  *
  * Usage (with `aosd serve --world /tmp/w` running), from this directory
- * after `npm ci`:
+ * after `npm ci && npm run build` (tsc compiles it to dist/):
  *
- *   node main.js --world /tmp/w --key /tmp/payments-node.key
+ *   node dist/main.js --world /tmp/w --key /tmp/payments-ts.key
  *
  * The first run creates the key files and prints the command that trusts
  * them. See README.md.
  */
+import type { KeyObject } from 'node:crypto'
 import { parseArgs } from 'node:util'
-import { Daemon } from './lib/daemon.js'
+import { Daemon, errorMessage } from './lib/daemon.js'
 import { Executor } from './lib/executor.js'
 import { CHARGE_EFFECT, standInPayments } from './lib/payments.js'
 import { createKeyFiles, keyId, readPrivateKeyFile } from './lib/receipts.js'
 
-const usage = `usage: node main.js [flags]
+const usage = `usage: node dist/main.js [flags]
 
   --world DIR          world directory: reads DIR/daemon.json and DIR/token (default $AOS_WORLD, else .aos)
   --url URL            the daemon's base URL, instead of DIR/daemon.json
@@ -44,47 +44,39 @@ const usage = `usage: node main.js [flags]
   -h, --help           this text
 `
 
-/** @param {string} msg @returns {never} */
-function usageError (msg) {
-  process.stderr.write(`executor-node: ${msg}\n\n${usage}`)
+function usageError (msg: string): never {
+  process.stderr.write(`executor-ts: ${msg}\n\n${usage}`)
   process.exit(2)
 }
 
-/**
- * @param {string} flag
- * @param {string} s
- * @param {number} min
- */
-function int (flag, s, min) {
+function int (flag: string, s: string, min: number): number {
   if (!/^[0-9]+$/.test(s) || !Number.isSafeInteger(Number(s)) || Number(s) < min) {
     usageError(`${flag} ${JSON.stringify(s)}: want an integer of at least ${min}`)
   }
   return Number(s)
 }
 
+const options = {
+  world: { type: 'string', default: process.env['AOS_WORLD'] || '.aos' },
+  url: { type: 'string' },
+  'token-file': { type: 'string' },
+  key: { type: 'string', default: 'payments.key' },
+  name: { type: 'string', default: 'payments' },
+  effect: { type: 'string', default: CHARGE_EFFECT },
+  'decline-over': { type: 'string', default: '100000' },
+  'fail-attempts': { type: 'string', default: '0' },
+  max: { type: 'string', default: '16' },
+  'lease-ms': { type: 'string', default: '30000' },
+  'wait-ms': { type: 'string', default: '20000' },
+  once: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false }
+} as const
+
 let args
 try {
-  args = parseArgs({
-    options: {
-      world: { type: 'string', default: process.env.AOS_WORLD || '.aos' },
-      url: { type: 'string' },
-      'token-file': { type: 'string' },
-      key: { type: 'string', default: 'payments.key' },
-      name: { type: 'string', default: 'payments' },
-      effect: { type: 'string', default: CHARGE_EFFECT },
-      'decline-over': { type: 'string', default: '100000' },
-      'fail-attempts': { type: 'string', default: '0' },
-      max: { type: 'string', default: '16' },
-      'lease-ms': { type: 'string', default: '30000' },
-      'wait-ms': { type: 'string', default: '20000' },
-      once: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false }
-    },
-    strict: true,
-    allowPositionals: false
-  }).values
+  args = parseArgs({ options, strict: true, allowPositionals: false }).values
 } catch (e) {
-  usageError(/** @type {Error} */ (e).message)
+  usageError(errorMessage(e))
 }
 if (args.help) {
   process.stdout.write(usage)
@@ -99,15 +91,14 @@ const max = int('--max', args.max, 1)
 const leaseMs = int('--lease-ms', args['lease-ms'], 1)
 const waitMs = int('--wait-ms', args['wait-ms'], 0)
 
-/** @param {string} line */
-const log = (line) => process.stderr.write(`executor-node: ${line}\n`)
+const log = (line: string): void => { process.stderr.write(`executor-ts: ${line}\n`) }
 
-let key
+let key: KeyObject
 try {
   key = readPrivateKeyFile(args.key)
 } catch (e) {
-  if (/** @type {any} */ (e).code !== 'ENOENT') {
-    log(`${args.key}: ${/** @type {Error} */ (e).message}`)
+  if (!(e instanceof Error && 'code' in e && e.code === 'ENOENT')) {
+    log(`${args.key}: ${errorMessage(e)}`)
     process.exit(1)
   }
   key = createKeyFiles(args.key)
@@ -130,7 +121,7 @@ const executor = new Executor({
 })
 
 const stop = new AbortController()
-for (const sig of /** @type {const} */ (['SIGINT', 'SIGTERM'])) {
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.once(sig, () => {
     log(`${sig}: stopping (intents claimed and not settled are claimable again when their lease ends)`)
     stop.abort()
@@ -140,6 +131,6 @@ log(`serving ${args.effect} as ${args.name} (key ${keyId(key)}) for ${args.url ?
 try {
   await executor.run(stop.signal, { once: args.once })
 } catch (e) {
-  log(/** @type {Error} */ (e).message)
+  log(errorMessage(e))
   process.exit(1)
 }

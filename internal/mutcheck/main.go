@@ -4,11 +4,13 @@
 // meant to catch it, and fails unless they fail. A mutation whose source text
 // is no longer found is an error too, so the table cannot rot silently.
 //
-// A mutation of a JavaScript file (the executor in examples/executor-node)
+// A mutation of a TypeScript file (the executor in examples/executor-ts)
 // cannot go through an overlay, which only the go command reads: it is
 // applied to a copy of the package (its node_modules linked, the vectors
-// file beside it as in the repository), whose node tests named by run
-// (test files, space-separated) must then fail.
+// file beside it as in the repository), compiled there with tsc (a mutated
+// file that no longer type-checks is an error, not a catch), and the
+// compiled node tests named by run (files under dist/, space-separated)
+// must then fail.
 //
 //	go run ./internal/mutcheck            # every mutation
 //	go run ./internal/mutcheck budget     # those whose name contains "budget"
@@ -26,8 +28,9 @@ import (
 )
 
 // mutation replaces from (which must occur exactly once in file) with to,
-// then expects `go test -run run pkg` to report a failing test; for a .js
-// file, `node --test run` in the package directory pkg.
+// then expects `go test -run run pkg` to report a failing test; for a .ts
+// file, `npm run build` and then `node --test run` in the package
+// directory pkg.
 type mutation struct {
 	name     string
 	file     string
@@ -83,7 +86,7 @@ func check(root string, m mutation) (verdict, detail string) {
 	}
 	defer os.RemoveAll(dir)
 	mutatedSrc := bytes.Replace(src, []byte(m.from), []byte(m.to), 1)
-	if strings.HasSuffix(m.file, ".js") {
+	if strings.HasSuffix(m.file, ".ts") {
 		return checkNode(root, dir, m, mutatedSrc)
 	}
 	mutated := filepath.Join(dir, filepath.Base(m.file))
@@ -117,7 +120,8 @@ func check(root string, m mutation) (verdict, detail string) {
 var nodeFiles = []string{"docs/receipt-vectors.json"}
 
 // checkNode copies the package m.pkg into dir (node_modules linked, not
-// copied), writes the mutated file there, and runs its node tests m.run.
+// copied; its build output left behind), writes the mutated file there,
+// compiles the package, and runs its compiled node tests m.run.
 func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail string) {
 	pkg := filepath.Join(root, m.pkg)
 	if _, err := os.Stat(filepath.Join(pkg, "node_modules")); err != nil {
@@ -136,6 +140,8 @@ func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail st
 				return err
 			}
 			return filepath.SkipDir
+		case d.IsDir() && rel == "dist":
+			return filepath.SkipDir // built afresh below, from the mutated sources
 		case d.IsDir():
 			return os.MkdirAll(to, 0o755)
 		}
@@ -166,6 +172,11 @@ func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail st
 	}
 	if err := os.WriteFile(filepath.Join(copyDir, rel), mutated, 0o644); err != nil {
 		return "ERROR", err.Error()
+	}
+	build := exec.Command("npm", "run", "--silent", "build")
+	build.Dir = copyDir
+	if out, err := build.CombinedOutput(); err != nil {
+		return "ERROR", "the mutated code does not type-check (npm run build):\n" + string(out)
 	}
 	// A mutation that makes the code wait forever (a retry loop that never
 	// gives up) fails by the per-test timeout instead of hanging the check.

@@ -1,4 +1,3 @@
-// @ts-check
 /**
  * Canonical CBOR as aos writes it, and payload JSON read the way the daemon
  * reads it.
@@ -9,7 +8,7 @@
  * included — and map keys sorted by their encoded bytes) plus aos's number
  * rule: an integral number in [-2^64, 2^64-1] is a CBOR integer, never a
  * float, and -0 is 0. docs/executor-protocol.md has the details and
- * docs/receipt-vectors.json the bytes (test/vectors.test.js checks them).
+ * docs/receipt-vectors.json the bytes (test/vectors.test.ts checks them).
  *
  * The bytes are written by cbor2 in its "cde" (common deterministic
  * encoding) mode. Before it sees a value, normalize() checks it and applies
@@ -27,6 +26,18 @@
  */
 import { encode } from 'cbor2'
 
+/**
+ * A value as the daemon's JSON reader gives it: JSON's values, with
+ * integers beyond 2^53 as bigints (parseJSON).
+ */
+export type JSONValue = null | boolean | number | bigint | string | JSONValue[] | { [key: string]: JSONValue }
+
+/**
+ * A value with a canonical form: a JSONValue, or a byte string (a CBOR byte
+ * string, which JSON has no way to write). normalize returns one.
+ */
+export type Value = null | boolean | number | bigint | string | Uint8Array | Value[] | { [key: string]: Value }
+
 /** Nesting limit of arrays and maps: the daemon's (schemas maxDepth). */
 export const MAX_DEPTH = 64
 /** Elements of one array or members of one map: the daemon's decoder limit. */
@@ -37,19 +48,17 @@ const NEG_MIN = -(1n << 64n)
 
 /** A value that has no canonical form, or JSON the daemon would refuse. */
 export class CanonicalError extends Error {
-  /**
-   * @param {string} pointer JSON pointer of the offending value ("" is the whole value)
-   * @param {string} message
-   */
-  constructor (pointer, message) {
+  /** JSON pointer of the offending value ("" is the whole value). */
+  readonly pointer: string
+
+  constructor (pointer: string, message: string) {
     super(`${pointer === '' ? '/' : pointer}: ${message}`)
     this.name = 'CanonicalError'
     this.pointer = pointer
   }
 }
 
-/** @param {string} ptr @param {string | number} key */
-function child (ptr, key) {
+function child (ptr: string, key: string | number): string {
   return ptr + '/' + String(key).replaceAll('~', '~0').replaceAll('/', '~1')
 }
 
@@ -57,11 +66,8 @@ function child (ptr, key) {
  * The canonical stand-in for a number: integral values in the CBOR integer
  * range become integers (a bigint beyond 2^53), -0 becomes 0, other finite
  * values stay floats.
- * @param {number} x
- * @param {string} ptr
- * @returns {number | bigint}
  */
-function canonicalNumber (x, ptr) {
+function canonicalNumber (x: number, ptr: string): number | bigint {
   if (!Number.isFinite(x)) {
     throw new CanonicalError(ptr, `${x} has no canonical form (NaN and ±Infinity are not JSON values)`)
   }
@@ -79,13 +85,11 @@ function canonicalNumber (x, ptr) {
 
 /**
  * normalize checks value and returns the equivalent value cbor2 encodes
- * canonically. It never modifies value.
- * @param {unknown} value
- * @param {string} [ptr]
- * @param {number} [depth]
- * @returns {unknown}
+ * canonically. It never modifies value. It takes unknown, not Value: what
+ * a caller's types let through (a Date in an object typed loosely, a class
+ * instance) is refused here, at run time, naming where.
  */
-export function normalize (value, ptr = '', depth = 0) {
+export function normalize (value: unknown, ptr = '', depth = 0): Value {
   switch (typeof value) {
     case 'boolean':
     case 'string':
@@ -120,7 +124,7 @@ export function normalize (value, ptr = '', depth = 0) {
     if (value.length > MAX_ELEMENTS) {
       throw new CanonicalError(ptr, `array of ${value.length} elements (at most ${MAX_ELEMENTS})`)
     }
-    const out = new Array(value.length)
+    const out: Value[] = new Array<Value>(value.length)
     for (let i = 0; i < value.length; i++) {
       if (!(i in value)) {
         throw new CanonicalError(child(ptr, i), 'hole in a sparse array')
@@ -129,9 +133,9 @@ export function normalize (value, ptr = '', depth = 0) {
     }
     return out
   }
-  const proto = Object.getPrototypeOf(value)
+  const proto: unknown = Object.getPrototypeOf(value)
   if (proto !== Object.prototype && proto !== null) {
-    const name = proto?.constructor?.name ?? 'object'
+    const name = constructorName(proto)
     throw new CanonicalError(ptr, `a ${name} has no canonical form (use a plain object, an array or a Uint8Array)`)
   }
   if (Object.getOwnPropertySymbols(value).length > 0) {
@@ -141,21 +145,32 @@ export function normalize (value, ptr = '', depth = 0) {
   if (keys.length > MAX_ELEMENTS) {
     throw new CanonicalError(ptr, `object of ${keys.length} members (at most ${MAX_ELEMENTS})`)
   }
-  /** @type {Record<string, unknown>} */
-  const out = {}
+  const members = value as Record<string, unknown>
+  const out: { [key: string]: Value } = {}
   for (const k of keys) {
     if (!k.isWellFormed()) {
       throw new CanonicalError(child(ptr, k), 'key holds a lone UTF-16 surrogate, which is not text')
     }
     // defineProperty, so a "__proto__" key is a key and not a prototype.
     Object.defineProperty(out, k, {
-      value: normalize(/** @type {Record<string, unknown>} */ (value)[k], child(ptr, k), depth + 1),
+      value: normalize(members[k], child(ptr, k), depth + 1),
       enumerable: true,
       writable: true,
       configurable: true
     })
   }
   return out
+}
+
+/** The name of a prototype's constructor, for errors ("Map", "Date"). */
+function constructorName (proto: unknown): string {
+  if (typeof proto === 'object' && proto !== null && 'constructor' in proto) {
+    const c: unknown = proto.constructor
+    if (typeof c === 'function' && c.name !== '') {
+      return c.name
+    }
+  }
+  return 'object'
 }
 
 // cde: core deterministic encoding (sorted keys, shortest heads and
@@ -166,14 +181,20 @@ const cborOptions = Object.freeze({ cde: true })
 /**
  * The canonical CBOR bytes of value (see the module comment for the values
  * it takes).
- * @param {unknown} value
- * @returns {Uint8Array}
  */
-export function encodeCanonical (value) {
+export function encodeCanonical (value: unknown): Uint8Array {
   return encode(normalize(value), cborOptions)
 }
 
 // ---- JSON, read as the daemon reads a receipt's "payload" ----
+
+/** The member name of v when v is a JSON object holding it, else undefined. */
+export function member (v: JSONValue | undefined, name: string): JSONValue | undefined {
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || !Object.hasOwn(v, name)) {
+    return undefined
+  }
+  return v[name]
+}
 
 /** Number literals longer than this are refused (the daemon's limit). */
 const MAX_NUMBER_LEN = 400
@@ -188,11 +209,9 @@ const MIN_EXP10 = -320
  * anything else is the nearest float64, which is again an integer when it
  * is integral and in range. Magnitudes of 10^309 and above, non-zero ones
  * below 10^-320 and exponents written beyond ±1000 are refused.
- * @param {string} s a literal matching JSON's number grammar
- * @param {string} ptr
- * @returns {number | bigint}
+ * s is a literal matching JSON's number grammar.
  */
-export function numberFromLiteral (s, ptr = '') {
+export function numberFromLiteral (s: string, ptr = ''): number | bigint {
   if (s.length > MAX_NUMBER_LEN) {
     throw new CanonicalError(ptr, `number literal longer than ${MAX_NUMBER_LEN} characters`)
   }
@@ -200,7 +219,7 @@ export function numberFromLiteral (s, ptr = '') {
   if (m === null) {
     throw new CanonicalError(ptr, `malformed number ${JSON.stringify(s)}`)
   }
-  const [, sign, intPart, frac = '', expSign, expDigits = ''] = m
+  const [, sign = '', intPart = '', frac = '', expSign = '', expDigits = ''] = m
   let exp = 0
   for (const d of expDigits) {
     if (exp < 1e6) {
@@ -249,11 +268,9 @@ export function numberFromLiteral (s, ptr = '') {
  * every digit (as bigints beyond 2^53); a lone surrogate escape becomes
  * U+FFFD, as Go's decoder makes it. Errors are CanonicalErrors naming the
  * pointer and the offset.
- * @param {string | Uint8Array} input
- * @returns {unknown}
  */
-export function parseJSON (input) {
-  let text
+export function parseJSON (input: string | Uint8Array): JSONValue {
+  let text: string
   if (typeof input === 'string') {
     text = input
   } else {
@@ -269,21 +286,20 @@ export function parseJSON (input) {
 /**
  * The canonical CBOR the daemon makes of a receipt's "payload" JSON
  * (receipts.PayloadFromJSON in Go).
- * @param {string | Uint8Array} json
- * @returns {Uint8Array}
  */
-export function payloadFromJSON (json) {
+export function payloadFromJSON (json: string | Uint8Array): Uint8Array {
   return encodeCanonical(parseJSON(json))
 }
 
 class JSONReader {
-  /** @param {string} text */
-  constructor (text) {
+  private readonly s: string
+  private i = 0
+
+  constructor (text: string) {
     this.s = text
-    this.i = 0
   }
 
-  document () {
+  document (): JSONValue {
     const v = this.value('', 0)
     this.space()
     if (this.i !== this.s.length) {
@@ -292,12 +308,11 @@ class JSONReader {
     return v
   }
 
-  /** @param {string} ptr @param {string} msg @returns {never} */
-  fail (ptr, msg) {
+  private fail (ptr: string, msg: string): never {
     throw new CanonicalError(ptr, `${msg} (at offset ${this.i})`)
   }
 
-  space () {
+  private space (): void {
     while (this.i < this.s.length) {
       const c = this.s.charCodeAt(this.i)
       if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) {
@@ -307,8 +322,7 @@ class JSONReader {
     }
   }
 
-  /** @param {string} ptr @param {number} depth @returns {unknown} */
-  value (ptr, depth) {
+  private value (ptr: string, depth: number): JSONValue {
     this.space()
     const c = this.s[this.i]
     if (c === '{' || c === '[') {
@@ -320,7 +334,7 @@ class JSONReader {
     if (c === '"') {
       return this.string(ptr)
     }
-    for (const [word, v] of /** @type {const} */ ([['true', true], ['false', false], ['null', null]])) {
+    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
       if (this.s.startsWith(word, this.i)) {
         this.i += word.length
         return v
@@ -340,8 +354,7 @@ class JSONReader {
     return numberFromLiteral(lit[0], ptr)
   }
 
-  /** @param {string} ptr @returns {string} */
-  string (ptr) {
+  private string (ptr: string): string {
     const start = this.i
     this.i++
     for (;;) {
@@ -360,19 +373,21 @@ class JSONReader {
         this.i++ // the escaped character; JSON.parse below checks the escape
       }
     }
-    let s
+    let s: unknown
     try {
       s = JSON.parse(this.s.slice(start, this.i))
     } catch (e) {
-      this.fail(ptr, `bad string: ${/** @type {Error} */ (e).message}`)
+      this.fail(ptr, `bad string: ${e instanceof Error ? e.message : String(e)}`)
+    }
+    if (typeof s !== 'string') {
+      this.fail(ptr, 'bad string')
     }
     return s.toWellFormed()
   }
 
-  /** @param {string} ptr @param {number} depth */
-  array (ptr, depth) {
+  private array (ptr: string, depth: number): JSONValue[] {
     this.i++
-    const out = []
+    const out: JSONValue[] = []
     this.space()
     if (this.s[this.i] === ']') {
       this.i++
@@ -395,12 +410,10 @@ class JSONReader {
     }
   }
 
-  /** @param {string} ptr @param {number} depth */
-  object (ptr, depth) {
+  private object (ptr: string, depth: number): { [key: string]: JSONValue } {
     this.i++
-    /** @type {Record<string, unknown>} */
-    const out = {}
-    const seen = new Set()
+    const out: { [key: string]: JSONValue } = {}
+    const seen = new Set<string>()
     this.space()
     if (this.s[this.i] === '}') {
       this.i++

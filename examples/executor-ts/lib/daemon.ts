@@ -1,4 +1,3 @@
-// @ts-check
 /**
  * A client for the HTTP API of `aosd serve` (docs/API.md): the daemon's
  * address from WORLD/daemon.json (read again after a failed connection, as
@@ -8,17 +7,20 @@
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseJSON } from './canonical.js'
+import { type JSONValue, member, parseJSON } from './canonical.js'
 
 /** The daemon answered with an error status. */
 export class DaemonError extends Error {
+  /** HTTP status */
+  readonly status: number
+  /** the API's error code ("duplicate", "untrusted", ...), or "" */
+  readonly code: string
+
   /**
-   * @param {string} what the request, e.g. "POST /v1/receipts"
-   * @param {number} status HTTP status
-   * @param {string} code the API's error code ("duplicate", "untrusted", ...), or ""
-   * @param {string} message the API's message, or the body
+   * what is the request, e.g. "POST /v1/receipts"; message the API's
+   * message, or the body.
    */
-  constructor (what, status, code, message) {
+  constructor (what: string, status: number, code: string, message: string) {
     super(`${what}: HTTP ${status}${code ? ' ' + code : ''}: ${message}`)
     this.name = 'DaemonError'
     this.status = status
@@ -26,36 +28,50 @@ export class DaemonError extends Error {
   }
 
   /** Worth trying again: the daemon is closing, restarting or overloaded. */
-  get transient () {
+  get transient (): boolean {
     return this.status >= 500 || this.status === 429
   }
 }
 
 /** No daemon answered (not running, restarting, or the address is stale). */
 export class UnreachableError extends Error {
-  /** @param {string} message @param {unknown} [cause] */
-  constructor (message, cause) {
+  constructor (message: string, cause?: unknown) {
     super(message, { cause })
     this.name = 'UnreachableError'
   }
 
-  get transient () {
+  get transient (): boolean {
     return true
   }
 }
 
-export class Daemon {
+/** Where the daemon is and how to authenticate to it. */
+export interface DaemonOptions {
+  /** world directory (daemon.json, token) */
+  world?: string | undefined
+  /** base URL, instead of WORLD/daemon.json */
+  url?: string | undefined
+  /** bearer token, instead of WORLD/token */
+  token?: string | undefined
+  /** file holding the token */
+  tokenFile?: string | undefined
   /**
-   * @param {object} opts
-   * @param {string} [opts.world] world directory (daemon.json, token)
-   * @param {string} [opts.url] base URL, instead of WORLD/daemon.json
-   * @param {string} [opts.token] bearer token, instead of WORLD/token
-   * @param {string} [opts.tokenFile] file holding the token
-   * @param {number} [opts.timeoutMs] give up on a request after this long
-   *   (default 90 s: longer than the longest claim long-poll, 60 s), so a
-   *   daemon that stopped answering cannot hang the executor
+   * give up on a request after this long (default 90 s: longer than the
+   * longest claim long-poll, 60 s), so a daemon that stopped answering
+   * cannot hang the executor
    */
-  constructor ({ world, url, token, tokenFile, timeoutMs = 90000 }) {
+  timeoutMs?: number | undefined
+}
+
+export class Daemon {
+  readonly world: string | undefined
+  private readonly fixedURL: string | undefined
+  private tokenValue: string | undefined
+  private readonly tokenFile: string | undefined
+  private readonly timeoutMs: number
+  private cachedURL: string | undefined
+
+  constructor ({ world, url, token, tokenFile, timeoutMs = 90000 }: DaemonOptions) {
     if (!url && !world) {
       throw new Error('give a world directory or a daemon URL')
     }
@@ -64,32 +80,32 @@ export class Daemon {
     this.tokenValue = token
     this.tokenFile = tokenFile ?? (world ? join(world, 'token') : undefined)
     this.timeoutMs = timeoutMs
-    /** @type {string | undefined} */
     this.cachedURL = undefined
   }
 
-  baseURL () {
+  baseURL (): string {
     if (this.fixedURL) {
       return this.fixedURL
     }
     if (this.cachedURL) {
       return this.cachedURL
     }
-    const file = join(/** @type {string} */ (this.world), 'daemon.json')
-    let info
+    const file = join(this.world ?? '', 'daemon.json')
+    let info: JSONValue
     try {
-      info = /** @type {any} */ (parseJSON(readFileSync(file)))
+      info = parseJSON(readFileSync(file))
     } catch (e) {
-      throw new UnreachableError(`no daemon for ${this.world} (start \`aosd serve --world ${this.world}\`): ${/** @type {Error} */ (e).message}`, e)
+      throw new UnreachableError(`no daemon for ${this.world} (start \`aosd serve --world ${this.world}\`): ${errorMessage(e)}`, e)
     }
-    if (typeof info?.addr !== 'string') {
+    const addr = member(info, 'addr')
+    if (typeof addr !== 'string') {
       throw new UnreachableError(`${file}: no "addr"`)
     }
-    this.cachedURL = 'http://' + info.addr
+    this.cachedURL = 'http://' + addr
     return this.cachedURL
   }
 
-  token () {
+  token (): string {
     if (this.tokenValue === undefined) {
       if (!this.tokenFile) {
         throw new Error('no token: give --token-file')
@@ -101,16 +117,13 @@ export class Daemon {
 
   /**
    * POSTs a JSON body and returns the parsed answer of a 2xx; other
-   * statuses throw DaemonError, failed connections UnreachableError.
-   * @param {string} path
-   * @param {string} body JSON text
-   * @param {AbortSignal} [signal]
-   * @returns {Promise<any>}
+   * statuses throw DaemonError, failed connections UnreachableError. The
+   * answer is a JSONValue: what it holds is for the caller to check.
    */
-  async post (path, body, signal) {
+  async post (path: string, body: string, signal?: AbortSignal): Promise<JSONValue> {
     const what = `POST ${path}`
     const url = this.baseURL() + path
-    let resp
+    let resp: Response
     try {
       resp = await fetch(url, {
         method: 'POST',
@@ -123,9 +136,9 @@ export class Daemon {
         throw e
       }
       this.cachedURL = undefined // a restarted daemon writes a new address
-      throw new UnreachableError(`${what}: ${url}: ${/** @type {Error} */ (e).cause ?? e}`, e)
+      throw new UnreachableError(`${what}: ${url}: ${String((e instanceof Error ? e.cause : undefined) ?? e)}`, e)
     }
-    let text
+    let text: string
     try {
       text = await resp.text()
     } catch (e) {
@@ -133,9 +146,9 @@ export class Daemon {
         throw e
       }
       this.cachedURL = undefined
-      throw new UnreachableError(`${what}: reading the answer: ${/** @type {Error} */ (e).message}`, e)
+      throw new UnreachableError(`${what}: reading the answer: ${errorMessage(e)}`, e)
     }
-    let parsed
+    let parsed: JSONValue | undefined
     try {
       parsed = text === '' ? null : parseJSON(text)
     } catch {
@@ -147,8 +160,15 @@ export class Daemon {
       }
       return parsed
     }
-    const err = /** @type {any} */ (parsed)?.error
-    throw new DaemonError(what, resp.status, typeof err?.code === 'string' ? err.code : '',
-      typeof err?.message === 'string' ? err.message : text.slice(0, 500))
+    const err = member(parsed, 'error')
+    const code = member(err, 'code')
+    const message = member(err, 'message')
+    throw new DaemonError(what, resp.status, typeof code === 'string' ? code : '',
+      typeof message === 'string' ? message : text.slice(0, 500))
   }
+}
+
+/** The message of whatever was thrown. */
+export function errorMessage (e: unknown): string {
+  return e instanceof Error ? e.message : String(e)
 }

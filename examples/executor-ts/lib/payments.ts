@@ -1,4 +1,3 @@
-// @ts-check
 /**
  * The work for examples/manifests/orders: com.example/payment.charge@1
  * against a stand-in payment service, as examples/executor (Go) does it.
@@ -11,31 +10,42 @@
  * idempotency key a real payment API would take. Amounts are compared
  * exactly (bigints beyond 2^53), because money must not round.
  */
-import { TransientError } from './executor.js'
+import { type JSONValue, member } from './canonical.js'
+import { type Perform, TransientError } from './executor.js'
 
 export const CHARGE_EFFECT = 'com.example/payment.charge@1'
+
+/** com.example/ChargeParams@1, read. */
+export interface ChargeParams {
+  orderId: string
+  /** exact: a bigint beyond 2^53 */
+  amountCents: number | bigint
+  customer: string
+}
 
 /**
  * Reads com.example/ChargeParams@1. The daemon validated the params against
  * that schema before the intent existed, so a failure here means the
  * manifest and this executor disagree: it is not retried.
- * @param {any} p
  */
-export function chargeParams (p) {
-  const isInt = (/** @type {unknown} */ v) => (typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'bigint'
+export function chargeParams (p: JSONValue): ChargeParams {
+  const isInt = (v: JSONValue | undefined): v is number | bigint => (typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'bigint'
   if (p === null || typeof p !== 'object' || Array.isArray(p)) {
-    throw new Error(`params: want an object ({order_id, amount_cents, customer}), got ${JSON.stringify(p)}`)
+    throw new Error(`params: want an object ({order_id, amount_cents, customer}), got ${typeof p === 'bigint' ? String(p) : JSON.stringify(p)}`)
   }
-  if (typeof p.order_id !== 'string' || p.order_id === '') {
+  const orderId = member(p, 'order_id')
+  const amountCents = member(p, 'amount_cents')
+  const customer = member(p, 'customer')
+  if (typeof orderId !== 'string' || orderId === '') {
     throw new Error('params: /order_id: want a non-empty string')
   }
-  if (!isInt(p.amount_cents) || p.amount_cents < 1) {
+  if (!isInt(amountCents) || amountCents < 1) {
     throw new Error('params: /amount_cents: want an integer of at least 1')
   }
-  if (typeof p.customer !== 'string') {
+  if (typeof customer !== 'string') {
     throw new Error('params: /customer: want a string')
   }
-  return { orderId: p.order_id, amountCents: /** @type {number | bigint} */ (p.amount_cents), customer: p.customer }
+  return { orderId, amountCents, customer }
 }
 
 /**
@@ -44,10 +54,8 @@ export function chargeParams (p) {
  * attempts of every charge fail as a provider outage would (transiently),
  * to show retries, frames and, past the policy's attempts, an error
  * receipt.
- * @param {{declineOver: bigint, failAttempts: number}} cfg
- * @returns {import('./executor.js').Perform}
  */
-export function standInPayments ({ declineOver, failAttempts }) {
+export function standInPayments ({ declineOver, failAttempts }: { declineOver: bigint, failAttempts: number }): Perform {
   return async (it, attempt) => {
     const { orderId, amountCents } = chargeParams(it.params)
     if (attempt <= failAttempts) {
@@ -55,7 +63,7 @@ export function standInPayments ({ declineOver, failAttempts }) {
     }
     const status = BigInt(amountCents) > declineOver ? 'declined' : 'succeeded'
     return {
-      status: 'ok',
+      status: 'ok' as const,
       payload: { charge_id: 'ch_' + it.hash.slice('sha256:'.length, 'sha256:'.length + 12), status },
       summary: `order ${orderId}: ${amountCents} cents ${status} on attempt ${attempt}`
     }

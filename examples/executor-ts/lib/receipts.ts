@@ -1,4 +1,3 @@
-// @ts-check
 /**
  * Receipts and stream frames: their canonical bodies, ed25519 signatures,
  * key ids, key files and the HTTP JSON form (docs/executor-protocol.md,
@@ -10,33 +9,30 @@
  * payload, executor, intent_hash}. The payload inside is itself a byte
  * string: the canonical CBOR of the payload value.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto'
+import { type KeyObject, createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto'
 import { closeSync, fstatSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { encodeCanonical } from './canonical.js'
 
 export const RECEIPT_DOMAIN = 'aos/receipt/v1\0'
 export const FRAME_DOMAIN = 'aos/frame/v1\0'
 export const KEY_ID_PREFIX = 'ed25519:'
-export const STATUSES = Object.freeze(['ok', 'error', 'timeout'])
+export const STATUSES = Object.freeze(['ok', 'error', 'timeout'] as const)
+/** A receipt's status. */
+export type Status = typeof STATUSES[number]
 /** Effect names, executor names and issuer refs are at most this many bytes. */
 export const MAX_NAME_LEN = 256
 const U64_MAX = (1n << 64n) - 1n
 
 /** A receipt or frame that the daemon would refuse whatever its signature. */
 export class MalformedError extends Error {
-  /** @param {string} message */
-  constructor (message) {
+  constructor (message: string) {
     super(message)
     this.name = 'MalformedError'
   }
 }
 
-/**
- * The 32 bytes of an intent hash written "sha256:<64 lower-case hex>".
- * @param {string} s
- * @returns {Uint8Array}
- */
-export function intentHashBytes (s) {
+/** The 32 bytes of an intent hash written "sha256:<64 lower-case hex>". */
+export function intentHashBytes (s: string): Uint8Array {
   if (typeof s !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(s)) {
     throw new MalformedError(`intent hash ${JSON.stringify(s)} is not sha256:<64 lower-case hex digits>`)
   }
@@ -45,12 +41,10 @@ export function intentHashBytes (s) {
 
 /**
  * Refuses names the daemon refuses: empty (when required), longer than 256
- * UTF-8 bytes, or holding a space, a control character or U+FFFD.
- * @param {string} what
- * @param {unknown} s
- * @param {boolean} required
+ * UTF-8 bytes, or holding a space, a control character or U+FFFD. It
+ * takes unknown: a receipt built from parsed JSON is checked, not trusted.
  */
-function checkName (what, s, required) {
+function checkName (what: string, s: unknown, required: boolean): void {
   if (s === undefined || s === '') {
     if (required) {
       throw new MalformedError(`${what} is empty`)
@@ -68,49 +62,70 @@ function checkName (what, s, required) {
   }
 }
 
-/**
- * @param {string} what
- * @param {unknown} n
- * @param {number} min
- * @returns {number | bigint}
- */
-function checkUint (what, n, min) {
-  const ok = (typeof n === 'number' && Number.isSafeInteger(n)) || (typeof n === 'bigint' && n <= U64_MAX)
-  if (!ok || /** @type {number | bigint} */ (n) < min) {
-    throw new MalformedError(`${what} ${String(n)} is not an integer in [${min}, 2^64-1]`)
-  }
-  return /** @type {number | bigint} */ (n)
+function isUint (n: unknown): n is number | bigint {
+  return (typeof n === 'number' && Number.isSafeInteger(n)) || (typeof n === 'bigint' && n <= U64_MAX)
 }
 
-/**
- * @param {string} what
- * @param {unknown} p
- * @returns {Uint8Array}
- */
-function checkPayload (what, p) {
+function checkUint (what: string, n: unknown, min: number): number | bigint {
+  if (!isUint(n) || n < min) {
+    throw new MalformedError(`${what} ${String(n)} is not an integer in [${min}, 2^64-1]`)
+  }
+  return n
+}
+
+function checkPayload (what: string, p: unknown): Uint8Array {
   if (!(p instanceof Uint8Array) || p.length === 0) {
     throw new MalformedError(`${what} payload must be the canonical CBOR bytes of a value (encodeCanonical), got ${p instanceof Uint8Array ? 'no bytes' : typeof p}`)
   }
   return p
 }
 
+/** A receipt, before it is signed. */
+export interface Receipt {
+  /** "sha256:<hex>", as a claim gives it */
+  intentHash: string
+  /** the intent's effect */
+  effect: string
+  /** the name the key is trusted under */
+  executor: string
+  status: Status
+  /** how many attempts it took (informational) */
+  attempt: number | bigint
+  /** canonical CBOR of the receipt value */
+  payload: Uint8Array
+  /** left out of the body when empty */
+  issuerRef?: string | undefined
+}
+
 /**
- * @typedef {object} Receipt
- * @property {string} intentHash "sha256:<hex>", as a claim gives it
- * @property {string} effect the intent's effect
- * @property {string} executor the name the key is trusted under
- * @property {'ok' | 'error' | 'timeout'} status
- * @property {number | bigint} attempt how many attempts it took (informational)
- * @property {Uint8Array} payload canonical CBOR of the receipt value
- * @property {string} [issuerRef] left out of the body when empty
+ * The signed body of a receipt, as CBOR map keys: what receiptBody encodes.
+ * The payload is a byte string holding the payload value's canonical CBOR.
  */
+export interface ReceiptBody {
+  effect: string
+  status: Status
+  attempt: number | bigint
+  payload: Uint8Array
+  executor: string
+  issuer_ref?: string
+  intent_hash: Uint8Array
+}
+
+/** The signed body of a stream frame, as CBOR map keys. */
+export interface FrameBody {
+  seq: number | bigint
+  effect: string
+  payload: Uint8Array
+  executor: string
+  intent_hash: Uint8Array
+}
 
 /**
  * The canonical CBOR body of a receipt: what is signed (after the domain).
- * @param {Receipt} r
- * @returns {Uint8Array}
+ * Its fields are checked at run time too, as a receipt may come from
+ * parsed JSON.
  */
-export function receiptBody (r) {
+export function receiptBody (r: Receipt): Uint8Array {
   const intent = intentHashBytes(r.intentHash)
   if (!STATUSES.includes(r.status)) {
     throw new MalformedError(`intent ${r.intentHash}: status ${JSON.stringify(r.status)} is not one of ok, error, timeout`)
@@ -118,8 +133,7 @@ export function receiptBody (r) {
   checkName('effect', r.effect, true)
   checkName('executor', r.executor, true)
   checkName('issuer_ref', r.issuerRef, false)
-  /** @type {Record<string, unknown>} */
-  const body = {
+  const body: ReceiptBody = {
     effect: r.effect,
     status: r.status,
     attempt: checkUint('attempt', r.attempt, 0),
@@ -133,52 +147,42 @@ export function receiptBody (r) {
   return encodeCanonical(body) // the encoder sorts the keys
 }
 
-/**
- * @typedef {object} Frame
- * @property {string} intentHash
- * @property {string} effect the intent's effect
- * @property {number | bigint} seq this executor's frame number for the intent, from 1, rising
- * @property {string} executor
- * @property {Uint8Array} payload canonical CBOR of the progress value
- */
+/** A stream frame, before it is signed. */
+export interface Frame {
+  intentHash: string
+  /** the intent's effect */
+  effect: string
+  /** this executor's frame number for the intent, from 1, rising */
+  seq: number | bigint
+  executor: string
+  /** canonical CBOR of the progress value */
+  payload: Uint8Array
+}
 
-/**
- * The canonical CBOR body of a stream frame.
- * @param {Frame} f
- * @returns {Uint8Array}
- */
-export function frameBody (f) {
+/** The canonical CBOR body of a stream frame. */
+export function frameBody (f: Frame): Uint8Array {
   const intent = intentHashBytes(f.intentHash)
   checkName('effect', f.effect, true)
   checkName('executor', f.executor, true)
-  return encodeCanonical({
+  const body: FrameBody = {
     seq: checkUint('seq', f.seq, 1),
     effect: f.effect,
     payload: checkPayload('frame', f.payload),
     executor: f.executor,
     intent_hash: intent
-  })
+  }
+  return encodeCanonical(body)
 }
 
-/**
- * @param {string} domain
- * @param {Uint8Array} body
- */
-function message (domain, body) {
+function message (domain: string, body: Uint8Array): Buffer {
   return Buffer.concat([Buffer.from(domain, 'latin1'), body])
 }
 
-/** @param {Uint8Array} body */
-export const receiptSigningMessage = (body) => message(RECEIPT_DOMAIN, body)
-/** @param {Uint8Array} body */
-export const frameSigningMessage = (body) => message(FRAME_DOMAIN, body)
+export const receiptSigningMessage = (body: Uint8Array): Buffer => message(RECEIPT_DOMAIN, body)
+export const frameSigningMessage = (body: Uint8Array): Buffer => message(FRAME_DOMAIN, body)
 
-/**
- * The raw 32 bytes of an ed25519 public key.
- * @param {import('node:crypto').KeyObject} key a public or private key
- * @returns {Buffer}
- */
-export function publicKeyBytes (key) {
+/** The raw 32 bytes of an ed25519 public key, from a public or private key. */
+export function publicKeyBytes (key: KeyObject): Buffer {
   const pub = key.type === 'private' ? createPublicKey(key) : key
   const jwk = pub.export({ format: 'jwk' })
   if (jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') {
@@ -187,48 +191,63 @@ export function publicKeyBytes (key) {
   return Buffer.from(jwk.x, 'base64url')
 }
 
-/**
- * "ed25519:" + hex of the first 16 bytes of SHA-256 of the public key.
- * @param {import('node:crypto').KeyObject} key
- */
-export function keyId (key) {
+/** "ed25519:" + hex of the first 16 bytes of SHA-256 of the public key. */
+export function keyId (key: KeyObject): string {
   return KEY_ID_PREFIX + createHash('sha256').update(publicKeyBytes(key)).digest('hex').slice(0, 32)
 }
 
 // PKCS #8 wrapping of a raw ed25519 seed (RFC 8410).
 const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex')
 
-/**
- * The private key of a 32-byte seed.
- * @param {Uint8Array} seed
- */
-export function privateKeyFromSeed (seed) {
+/** The private key of a 32-byte seed. */
+export function privateKeyFromSeed (seed: Uint8Array): KeyObject {
   if (seed.length !== 32) {
     throw new MalformedError(`an ed25519 seed is 32 bytes, got ${seed.length}`)
   }
   return createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' })
 }
 
-/**
- * @typedef {object} Signed
- * @property {Uint8Array} body the canonical body
- * @property {Buffer} signature 64 bytes
- * @property {string} keyId
- * @property {string} json the request body for POST /v1/receipts or /v1/frames
- */
+/** A signed receipt or frame. */
+export interface Signed {
+  /** the canonical body */
+  body: Uint8Array
+  /** 64 bytes */
+  signature: Buffer
+  keyId: string
+  /** the request body for POST /v1/receipts or /v1/frames */
+  json: string
+}
 
-/**
- * Signs a receipt with key.
- * @param {import('node:crypto').KeyObject} key
- * @param {Receipt} r
- * @returns {Signed}
- */
-export function signReceipt (key, r) {
+/** The JSON members of POST /v1/receipts (docs/API.md), payload as payload_cbor. */
+export interface ReceiptWire {
+  attempt: number | bigint
+  effect: string
+  executor: string
+  intent_hash: string
+  issuer_ref?: string
+  key_id: string
+  payload_cbor: string
+  signature: string
+  status: Status
+}
+
+/** The JSON members of POST /v1/frames. */
+export interface FrameWire {
+  effect: string
+  executor: string
+  intent_hash: string
+  key_id: string
+  payload_cbor: string
+  seq: number | bigint
+  signature: string
+}
+
+/** Signs a receipt with key. */
+export function signReceipt (key: KeyObject, r: Receipt): Signed {
   const body = receiptBody(r)
   const signature = sign(null, receiptSigningMessage(body), key)
   const id = keyId(key)
-  /** @type {Record<string, string | number | bigint>} */
-  const wire = {
+  const wire: ReceiptWire = {
     attempt: r.attempt,
     effect: r.effect,
     executor: r.executor,
@@ -244,13 +263,8 @@ export function signReceipt (key, r) {
   return { body, signature, keyId: id, json: wireJSON(wire) }
 }
 
-/**
- * Signs a stream frame with key.
- * @param {import('node:crypto').KeyObject} key
- * @param {Frame} f
- * @returns {Signed}
- */
-export function signFrame (key, f) {
+/** Signs a stream frame with key. */
+export function signFrame (key: KeyObject, f: Frame): Signed {
   const body = frameBody(f)
   const signature = sign(null, frameSigningMessage(body), key)
   const id = keyId(key)
@@ -270,14 +284,8 @@ export function signFrame (key, f) {
   }
 }
 
-/**
- * Verifies a signature over domain || body with an ed25519 public key.
- * @param {import('node:crypto').KeyObject} pub
- * @param {'receipt' | 'frame'} kind
- * @param {Uint8Array} body
- * @param {Uint8Array} signature
- */
-export function verifySignature (pub, kind, body, signature) {
+/** Verifies a signature over domain || body with an ed25519 public key. */
+export function verifySignature (pub: KeyObject, kind: 'receipt' | 'frame', body: Uint8Array, signature: Uint8Array): boolean {
   const msg = kind === 'receipt' ? receiptSigningMessage(body) : frameSigningMessage(body)
   return signature.length === 64 && verify(null, msg, pub, signature)
 }
@@ -287,11 +295,11 @@ export function verifySignature (pub, kind, body, signature) {
  * payload_cbor, the very bytes signed, so no JSON conversion stands between
  * the signature and what the daemon checks. Written by hand because
  * JSON.stringify cannot write a bigint (attempt and seq may exceed 2^53).
- * @param {Record<string, string | number | bigint>} wire
  */
-function wireJSON (wire) {
-  const parts = Object.keys(wire).sort().map((k) => {
-    const v = wire[k]
+function wireJSON (wire: ReceiptWire | FrameWire): string {
+  const members: Record<string, string | number | bigint> = { ...wire }
+  const parts = Object.keys(members).sort().map((k) => {
+    const v = members[k]
     return JSON.stringify(k) + ':' + (typeof v === 'string' ? JSON.stringify(v) : String(v))
   })
   return '{' + parts.join(',') + '}'
@@ -302,9 +310,8 @@ function wireJSON (wire) {
 /**
  * Reads a PEM PKCS #8 ed25519 private key, refusing a file that group or
  * others may read or write (as aosd does).
- * @param {string} path
  */
-export function readPrivateKeyFile (path) {
+export function readPrivateKeyFile (path: string): KeyObject {
   const fd = openSync(path, 'r')
   try {
     const st = fstatSync(fd)
@@ -324,10 +331,8 @@ export function readPrivateKeyFile (path) {
 /**
  * Writes text to a new file with mode 0600; an existing file is never
  * overwritten.
- * @param {string} path
- * @param {string} text
  */
-function writeNew (path, text) {
+function writeNew (path: string, text: string): void {
   const fd = openSync(path, 'wx', 0o600)
   try {
     writeSync(fd, text)
@@ -340,11 +345,13 @@ function writeNew (path, text) {
  * Makes a new ed25519 key: the private key at path (PKCS #8 PEM, 0600) and
  * the public key at path + ".pub.pem" (PKIX PEM), the form `aosd keys add`
  * takes.
- * @param {string} path
  */
-export function createKeyFiles (path) {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-  writeNew(path, /** @type {string} */ (privateKey.export({ format: 'pem', type: 'pkcs8' })))
-  writeNew(path + '.pub.pem', /** @type {string} */ (publicKey.export({ format: 'pem', type: 'spki' })))
-  return privateKey
+export function createKeyFiles (path: string): KeyObject {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519', {
+    privateKeyEncoding: { format: 'pem', type: 'pkcs8' },
+    publicKeyEncoding: { format: 'pem', type: 'spki' }
+  })
+  writeNew(path, privateKey)
+  writeNew(path + '.pub.pem', publicKey)
+  return createPrivateKey(privateKey)
 }

@@ -19,16 +19,19 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// nodeExecutorDir is examples/executor-node, the JavaScript executor.
-var nodeExecutorDir = filepath.Join("..", "..", "examples", "executor-node")
+// tsExecutorDir is examples/executor-ts, the TypeScript executor.
+var tsExecutorDir = filepath.Join("..", "..", "examples", "executor-ts")
 
-// nodeExecutor returns the node binary and the executor's main.js,
-// installing the executor's npm dependencies first if they are missing.
-// Under CI (CI set, as .ci/run runs) node is required: a missing node or a
-// failed install fails the test, so CI cannot pass without running it. On
-// a developer's machine with Go alone, the test says what it needs and
-// skips, so README's test command works there.
-func nodeExecutor(t *testing.T) (node, main string) {
+// tsExecutor returns the node binary and the executor's compiled
+// dist/main.js: it installs the package's npm dependencies (cbor2, and
+// typescript to compile) when they are missing, and compiles the sources
+// with `npm run build` (tsc, type-checking them) once per test process, so
+// the test always runs what the .ts files say. Under CI (CI set, as .ci/run
+// runs) node is required: a missing node or a failed install fails the
+// test, so CI cannot pass without running it; a failed build fails it
+// everywhere. On a developer's machine with Go alone, the test says what it
+// needs and skips, so README's test command works there.
+func tsExecutor(t *testing.T) (node, main string) {
 	t.Helper()
 	missing := func(format string, args ...any) {
 		t.Helper()
@@ -40,22 +43,36 @@ func nodeExecutor(t *testing.T) (node, main string) {
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing("node (20 or later) is required for the JavaScript executor's test: %v (apt-get install nodejs npm)", err)
+		missing("node (20 or later) is required for the TypeScript executor's test: %v (apt-get install nodejs npm)", err)
 	}
-	nodeDepsOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(nodeExecutorDir, "node_modules", "cbor2")); err == nil {
-			return
+	tsBuildOnce.Do(func() {
+		installed := true
+		for _, dep := range []string{"cbor2", "typescript", filepath.Join("@types", "node")} {
+			if _, err := os.Stat(filepath.Join(tsExecutorDir, "node_modules", dep)); err != nil {
+				installed = false
+			}
 		}
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = nodeExecutorDir
+		if !installed {
+			cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+			cmd.Dir = tsExecutorDir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				tsDepsErr = fmt.Errorf("npm ci in examples/executor-ts: %v: %s", err, out)
+				return
+			}
+		}
+		cmd := exec.Command("npm", "run", "build")
+		cmd.Dir = tsExecutorDir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			nodeDepsErr = fmt.Errorf("npm ci in examples/executor-node: %v: %s", err, out)
+			tsBuildErr = fmt.Errorf("npm run build (tsc) in examples/executor-ts: %v: %s", err, out)
 		}
 	})
-	if nodeDepsErr != nil {
-		missing("the JavaScript executor's dependencies could not be installed: %v", nodeDepsErr)
+	if tsDepsErr != nil {
+		missing("the TypeScript executor's dependencies could not be installed: %v", tsDepsErr)
 	}
-	main, err = filepath.Abs(filepath.Join(nodeExecutorDir, "main.js"))
+	if tsBuildErr != nil {
+		t.Fatal(tsBuildErr)
+	}
+	main, err = filepath.Abs(filepath.Join(tsExecutorDir, "dist", "main.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +80,13 @@ func nodeExecutor(t *testing.T) (node, main string) {
 }
 
 var (
-	nodeDepsOnce sync.Once
-	nodeDepsErr  error
+	tsBuildOnce sync.Once
+	tsDepsErr   error
+	tsBuildErr  error
 )
 
-// nodeProc is a running JavaScript executor.
+// nodeProc is a running TypeScript executor (its compiled JavaScript, run
+// by node).
 type nodeProc struct {
 	cmd    *exec.Cmd
 	stderr *syncBuffer
@@ -174,8 +193,8 @@ func awaitReceipts(t *testing.T, recs <-chan receiptRec, p *nodeProc, executor s
 	return got
 }
 
-// TestNodeExecutorSettlesOrders runs examples/executor-node, the
-// JavaScript executor, as a real process against a real daemon serving the
+// TestTSExecutorSettlesOrders runs examples/executor-ts, the
+// TypeScript executor (compiled by tsc), as a real process against a real daemon serving the
 // orders example: its first run makes a key, the world trusts it over
 // POST /v1/keys, and then it claims the charges, fails the first attempt
 // of each (a simulated outage: a signed frame each, as the manifest's retry
@@ -183,15 +202,15 @@ func awaitReceipts(t *testing.T, recs <-chan receiptRec, p *nodeProc, executor s
 // beyond 2^53 are decided exactly (9007199254740992 is at the decline limit
 // and paid, one cent more is declined). Then an outage longer than the
 // policy's five attempts ends in an error receipt and a failed payment.
-func TestNodeExecutorSettlesOrders(t *testing.T) {
-	node, main := nodeExecutor(t)
+func TestTSExecutorSettlesOrders(t *testing.T) {
+	node, main := tsExecutor(t)
 	world := newWorld(t)
 	d := startDaemon(t, world)
 	tok := token(t, world)
 	ok(t, world, "apply", examples.Path(t, "orders"))
 	const charge = "com.example/payment.charge@1"
 
-	key := filepath.Join(t.TempDir(), "payments-node.key")
+	key := filepath.Join(t.TempDir(), "payments-ts.key")
 	out, err := exec.Command(node, main, "--world", world, "--key", key).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "aosd keys add payments "+key+".pub.pem --effects "+charge) {
 		t.Fatalf("the first run should make the key and say how to trust it: %v\n%s", err, out)
@@ -206,9 +225,9 @@ func TestNodeExecutorSettlesOrders(t *testing.T) {
 	if code != 200 || json.Unmarshal(body, &added) != nil {
 		t.Fatalf("POST /v1/keys: %d %s", code, body)
 	}
-	// The key files are aosd's forms: Go reads the private key node wrote.
+	// The key files are aosd's forms: Go reads the private key the TypeScript executor wrote.
 	if priv, err := receipts.ReadPrivateKeyFile(key); err != nil || receipts.KeyID(priv.Public().(ed25519.PublicKey)) != added.ID {
-		t.Fatalf("the node executor's key as Go reads it: %v (trusted id %s)", err, added.ID)
+		t.Fatalf("the TypeScript executor's key as Go reads it: %v (trusted id %s)", err, added.ID)
 	}
 
 	orders := []struct{ id, value, status string }{
