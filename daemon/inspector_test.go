@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // TestTimelineStateUnavailable: a state that no store keeps and that
@@ -213,5 +214,38 @@ func TestStatusJournaled(t *testing.T) {
 		if after[k] != want {
 			t.Errorf("%s: %d -> %d, want %d", k, before[k], after[k], want)
 		}
+	}
+}
+
+// TestTimelineDiffAfterReset: after a reset recover the cell starts from no
+// state, so the next step's diff is from null (the whole state added), not
+// from the state before the reset.
+func TestTimelineDiffAfterReset(t *testing.T) {
+	s, _ := tallyWorld(t)
+	ctx := context.Background()
+	for _, by := range []int{2, 13} { // 13: the buggy tally fails
+		if _, err := s.w.Submit(ctx, kernel.Event{Schema: "t/Add@1", JSON: json.RawMessage(fmt.Sprintf(`{"key":"r","by":%d}`, by))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := s.w.FailedInstance(ctx, tallyWF, schemas.MustMarshal("r"))
+	if err != nil || fi == nil {
+		t.Fatalf("r not failed: %v", err)
+	}
+	if code, b := s.do(t, "POST", "/v1/failed/"+url.PathEscape(tallyWF)+"/recover", fmt.Sprintf(`{"key":"r","action":"reset","fault_seq":%d}`, fi.FaultSeq)); code != 200 {
+		t.Fatalf("reset: %d %s", code, b)
+	}
+	if _, err := s.w.Submit(ctx, kernel.Event{Schema: "t/Add@1", JSON: json.RawMessage(`{"key":"r","by":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := s.do(t, "GET", "/v1/timeline/"+url.PathEscape(tallyWF)+"/r", "")
+	var tl timelineBody
+	if code != 200 || json.Unmarshal([]byte(body), &tl) != nil {
+		t.Fatalf("timeline: %d %s", code, body)
+	}
+	st := stepEntries(tl.Entries)
+	last := st[len(st)-1]
+	if last.StateSource != daemon.StateFromLive || !sameJSONSet(t, last.Diff, `[{"op":"add","path":"","value":{"n":3}}]`) {
+		t.Fatalf("the step after the reset: source %q diff %s; want live and the whole state added", last.StateSource, last.Diff)
 	}
 }

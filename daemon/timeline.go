@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/wI2L/jsondiff"
 
@@ -89,7 +92,7 @@ func (l *Local) Timeline(ctx context.Context, workflow, key string, q TimelineQu
 	log := l.W.Journal()
 	var known []schemas.Hash
 	if q.After > 0 {
-		if known, err = records.InstanceIntents(ctx, log, workflow, k, q.After); err != nil {
+		if known, err = l.cellIntents(ctx, workflow, k, q.After); err != nil {
 			return nil, AsError(err, where)
 		}
 	}
@@ -112,6 +115,51 @@ func (l *Local) Timeline(ctx context.Context, workflow, key string, q TimelineQu
 		return nil, AsError(err, where)
 	}
 	return page, nil
+}
+
+// intentsSeen remembers, for the cells whose timelines were paged
+// recently, the intents each opened up to a seq: paging on scans the
+// journal only from there. Holding more intents than those opened before
+// a page's start is harmless (an intent's records follow it), so one entry
+// serves any page that starts at or before its seq.
+type intentsSeen struct {
+	mu    sync.Mutex
+	cells *lru.Cache[string, cellIntents]
+}
+
+type cellIntents struct {
+	upTo    uint64
+	intents []schemas.Hash
+}
+
+// intentsSeenCells bounds the cells intentsSeen remembers.
+const intentsSeenCells = 1024
+
+// cellIntents returns the intents the cell opened up to seq upTo (and
+// perhaps some after), scanning only what the cell's entry has not seen.
+func (l *Local) cellIntents(ctx context.Context, workflow string, key []byte, upTo uint64) ([]schemas.Hash, error) {
+	c := &l.seen
+	id := workflow + "\x00" + string(key)
+	c.mu.Lock()
+	if c.cells == nil {
+		c.cells, _ = lru.New[string, cellIntents](intentsSeenCells)
+	}
+	e, _ := c.cells.Get(id)
+	c.mu.Unlock()
+	if e.upTo >= upTo {
+		return e.intents, nil
+	}
+	more, err := records.InstanceIntents(ctx, l.W.Journal(), workflow, key, e.upTo+1, upTo)
+	if err != nil {
+		return nil, err
+	}
+	e = cellIntents{upTo: upTo, intents: append(slices.Clip(e.intents), more...)}
+	c.mu.Lock()
+	if old, ok := c.cells.Get(id); !ok || old.upTo < e.upTo {
+		c.cells.Add(id, e)
+	}
+	c.mu.Unlock()
+	return e.intents, nil
 }
 
 // stepState is what a timeline knows of one step's state.

@@ -54,9 +54,12 @@ func (s *served) payments(t *testing.T) ed25519.PrivateKey {
 }
 
 // order creates order key.
-func (s *served) order(t *testing.T, key string) {
+func (s *served) order(t *testing.T, key string) { s.orderFor(t, key, "c") }
+
+// orderFor creates order key for customer.
+func (s *served) orderFor(t *testing.T, key, customer string) {
 	t.Helper()
-	if code, b := s.do(t, "POST", "/v1/events", fmt.Sprintf(`{"schema":"com.example/OrderCreated@1","value":{"order_id":%q,"amount_cents":250,"customer":"c"}}`, key)); code != 200 {
+	if code, b := s.do(t, "POST", "/v1/events", fmt.Sprintf(`{"schema":"com.example/OrderCreated@1","value":{"order_id":%q,"amount_cents":250,"customer":%q}}`, key, customer)); code != 200 {
 		t.Fatalf("create %s: %d %s", key, code, b)
 	}
 }
@@ -118,13 +121,15 @@ func (s *served) checkStateHash(t *testing.T, e daemon.TimelineEntry) {
 // its state (the live one for the state the cell holds now, recomputed for
 // the one no store kept) and the JSON Patch from the state before; and
 // paging through it with any page size gives the same entries, the receipt
-// included when its intent was on an earlier page.
+// included when its intent was on an earlier page, and another order's
+// not, though its intents hold o1's key bytes (its customer is "o1").
 func TestTimelineOrders(t *testing.T) {
 	s := serveWorld(t, true)
 	pay := s.payments(t)
 	s.order(t, "o1")
-	s.order(t, "o2")
+	s.orderFor(t, "o2", "o1")
 	s.pay(t, pay, "o1")
+	s.pay(t, pay, "o2")
 
 	tl := s.timeline(t, "o1", "")
 	var kinds []journal.Kind
