@@ -249,3 +249,12 @@ func TestTimelineDiffAfterReset(t *testing.T) {
 		t.Fatalf("the step after the reset: source %q diff %s; want live and the whole state added", last.StateSource, last.Diff)
 	}
 }
+
+// TestTimelineOfNothing: a key nothing reached has an empty page, no next.
+func TestTimelineOfNothing(t *testing.T) {
+	s, _ := tallyWorld(t)
+	code, body := s.do(t, "GET", "/v1/timeline/"+url.PathEscape(tallyWF)+"/never", "")
+	if code != 200 || strings.TrimSpace(body) != `{"entries":[]}` {
+		t.Fatalf("timeline of a key nothing reached: %d %s", code, body)
+	}
+}

@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/aos-kernel/aos/journal"
@@ -87,5 +88,62 @@ func TestCellHistory(t *testing.T) {
 	}
 	if _, err := kernel.CellHistory(ctx, stores, h.config(), kernel.HistoryQuery{Workflow: "com.test/counter@1", Key: key, From: 5, To: 4}); err == nil {
 		t.Fatal("a range from after to: no error")
+	}
+}
+
+// TestCellHistoryTruncated: with the journal cut by retention and no usable
+// snapshot before the range, CellHistory fails with ErrTruncated rather
+// than recompute from a guess.
+func TestCellHistoryTruncated(t *testing.T) {
+	h := newHarness(t, 8, true)
+	mustApply(t, h, counterManifest)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := h.w.Submit(ctx, countEvent("a", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.w.Snapshot(ctx); err != nil {
+			t.Fatalf("snapshot %d: %v", i, err)
+		}
+	}
+	if _, err := h.w.GC(ctx, kernel.GCOptions{KeepSnapshots: 1, DropJournal: true}); err != nil {
+		t.Fatal(err)
+	}
+	first := h.w.Journal().First()
+	if first <= 1 {
+		t.Fatalf("retention kept the journal from %d", first)
+	}
+	_, err := kernel.CellHistory(ctx, kernel.Stores{CAS: h.w.CAS(), Journal: h.w.Journal()}, h.config(),
+		kernel.HistoryQuery{Workflow: "com.test/counter@1", Key: schemas.MustMarshal("a"), From: first, To: first})
+	if !errors.Is(err, kernel.ErrTruncated) {
+		t.Fatalf("history before the kept snapshot: %v, want ErrTruncated", err)
+	}
+}
+
+// TestStatusJournaledSinceOpen: Status counts the records made durable
+// since the world was opened, by kind; what replay read at open is not
+// counted.
+func TestStatusJournaledSinceOpen(t *testing.T) {
+	h := newHarness(t, 9, false)
+	mustApply(t, h, counterManifest)
+	ctx := context.Background()
+	if _, err := h.w.Submit(ctx, countEvent("a", 1), countEvent("b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.w.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Journaled[journal.KindEvent] != 2 || st.Journaled[journal.KindStep] != 2 || st.Journaled[journal.KindManifest] != 1 {
+		t.Fatalf("journaled %v; want 2 events, 2 steps, 1 manifest", st.Journaled)
+	}
+	h.reopen()
+	if st, err = h.w.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range journal.Kinds() {
+		if n, ok := st.Journaled[k]; !ok || n != 0 {
+			t.Fatalf("after reopening, journaled[%s] = %d (present %v); want 0", k, n, ok)
+		}
 	}
 }
