@@ -56,6 +56,8 @@ var answerRoutes = map[string]string{
 	"GET /v1/cells/{workflow}":           "/v1/cells/t%2Ftally@1",
 	"GET /v1/cells/{workflow}/{key}":     "/v1/cells/t%2Ftally@1/a",
 	"GET /v1/trace/{workflow}/{key}":     "/v1/trace/t%2Ftally@1/a",
+	"GET /v1/timeline/{workflow}/{key}":  "/v1/timeline/t%2Ftally@1/a",
+	"GET /v1/manifest":                   "/v1/manifest",
 	"GET /v1/failed":                     "/v1/failed",
 	"POST /v1/failed/{workflow}/recover": "/v1/failed/t%2Ftally@1/recover",
 	"GET /v1/journal":                    "/v1/journal",
@@ -203,6 +205,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "cells before apply", route: "GET /v1/cells/{workflow}", path: tally, status: 409, code: "no_manifest"},
 		{name: "cell before apply", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a", status: 409, code: "no_manifest"},
 		{name: "trace before apply", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 409, code: "no_manifest"},
+		{name: "timeline before apply", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 409, code: "no_manifest"},
+		{name: "manifest before apply", route: "GET /v1/manifest", path: "/v1/manifest", status: 409, code: "no_manifest"},
 		{name: "recover before apply", route: "POST /v1/failed/{workflow}/recover", path: recoverTally,
 			body: `{"key":"a","action":"skip","fault_seq":1}`, status: 409, code: "no_manifest"},
 		{name: "failed before apply", route: "GET /v1/failed", path: "/v1/failed", status: 200},
@@ -341,6 +345,16 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 200, says: `"kind":"step"`},
 		{name: "trace bad key", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/%22%22", status: 400, code: "invalid_input"},
 		{name: "trace unknown workflow", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Fnope@1/a", status: 404, code: "not_found"},
+		{name: "timeline", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 200, says: `"state_source"`},
+		{name: "timeline bad key", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/%22%22", status: 400, code: "invalid_input"},
+		{name: "timeline bad after", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a?after=x", status: 400, code: "invalid_input", says: `"where":"after"`},
+		{name: "timeline bad limit", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a?limit=1001", status: 400, code: "invalid_input", says: `"where":"limit"`},
+		{name: "timeline unknown workflow", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Fnope@1/a", status: 404, code: "not_found"},
+		{name: "manifest", route: "GET /v1/manifest", path: "/v1/manifest", status: 200, says: `"source":[`},
+		{name: "cells by status", route: "GET /v1/cells/{workflow}", path: tally + "?status=failed", status: 200, says: `"bad"`},
+		{name: "cells by key", route: "GET /v1/cells/{workflow}", path: tally + "?key=a", status: 200, says: `"key":"a"`},
+		{name: "cells bad status", route: "GET /v1/cells/{workflow}", path: tally + "?status=done", status: 400, code: "invalid_input", says: `"where":"status"`},
+		{name: "cells bad key", route: "GET /v1/cells/{workflow}", path: tally + "?key=%22%22", status: 400, code: "invalid_input", says: `"where":"key"`},
 		{name: "journal", route: "GET /v1/journal", path: "/v1/journal?kind=fault", status: 200, says: `"kind":"fault"`},
 		{name: "journal bad kind", route: "GET /v1/journal", path: "/v1/journal?kind=nope", status: 400, code: "invalid_input"},
 		{name: "journal check", route: "GET /v1/journal/check", path: "/v1/journal/check", status: 200, says: `"ok":true`},
@@ -392,6 +406,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "journal, journal read fails", route: "GET /v1/journal", path: "/v1/journal", status: 500, code: "internal"},
 		{name: "journal check, journal read fails", route: "GET /v1/journal/check", path: "/v1/journal/check", status: 500, code: "internal"},
 		{name: "trace, journal read fails", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 500, code: "internal"},
+		{name: "timeline, journal read fails", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 500, code: "internal"},
+		{name: "manifest, journal read fails", route: "GET /v1/manifest", path: "/v1/manifest", status: 500, code: "internal"},
 		{name: "intent, journal read fails", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String(), status: 500, code: "internal"},
 	} {
 		aw.logFaults.Arm(storefault.Ops(storefault.JournalRead), 1)
@@ -400,6 +416,7 @@ func TestAPIAnswers(t *testing.T) {
 	}
 	for _, p := range []probe{
 		{name: "cells, cas read fails", route: "GET /v1/cells/{workflow}", path: tally, status: 500, code: "internal"},
+		{name: "timeline, cas read fails", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 500, code: "internal"},
 		{name: "gc, cas read fails", route: "POST /v1/gc", path: "/v1/gc", body: "{}", status: 500, code: "internal"},
 	} {
 		aw.casFaults.Arm(storefault.Ops(storefault.CASGet, storefault.CASIterate, storefault.CASHas), 1)
@@ -439,6 +456,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "journal", route: "GET /v1/journal", path: "/v1/journal"},
 		{name: "journal check", route: "GET /v1/journal/check", path: "/v1/journal/check"},
 		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a"},
+		{name: "timeline", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a"},
+		{name: "manifest", route: "GET /v1/manifest", path: "/v1/manifest"},
 		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()},
 		{name: "keys", route: "GET /v1/keys", path: "/v1/keys"},
 		{name: "metrics", route: "GET /metrics", path: "/metrics"},

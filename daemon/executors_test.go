@@ -68,13 +68,16 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &daemon.Server{Backend: daemon.NewLocal(w, dir, kr), Token: tok}
+	local := daemon.NewLocal(w, dir, kr)
+	local.Config = cfg // as aosd serve does: timelines recompute states with it
+	srv := &daemon.Server{Backend: local, Token: tok}
 	if withExecutors {
 		srv.Executors = &daemon.Executors{W: w, Dispatcher: disp}
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
+		local.Close()
 		w.Close()
 		disp.Stop()
 		checkJournal(t, db)
