@@ -128,6 +128,7 @@ func BenchmarkOpenAfterKill(b *testing.B) {
 // openRun is one timed kernel.Open.
 type openRun struct {
 	badger, load, replay, total time.Duration
+	replayCPU                   time.Duration // the process's CPU time (user and system) while it replayed
 	info                        kernel.OpenInfo
 }
 
@@ -162,10 +163,10 @@ func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
 		}
 		os.RemoveAll(dir)
 		runs = append(runs, r)
-		b.Logf("open %v = badger %v + snapshot load %v + replay %v of %d records (snapshot record %d, checkpoint %d) + %v after",
+		b.Logf("open %v = badger %v + snapshot load %v + replay %v of %d records (snapshot record %d, checkpoint %d; %.2f cores busy) + %v after",
 			r.total.Round(time.Millisecond), r.badger.Round(time.Millisecond), r.load.Round(time.Millisecond),
 			r.replay.Round(time.Millisecond), r.info.Replayed, r.info.Snapshot, r.info.Checkpoint,
-			(r.total - r.badger - r.load - r.replay).Round(time.Millisecond))
+			r.replayCPU.Seconds()/r.replay.Seconds(), (r.total - r.badger - r.load - r.replay).Round(time.Millisecond))
 		b.StartTimer()
 	}
 	ms := func(f func(openRun) time.Duration) []float64 {
@@ -189,6 +190,7 @@ func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
 		rates[i] = float64(r.info.Replayed) / r.replay.Seconds()
 	}
 	b.ReportMetric(median(replayed), "replayed-records")
+	b.ReportMetric(median(ms(func(r openRun) time.Duration { return r.replayCPU }))/median(ms(func(r openRun) time.Duration { return r.replay })), "replay-cores")
 	if runs[0].info.Snapshot == 0 { // the whole journal: comparable with the live rate
 		b.ReportMetric(median(rates), "replay-records/s")
 		b.ReportMetric(bw.liveRate(), "live-records/s")
@@ -230,21 +232,37 @@ func openTimed(b *testing.B, dir string, kw killWorld, mode openMode) (openRun, 
 		b.Fatal("kernel.Open did not report its replay through Config.Progress")
 	}
 	return openRun{badger: t1.Sub(t0), load: ph.started.Sub(t1), replay: ph.finished.Sub(ph.started), total: t2.Sub(t0),
-		info: w.OpenInfo()}, &dirWorld{World: w, db: db}
+		replayCPU: ph.cpuFinished - ph.cpuStarted, info: w.OpenInfo()}, &dirWorld{World: w, db: db}
 }
 
-// openPhases is a Config.Progress that notes when replay starts and ends:
-// kernel.Open starts its "replay" bar once the snapshot is restored.
-type openPhases struct{ started, finished time.Time }
+// openPhases is a Config.Progress that notes when replay starts and ends,
+// and the process's CPU time then: kernel.Open starts its "replay" bar once
+// the snapshot is restored.
+type openPhases struct {
+	started, finished       time.Time
+	cpuStarted, cpuFinished time.Duration
+}
 
 func (p *openPhases) start(label string, _ uint64) kernel.ProgressBar {
 	if label == "replay" {
-		p.started = time.Now()
+		p.started, p.cpuStarted = time.Now(), processCPU()
 	}
 	return p
 }
 func (*openPhases) Add(uint64) {}
-func (p *openPhases) Finish()  { p.finished = time.Now() }
+func (p *openPhases) Finish()  { p.finished, p.cpuFinished = time.Now(), processCPU() }
+
+// processCPU is the CPU time this process has used, user and system, all
+// threads: over a replay it says how much of the machine's cores the
+// replay kept busy (its loop, the read-ahead, the drains, Badger's
+// compactions, the garbage collector).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // checkOpenedAfterKill: the world holds every cell, its height is the journal's,
 // and replay started where it should have.
