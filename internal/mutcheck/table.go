@@ -79,9 +79,19 @@ var mutations = []mutation{
 		pkg:  "./cells", run: "TestPrefetch"},
 	// Replay prefetches the cells of the steps ahead.
 	{name: "replay/reads-ahead", file: "kernel/readahead.go",
-		from: "_ = h.Prefetch(t.Key)",
-		to:   "_ = t.Key",
+		from: "_ = h.Prefetch(t.key)",
+		to:   "_ = t.key",
 		pkg:  "./kernel", run: "TestReplayReadsAhead"},
+	// The reader hands the loop every record before a read that fails, and
+	// then the failure (kernel/readahead.go).
+	{name: "replay/reader-hands-over-before-failure", file: "kernel/readahead.go",
+		from: "if len(batch) > 0 { // the records before a failed frame too",
+		to:   "if err == nil && len(batch) > 0 {",
+		pkg:  "./kernel", run: "TestReplayReadAheadDiesTheSame"},
+	{name: "replay/reader-reports-failure", file: "kernel/readahead.go",
+		from: "\treturn ra.readErr\n",
+		to:   "\treturn nil\n",
+		pkg:  "./kernel", run: "TestReplayReadAheadDiesTheSame"},
 	{name: "replay/drains-at-checkpoint", file: "kernel/snapshot_replay.go",
 		from: "\t\tst.drainAtCheckpoint()\n",
 		to:   "\n",
