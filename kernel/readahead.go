@@ -53,6 +53,12 @@ const readAheadWindow = 512
 // cells to the loop and warming the ones after them.
 const readAheadMinLead = 64
 
+// readAheadPrefetchers is how many prefetchers take the reader's batches,
+// each its own: a cold cell read waits on the store (a commit in flight, a
+// page of a table) as much as it computes, and the loop overtakes a lone
+// prefetcher that waits.
+const readAheadPrefetchers = 2
+
 // readAheadLockstep makes the loop wait, before each record, until the
 // prefetcher has handled it (tests only, to make its effect deterministic);
 // readAheadOff keeps replay from starting either goroutine: the loop reads
@@ -122,7 +128,8 @@ type readAhead struct {
 
 	stop       chan struct{}
 	readerDone chan struct{}
-	done       chan struct{} // the prefetcher ended
+	done       chan struct{} // every prefetcher ended
+	running    atomic.Int32  // prefetchers still running
 }
 
 // startReadAhead starts the reader and the prefetcher at seq from;
@@ -143,7 +150,14 @@ func (st *state) startReadAhead(from uint64) *readAhead {
 	st.ahead = ra
 	st.publishHeads()
 	go ra.read(st.w.journal, from)
-	go ra.prefetch()
+	n := readAheadPrefetchers
+	if readAheadLockstep {
+		n = 1 // handled must advance in order
+	}
+	ra.running.Store(int32(n))
+	for range n {
+		go ra.prefetch()
+	}
 	return ra
 }
 
@@ -282,7 +296,11 @@ func (ra *readAhead) read(log Log, from uint64) {
 // prefetch is the prefetcher: it prefetches the cell of each target the
 // reader hands it that is far enough ahead of the loop.
 func (ra *readAhead) prefetch() {
-	defer close(ra.done)
+	defer func() {
+		if ra.running.Add(-1) == 0 {
+			close(ra.done)
+		}
+	}()
 	minLead := uint64(readAheadMinLead)
 	if readAheadLockstep {
 		minLead = 0
