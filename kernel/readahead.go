@@ -18,10 +18,10 @@ import (
 //     loop batches of records with their bodies decoded; the loop still
 //     compares every record it re-produces with the journal's bytes, which
 //     the reader hands over with the decoded body;
-//   - the prefetcher takes the cell each step or fault names from the
-//     reader and prefetches it (cells.Head.Prefetch), so the CAS reads of a
-//     cold cell happen on another core, and the loop finds the cell in
-//     memory.
+//   - the prefetchers (readAheadPrefetchers of them, each taking whole
+//     batches) take the cell each step or fault names from the reader and
+//     prefetch it (cells.Head.Prefetch), so the CAS reads of a cold cell
+//     happen on another core, and the loop finds the cell in memory.
 //
 // Neither changes what replay computes. A decoded body is a pure function
 // of the record's bytes, decoded by the same function the loop calls when
