@@ -39,12 +39,15 @@ import (
 const readAheadBatch = 64
 
 // readAheadWindow is how many records ahead of the loop the reader may get
-// (the batches in the channel, plus the one it is filling): enough to hide a
-// cold cell read of a few tens of microseconds behind the loop's work, few
-// enough that what the prefetcher got for them (one hot cache entry or one
-// absence note per step) is still there when the loop gets there (cells'
-// hot cache holds 4,096 cells by default, its absence notes 4,096).
-const readAheadWindow = 512
+// (the batches in the channel, plus the one it is filling). The loop now
+// waits for the reader when it has nothing left, so the window must outlast
+// the reader being descheduled for a scheduler slice (10 ms of a loop
+// replaying 100,000 records/s is 1,000 records), and hide a cold cell read
+// of a few tens of microseconds behind the loop's work; it must stay small
+// enough that what the prefetchers got for it (one hot cache entry or one
+// absence note per step or fault) is still there when the loop gets there
+// (cells' hot cache holds 4,096 cells by default, its absence notes 4,096).
+const readAheadWindow = 2048
 
 // readAheadMinLead is how far ahead of the loop a prefetch must start to be
 // worth it. A cold cell costs the prefetcher about as much as it costs the
