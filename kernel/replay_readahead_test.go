@@ -121,18 +121,28 @@ func TestReplayReadAheadDiesTheSame(t *testing.T) {
 	}
 	forged := schemas.HashBytes([]byte("not the state"))
 	sr.StateHash = &forged
+	// A body that does not decode is reported with the decoder's error.
+	decodeErr := func(body []byte, v any) string {
+		err := schemas.UnmarshalTrusted(body, v)
+		if err == nil {
+			t.Fatalf("body %x decodes", body)
+		}
+		return err.Error()
+	}
+	badStep, badEvent := []byte{0xa1, 0xff}, []byte{0x18}
+	stepErr, eventErr := decodeErr(badStep, &records.StepRec{}), decodeErr(badEvent, &records.EventRec{})
 	cases := []struct {
 		name string
 		log  tamperedLog
 		want func(err error) bool
 	}{
-		{"step does not decode", tamperedLog{seq: step.Seq, body: []byte{0xa1, 0xff}}, func(err error) bool {
+		{"step does not decode", tamperedLog{seq: step.Seq, body: badStep}, func(err error) bool {
 			var re *kernel.ReplayError
-			return errors.As(err, &re) && re.Seq == step.Seq && re.Kind == journal.KindStep && re.Msg != ""
+			return errors.As(err, &re) && re.Seq == step.Seq && re.Kind == journal.KindStep && re.Msg == stepErr
 		}},
-		{"event does not decode", tamperedLog{seq: event.Seq, body: []byte{0x18}}, func(err error) bool {
+		{"event does not decode", tamperedLog{seq: event.Seq, body: badEvent}, func(err error) bool {
 			var re *kernel.ReplayError
-			return errors.As(err, &re) && re.Seq == event.Seq && re.Kind == journal.KindEvent && re.Msg != ""
+			return errors.As(err, &re) && re.Seq == event.Seq && re.Kind == journal.KindEvent && re.Msg == eventErr
 		}},
 		{"step diverges", tamperedLog{seq: step.Seq, body: schemas.MustMarshal(&sr)}, func(err error) bool {
 			var re *kernel.ReplayError

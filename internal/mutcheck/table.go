@@ -88,6 +88,16 @@ var mutations = []mutation{
 		from: "if len(batch) > 0 { // the records before a failed frame too",
 		to:   "if err == nil && len(batch) > 0 {",
 		pkg:  "./kernel", run: "TestReplayReadAheadDiesTheSame"},
+	// A step or event body that does not decode stops replay, whoever
+	// decoded it (kernel/replay.go).
+	{name: "replay/step-body-decodes", file: "kernel/replay.go",
+		from: "if it.err != nil {\n\t\t\treturn &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: it.err.Error()}\n\t\t}\n\t\tvar sr records.StepRec",
+		to:   "var sr records.StepRec",
+		pkg:  "./kernel", run: "TestReplayReadAheadDiesTheSame"},
+	{name: "replay/event-body-decodes", file: "kernel/replay.go",
+		from: "if it.err != nil {\n\t\t\treturn &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: it.err.Error()}\n\t\t}\n\t\tev := it.event",
+		to:   "ev := it.event",
+		pkg:  "./kernel", run: "TestReplayReadAheadDiesTheSame"},
 	{name: "replay/reader-reports-failure", file: "kernel/readahead.go",
 		from: "\treturn ra.readErr\n",
 		to:   "\treturn nil\n",
