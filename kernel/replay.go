@@ -63,32 +63,32 @@ func (st *state) recover() error {
 	defer progress.Finish()
 	ra := st.startReadAhead(st.seq + 1)
 	defer st.closeReadAhead()
-	err := st.w.journal.Read(st.seq+1, func(r journal.Record) (bool, error) {
+	err := st.readJournal(ra, st.seq+1, func(it *replayItem) (bool, error) {
 		info.Replayed++
 		progress.Add(1)
-		defer ra.advance(r.Seq)
+		defer ra.advance(it.Seq)
 		if len(st.out) > 0 {
-			return true, st.match(r)
+			return true, st.match(it.Record)
 		}
-		if r.Seq != st.seq+1 {
-			return false, &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: fmt.Sprintf("expected seq %d", st.seq+1)}
+		if it.Seq != st.seq+1 {
+			return false, &ReplayError{Seq: it.Seq, Kind: it.Kind, Msg: fmt.Sprintf("expected seq %d", st.seq+1)}
 		}
-		if h := st.w.hist; h != nil && r.Seq > h.to && r.Kind != journal.KindStep && r.Kind != journal.KindFault {
+		if h := st.w.hist; h != nil && it.Seq > h.to && it.Kind != journal.KindStep && it.Kind != journal.KindFault {
 			// A history replay ends at the first input after its last step:
 			// steps and faults are driven one by one in the journal's order,
 			// and any other driver starts an input, which the live loop took
 			// only once every mailbox was empty.
 			return false, nil
 		}
-		ra.await(r.Seq)
-		if err := st.drive(r); err != nil {
+		ra.await(it.Seq)
+		if err := st.drive(it); err != nil {
 			return false, err
 		}
 		st.maybeMaterialize()
 		if st.stopped != nil {
-			return false, fmt.Errorf("replay at seq %d: %w", r.Seq, st.stopped)
+			return false, fmt.Errorf("replay at seq %d: %w", it.Seq, st.stopped)
 		}
-		return true, st.match(r)
+		return true, st.match(it.Record)
 	})
 	if err != nil {
 		return err
@@ -126,7 +126,9 @@ func (st *state) match(r journal.Record) error {
 }
 
 // drive re-executes one driver record, appending what it produces to st.out.
-func (st *state) drive(r journal.Record) error {
+// The bodies of steps, faults and events come decoded (decodeReplayItem).
+func (st *state) drive(it *replayItem) error {
+	r := it.Record
 	switch r.Kind {
 	case journal.KindManifest:
 		var mr records.ManifestRec
@@ -154,10 +156,10 @@ func (st *state) drive(r journal.Record) error {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "limits record changes nothing"}
 		}
 	case journal.KindEvent:
-		var ev records.EventRec
-		if err := schemas.UnmarshalTrusted(r.Body, &ev); err != nil {
-			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		if it.err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: it.err.Error()}
 		}
+		ev := it.event
 		if ev.Origin != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "emitted event without the step that emitted it"}
 		}
@@ -181,15 +183,16 @@ func (st *state) drive(r journal.Record) error {
 			st.noteIngress(rec, seq, nil, idemID{})
 		}
 	case journal.KindStep, journal.KindFault:
+		if it.err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: it.err.Error()}
+		}
 		var sr records.StepRec // records.FaultRec shares input, workflow and key
 		var fr records.FaultRec
 		if r.Kind == journal.KindFault {
-			if err := schemas.UnmarshalTrusted(r.Body, &fr); err != nil {
-				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
-			}
+			fr = *it.fault
 			sr = records.StepRec{Input: fr.Input, Workflow: fr.Workflow, Key: fr.Key}
-		} else if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
-			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		} else {
+			sr = *it.step
 		}
 		in := st.instances[instanceID(sr.Workflow, sr.Key)]
 		if in == nil || len(in.mailbox) == 0 || in.mailbox[0].seq != sr.Input {

@@ -65,6 +65,7 @@ type builtWorld struct {
 	dir     string  // never opened after the kill: each run opens a copy
 	height  uint64  // journal height when the child had submitted every event
 	seconds float64 // how long submitting them took
+	cpu     float64 // the child's CPU seconds meanwhile (0: a world built before it was reported)
 	snaps   int     // automatic snapshots the child took meanwhile
 	// their loop pauses and durations (median and longest)
 	pauseMedian, pauseMax, durMedian, durMax time.Duration
@@ -128,6 +129,8 @@ func BenchmarkOpenAfterKill(b *testing.B) {
 // openRun is one timed kernel.Open.
 type openRun struct {
 	badger, load, replay, total time.Duration
+	replayCPU                   time.Duration // the process's CPU time (user and system) while it replayed
+	replayFaults                int64         // the process's major page faults (reads from disk) while it replayed
 	info                        kernel.OpenInfo
 }
 
@@ -136,8 +139,8 @@ type openRun struct {
 type openMode struct{ genesis, background bool }
 
 func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
-	b.Logf("built: height %d in %.1f s (%.0f records/s live); %d automatic snapshots, loop pause median %v max %v, duration median %v max %v",
-		bw.height, bw.seconds, bw.liveRate(), bw.snaps, bw.pauseMedian.Round(time.Microsecond), bw.pauseMax.Round(time.Microsecond),
+	b.Logf("built: height %d in %.1f s (%.0f records/s live, %.2f cores busy); %d automatic snapshots, loop pause median %v max %v, duration median %v max %v",
+		bw.height, bw.seconds, bw.liveRate(), bw.cpu/bw.seconds, bw.snaps, bw.pauseMedian.Round(time.Microsecond), bw.pauseMax.Round(time.Microsecond),
 		bw.durMedian.Round(time.Millisecond), bw.durMax.Round(time.Millisecond))
 	var runs []openRun
 	for b.Loop() {
@@ -162,10 +165,10 @@ func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
 		}
 		os.RemoveAll(dir)
 		runs = append(runs, r)
-		b.Logf("open %v = badger %v + snapshot load %v + replay %v of %d records (snapshot record %d, checkpoint %d) + %v after",
+		b.Logf("open %v = badger %v + snapshot load %v + replay %v of %d records (snapshot record %d, checkpoint %d; %.2f cores busy, %d major page faults) + %v after",
 			r.total.Round(time.Millisecond), r.badger.Round(time.Millisecond), r.load.Round(time.Millisecond),
 			r.replay.Round(time.Millisecond), r.info.Replayed, r.info.Snapshot, r.info.Checkpoint,
-			(r.total - r.badger - r.load - r.replay).Round(time.Millisecond))
+			r.replayCPU.Seconds()/r.replay.Seconds(), r.replayFaults, (r.total - r.badger - r.load - r.replay).Round(time.Millisecond))
 		b.StartTimer()
 	}
 	ms := func(f func(openRun) time.Duration) []float64 {
@@ -189,10 +192,18 @@ func benchOpen(b *testing.B, bw *builtWorld, mode openMode) {
 		rates[i] = float64(r.info.Replayed) / r.replay.Seconds()
 	}
 	b.ReportMetric(median(replayed), "replayed-records")
+	b.ReportMetric(median(ms(func(r openRun) time.Duration { return r.replayCPU }))/median(ms(func(r openRun) time.Duration { return r.replay })), "replay-cores")
 	if runs[0].info.Snapshot == 0 { // the whole journal: comparable with the live rate
 		b.ReportMetric(median(rates), "replay-records/s")
 		b.ReportMetric(bw.liveRate(), "live-records/s")
 		b.ReportMetric(median(rates)/bw.liveRate(), "replay/live")
+		if bw.cpu > 0 {
+			// CPU per record, replay over live: what the ratio of rates
+			// would be if both had the machine's cores to themselves, or
+			// shared them with the same load (below 1: replay does less).
+			cpu := median(ms(func(r openRun) time.Duration { return r.replayCPU })) / 1e3
+			b.ReportMetric((cpu/median(replayed))/(bw.cpu/float64(bw.height)), "replay/live-cpu-per-record")
+		}
 	}
 }
 
@@ -230,21 +241,44 @@ func openTimed(b *testing.B, dir string, kw killWorld, mode openMode) (openRun, 
 		b.Fatal("kernel.Open did not report its replay through Config.Progress")
 	}
 	return openRun{badger: t1.Sub(t0), load: ph.started.Sub(t1), replay: ph.finished.Sub(ph.started), total: t2.Sub(t0),
-		info: w.OpenInfo()}, &dirWorld{World: w, db: db}
+		replayCPU: ph.cpuFinished - ph.cpuStarted, replayFaults: ph.faultsFinished - ph.faultsStarted, info: w.OpenInfo()}, &dirWorld{World: w, db: db}
 }
 
-// openPhases is a Config.Progress that notes when replay starts and ends:
-// kernel.Open starts its "replay" bar once the snapshot is restored.
-type openPhases struct{ started, finished time.Time }
+// openPhases is a Config.Progress that notes when replay starts and ends,
+// and the process's CPU time then: kernel.Open starts its "replay" bar once
+// the snapshot is restored.
+type openPhases struct {
+	started, finished             time.Time
+	cpuStarted, cpuFinished       time.Duration
+	faultsStarted, faultsFinished int64
+}
 
 func (p *openPhases) start(label string, _ uint64) kernel.ProgressBar {
 	if label == "replay" {
 		p.started = time.Now()
+		p.cpuStarted, p.faultsStarted = processCPU()
 	}
 	return p
 }
 func (*openPhases) Add(uint64) {}
-func (p *openPhases) Finish()  { p.finished = time.Now() }
+func (p *openPhases) Finish() {
+	p.finished = time.Now()
+	p.cpuFinished, p.faultsFinished = processCPU()
+}
+
+// processCPU is the CPU time this process has used, user and system, all
+// threads, and its major page faults: over a replay they say how much of
+// the machine's cores the replay kept busy (its loop, the read-ahead, the
+// drains, Badger's compactions, the garbage collector), and how often it
+// waited for the disk (a page of a memory-mapped Badger file the kernel had
+// evicted from its page cache).
+func processCPU() (time.Duration, int64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Majflt
+}
 
 // checkOpenedAfterKill: the world holds every cell, its height is the journal's,
 // and replay started where it should have.
@@ -339,14 +373,23 @@ func buildKilledWorld(b *testing.B, kw killWorld) *builtWorld {
 }
 
 // builtFormat is the child's report: height, seconds, snapshots, then the
-// snapshots' pause median and max and duration median and max, in ns.
+// snapshots' pause median and max and duration median and max, in ns. The
+// child then appends builtCPU (older reports lack it).
 const builtFormat = "BUILT height=%d seconds=%g snapshots=%d pause_ns=%d/%d duration_ns=%d/%d"
+
+// builtCPU is the child's CPU seconds while it submitted the events.
+const builtCPU = " cpu_s=%g"
 
 func parseBuilt(line string) (*builtWorld, error) {
 	bw := &builtWorld{}
 	if _, err := fmt.Sscanf(strings.TrimSpace(line), builtFormat, &bw.height, &bw.seconds, &bw.snaps,
 		&bw.pauseMedian, &bw.pauseMax, &bw.durMedian, &bw.durMax); err != nil {
 		return nil, fmt.Errorf("the child's report %q: %w", line, err)
+	}
+	if i := strings.Index(line, " cpu_s="); i >= 0 {
+		if _, err := fmt.Sscanf(strings.TrimSpace(line[i:]), strings.TrimSpace(builtCPU), &bw.cpu); err != nil {
+			return nil, fmt.Errorf("the child's report %q: %w", line, err)
+		}
 	}
 	return bw, nil
 }
@@ -390,13 +433,15 @@ func TestOpenAfterKillChild(t *testing.T) {
 		}
 	}
 	start := time.Now()
+	cpu0, _ := processCPU()
 	if err := feedCounter(w.World, 0, kw.events(), kw.cells()); err != nil {
 		t.Fatalf("child: %v", err)
 	}
 	el := time.Since(start)
 	pprof.StopCPUProfile()
 	n, pm, px, dm, dx := obs.summary()
-	fmt.Printf(builtFormat+"\n", w.Journal().Height(), el.Seconds(), n, pm, px, dm, dx)
+	cpu1, _ := processCPU()
+	fmt.Printf(builtFormat+builtCPU+"\n", w.Journal().Height(), el.Seconds(), n, pm, px, dm, dx, (cpu1 - cpu0).Seconds())
 	err = feedCounter(w.World, kw.events(), math.MaxInt, kw.cells())
 	t.Fatalf("child: stopped submitting before it was killed: %v", err)
 }
