@@ -1,0 +1,236 @@
+package badgerdb_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/aos-kernel/aos/badgerdb"
+	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/journal/journaltest"
+)
+
+// syncsSince returns the Badger syncs and tail fdatasyncs made since
+// (b0, t0).
+func syncsSince(j *badgerdb.Journal, b0, t0 uint64) (uint64, uint64) {
+	b, t := j.Syncs()
+	return b - b0, t - t0
+}
+
+// TestAppendFlushesOnce: an append is one fdatasync of the tail and no
+// Badger sync, unless the CAS was written since the last Badger sync: then
+// Badger is synced first, once, so the objects are durable before the
+// records that name them.
+func TestAppendFlushesOnce(t *testing.T) {
+	db := openDisk(t, t.TempDir())
+	defer db.Close()
+	j := db.Journal()
+	b0, t0 := j.Syncs()
+	journaltest.AppendFrames(t, j, 1, 7, 30, 2, 1)
+	if b, tl := syncsSince(j, b0, t0); b != 0 || tl != 5 {
+		t.Fatalf("5 appends with no CAS write: %d Badger syncs, %d tail syncs; want 0 and 5", b, tl)
+	}
+	for _, put := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Put", func() error { _, err := db.CAS().Put([]byte("an object a record names")); return err }},
+		{"PutBatch", func() error { _, err := db.CAS().PutBatch([][]byte{[]byte("one"), []byte("two")}); return err }},
+		{"Put of a stored object", func() error { _, err := db.CAS().Put([]byte("one")); return err }},
+	} {
+		if err := put.do(); err != nil {
+			t.Fatal(err)
+		}
+		b0, t0 = j.Syncs()
+		journaltest.AppendFrames(t, j, 3, 4)
+		if b, tl := syncsSince(j, b0, t0); b != 1 || tl != 2 {
+			t.Fatalf("%s, then 2 appends: %d Badger syncs, %d tail syncs; want 1 (before the first) and 2", put.name, b, tl)
+		}
+	}
+	journaltest.CheckRun(t, journaltest.ReadAll(t, j, 1), 1, j.Height())
+}
+
+// TestTailPutsBackLostFrames: frames (and their kind marks) that Badger
+// lost because it was not synced are put back from the tail at Open.
+func TestTailPutsBackLostFrames(t *testing.T) {
+	dir := t.TempDir()
+	db := openDisk(t, dir)
+	journaltest.AppendMixed(t, db.Journal(), 5, 30, 1, 12, 40)
+	want := allMarks(t, db.Journal())
+	for _, first := range []uint64{6, 37, 49} {
+		if err := db.LoseFrame(first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CloseKeepTail(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDisk(t, dir)
+	defer db.Close()
+	j := db.Journal()
+	if h := j.Height(); h != 88 {
+		t.Fatalf("height after reopen = %d, want 88", h)
+	}
+	journaltest.CheckMixed(t, journaltest.ReadAll(t, j, 1), 1, 88)
+	for k, seqs := range allMarks(t, j) {
+		if !slices.Equal(seqs, want[k]) {
+			t.Fatalf("Marks(%s) after reopen = %v, want %v", k, seqs, want[k])
+		}
+	}
+}
+
+// TestTailTornEnd: a tail whose last record a crash cut short (or followed
+// by garbage) opens at the frames before it; the cut frame, which Badger
+// still holds, is copied into the tail at Open, so from then on it is as
+// durable as the rest.
+func TestTailTornEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(t *testing.T, path string)
+	}{
+		{"cut short", func(t *testing.T, path string) {
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, st.Size()-5); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage after", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write([]byte{0, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := openDisk(t, dir)
+			journaltest.AppendFrames(t, db.Journal(), 4, 9, 6)
+			if err := db.CloseKeepTail(); err != nil {
+				t.Fatal(err)
+			}
+			tc.tear(t, filepath.Join(dir, badgerdb.TailName))
+
+			db = openDisk(t, dir)
+			if h := db.Journal().Height(); h != 19 {
+				t.Fatalf("height after a torn tail = %d, want 19 (Badger holds every frame)", h)
+			}
+			journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 19)
+			// Badger now loses every frame: the tail has them all,
+			// the one whose record was torn included.
+			for _, first := range []uint64{1, 5, 14} {
+				if err := db.LoseFrame(first); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.CloseKeepTail(); err != nil {
+				t.Fatal(err)
+			}
+			db = openDisk(t, dir)
+			defer db.Close()
+			if h := db.Journal().Height(); h != 19 {
+				t.Fatalf("height after Badger lost the frames = %d, want 19", h)
+			}
+			journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 19)
+			journaltest.AppendFrames(t, db.Journal(), 2)
+			journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 21)
+		})
+	}
+}
+
+// TestTailKeepsDroppedFramesDropped: frames retention dropped after the
+// tail recorded them are not put back at Open.
+func TestTailKeepsDroppedFramesDropped(t *testing.T) {
+	dir := t.TempDir()
+	db := openDisk(t, dir)
+	j := db.Journal()
+	journaltest.AppendFrames(t, j, 5, 5, 5, 5)
+	if _, err := j.DropBefore(11, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CloseKeepTail(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDisk(t, dir)
+	defer db.Close()
+	j = db.Journal()
+	if f := j.First(); f != 11 {
+		t.Fatalf("First after reopen = %d, want 11", f)
+	}
+	if err := j.Read(1, func(journal.Record) (bool, error) { return true, nil }); !errors.Is(err, journal.ErrTruncated) {
+		t.Fatalf("Read(1) after reopen: %v, want ErrTruncated", err)
+	}
+	journaltest.CheckRun(t, journaltest.ReadAll(t, j, 11), 11, 20)
+}
+
+// TestTailCheckpoint: once the tail outgrows its limit an Append syncs
+// Badger and starts the tail afresh, so the tail (what Open replays) stays
+// bounded; a clean Close empties it too.
+func TestTailCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, badgerdb.TailName)
+	db := openDisk(t, dir)
+	j := db.Journal()
+	const limit = 8 << 10
+	j.SetTailLimit(limit)
+	b0, _ := j.Syncs()
+	for range 200 {
+		journaltest.AppendFrames(t, j, 10)
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() >= limit {
+			t.Fatalf("tail is %d bytes after an append, limit %d", st.Size(), limit)
+		}
+	}
+	if b, _ := syncsSince(j, b0, 0); b == 0 {
+		t.Fatal("no checkpoint synced Badger")
+	}
+	if err := db.CloseKeepTail(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDisk(t, dir)
+	journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 2000)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != int64(badgerdb.TailHeaderLen) {
+		t.Fatalf("tail after a clean Close: %v, %v; want %d bytes", st, err, badgerdb.TailHeaderLen)
+	}
+}
+
+// TestTailMissing: a world written before the tail existed (or whose tail
+// a crash left without a header) opens with its journal whole and a new
+// tail, and appends from there survive losing them from Badger.
+func TestTailMissing(t *testing.T) {
+	dir := t.TempDir()
+	db := openDisk(t, dir)
+	journaltest.AppendFrames(t, db.Journal(), 3, 8)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, badgerdb.TailName)); err != nil {
+		t.Fatal(err)
+	}
+	db = openDisk(t, dir)
+	journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 11)
+	journaltest.AppendFrames(t, db.Journal(), 5)
+	if err := db.LoseFrame(12); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CloseKeepTail(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDisk(t, dir)
+	defer db.Close()
+	journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 16)
+}
