@@ -1,7 +1,6 @@
 package badgerdb
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
@@ -91,5 +90,6 @@ func (d *DB) LoseFrame(first uint64) error {
 // afresh, as a crash leaves it (Badger's own close is clean).
 func (d *DB) CloseKeepTail() error {
 	err := d.db.Close()
-	return errors.Join(err, d.journal.close(false))
+	d.journal.closeTail()
+	return err
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -363,19 +362,26 @@ func (j *Journal) checkpoint() error {
 	return nil
 }
 
-// close closes the tail after Badger closed (which synced and flushed it
-// all), starting it afresh first so the next Open replays nothing.
-func (j *Journal) close(badgerClosed bool) error {
+// settle makes everything committed to Badger durable and starts the tail
+// afresh, so the next Open replays nothing. DB.Close calls it before
+// closing Badger, whose Close flushes the memtables but does not sync the
+// value log.
+func (j *Journal) settle() error {
 	if j.tail == nil {
 		return nil
 	}
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
-	var err error
-	if badgerClosed && j.failed == nil {
-		err = j.tail.restart(j.Height())
+	if j.failed != nil {
+		return nil // Open will recover what is stored
 	}
-	return errors.Join(err, j.tail.close())
+	if err := j.syncBadger(); err != nil {
+		return fmt.Errorf("journal: close: sync: %w", err)
+	}
+	if err := j.tail.restart(j.Height()); err != nil {
+		return fmt.Errorf("journal: close: %w", err)
+	}
+	return nil
 }
 
 // Read calls fn for every durable record with seq >= from, in order, until fn

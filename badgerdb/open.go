@@ -68,9 +68,9 @@ const valueLogFileSize = 256 << 20
 // still read: Badger records each table's compression in its manifest.
 
 // DB is a world's one Badger database and the two ports it serves: the CAS
-// (keys "c/...") and the journal (keys "j/..."). Both share one write-ahead
-// log, so one DB.Sync after a journal commit also makes durable every CAS
-// object written before it (see doc.go).
+// (keys "c/...") and the journal (keys "j/...", made durable by its tail).
+// An Append syncs Badger first when the CAS was written since the last
+// sync, so every CAS object written before it is durable (see doc.go).
 type DB struct {
 	db      *badger.DB
 	cas     *CAS
@@ -139,8 +139,10 @@ func (d *DB) Journal() *Journal { return d.journal }
 // Close closes the database and the journal's tail. Whatever runs on the
 // ports (a world) must be closed first.
 func (d *DB) Close() error {
-	err := d.db.Close()
-	return errors.Join(err, d.journal.close(err == nil))
+	err := d.journal.settle()
+	err = errors.Join(err, d.db.Close())
+	d.journal.closeTail()
+	return err
 }
 
 // slogLogger adapts badger.Logger to log/slog, dropping info and debug
