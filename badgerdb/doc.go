@@ -111,15 +111,19 @@
 //     write before them (an event's turn whose cells stay in the delta layer)
 //     pay the one flush of the tail.
 //   - At a checkpoint, when the tail has grown past 16 MiB: Badger is synced,
-//     then the tail starts afresh (truncated, a new header with the height as
-//     its base, fsynced). This bounds what Open replays.
+//     then the tail starts afresh: its header is rewritten with the height as
+//     its base and fsynced, and the records after it, all at or below that
+//     base, are stale. This bounds what Open replays. The file is written over
+//     in place and grows ahead of its records in 1 MiB steps of zeros, so an
+//     append's fdatasync writes data and no inode update.
 //   - At Open (below), and by retention and the kind index's backfill, which
 //     sync what they write before they go on.
 //   - Badger's Close flushes everything, and DB.Close then starts the tail
 //     afresh, so a cleanly closed world opens with nothing to replay.
 //
-// At Open the tail is read up to its first record that is cut short or
-// fails its CRC (a torn write), and cut there. Its frames are written into
+// At Open the tail is read up to its first record that is cut short, fails
+// its CRC (a torn write, or the zeros ahead) or does not start past the one
+// before (stale); the next append writes over what follows. Its frames are written into
 // Badger again, marks included: a machine crash may have lost them from
 // Badger, which was not synced; a frame below the First that retention
 // recorded (meta/first) was dropped after it was tailed and stays dropped.

@@ -93,3 +93,21 @@ func (d *DB) CloseKeepTail() error {
 	d.journal.closeTail()
 	return err
 }
+
+// TailUsed is the bytes of the tail's header and records: what Open
+// replays. The file may be longer (zeros ahead, stale records behind).
+func (j *Journal) TailUsed() int64 {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	return j.tail.size
+}
+
+// TailReplayed is how many frames Open put back from the tail.
+func (j *Journal) TailReplayed() int { return j.replayed }
+
+// TailBase is the seq through which the tail says Badger is durable.
+func (j *Journal) TailBase() uint64 {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	return j.tail.base
+}

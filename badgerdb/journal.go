@@ -44,7 +44,8 @@ type Journal struct {
 	casWrites *atomic.Uint64
 	casSynced uint64
 
-	syncs syncCounts
+	syncs    syncCounts
+	replayed int // frames Open put back from the tail, for tests
 
 	dropMu    sync.Mutex // serializes DropBefore; held while archive runs
 	dropChunk int        // frames deleted per chunk (defaultDropChunk)
@@ -145,6 +146,7 @@ func (j *Journal) replayTail(frames []tailFrame) error {
 		if f.first < dropped {
 			continue
 		}
+		j.replayed++
 		recs, err := journal.DecodeFrame(f.first, f.frame)
 		if err != nil {
 			return fmt.Errorf("journal: open: tail frame at seq %d: %w", f.first, err)

@@ -21,7 +21,7 @@ import (
 // synced, and serves every read; the tail is only read at Open, to put back
 // whatever Badger lost. See doc.go, "Durability".
 //
-// Layout: a header, then records.
+// Layout: a header, then records, then whatever bytes follow.
 //
 //	header: "AOSJTAIL" | base (8 bytes BE) | CRC-32C of the 16 bytes before it
 //	record: length n (4 bytes BE) | CRC-32C of the 8+n bytes after it |
@@ -29,6 +29,15 @@ import (
 //
 // base is the height through which Badger is known durable: every frame
 // with a seq above it is in the tail. All integers are big-endian.
+//
+// The file is written in place and never shrinks: it grows in steps of
+// zeros (tailGrowStep) ahead of the records, and a restart rewrites only
+// the header. An fdatasync of a write inside the file's size then flushes
+// the data alone, no inode update (measured in docs/PERFORMANCE.md). The
+// records end at the first that is cut short, fails its CRC, or does not
+// start past the one before (past base, for the first): zeros, a torn
+// write, and records left from before the last restart (all at or below
+// its base) all end them.
 const (
 	tailName      = "aos-journal.tail"
 	tailMagic     = "AOSJTAIL"
@@ -41,6 +50,10 @@ const (
 // bounds what Open replays.
 const defaultTailLimit = 16 << 20
 
+// tailGrowStep is how far ahead of its records the tail is extended with
+// zeros at a time.
+const tailGrowStep = 1 << 20
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // tail is the open tail file. Its methods are called with the journal's
@@ -51,6 +64,7 @@ type tail struct {
 	base uint64 // Badger is durable through this seq
 	last uint64 // the last seq the tail holds (base when it holds none)
 	size int64  // bytes of header and whole records
+	end  int64  // the file's size: zeros or stale bytes after size
 	buf  []byte // reused record buffer
 }
 
@@ -64,8 +78,8 @@ type tailFrame struct {
 // false when the file holds no valid header: a new world, a world written
 // before the tail existed, or a crash while the tail was being started
 // afresh; in each case Badger was durable through its height. frames are
-// the whole records after the header, in order; a record cut short or
-// failing its CRC ends them (a torn write), and the file is cut there.
+// the records after the header, in order, up to the first that ends them
+// (see the layout above); the next append overwrites what follows.
 func openTail(dir string) (t *tail, frames []tailFrame, ok bool, err error) {
 	path := filepath.Join(dir, tailName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
@@ -77,7 +91,7 @@ func openTail(dir string) (t *tail, frames []tailFrame, ok bool, err error) {
 		f.Close()
 		return nil, nil, false, fmt.Errorf("journal: read tail %s: %w", path, err)
 	}
-	t = &tail{f: f, path: path}
+	t = &tail{f: f, path: path, end: int64(len(data))}
 	base, ok := parseTailHeader(data)
 	if !ok {
 		return t, nil, false, nil
@@ -95,20 +109,13 @@ func openTail(dir string) (t *tail, frames []tailFrame, ok bool, err error) {
 		}
 		first := binary.BigEndian.Uint64(body[:8])
 		if first <= t.last {
-			// Records follow each other in seq order: one that does not
-			// was left by a restart a crash interrupted, and Badger holds
-			// it (it is at or below base, or below a record that is).
+			// Left from before the last restart: at or below its base,
+			// so Badger holds it durably.
 			break
 		}
 		frames = append(frames, tailFrame{first: first, frame: body[8:]})
 		t.size += int64(tailRecordLen + n)
 		rest = rest[tailRecordLen+n:]
-	}
-	if t.size != int64(len(data)) {
-		if err := f.Truncate(t.size); err != nil {
-			f.Close()
-			return nil, nil, false, fmt.Errorf("journal: cut the torn end of tail %s at byte %d: %w", path, t.size, err)
-		}
 	}
 	return t, frames, true, nil
 }
@@ -149,6 +156,9 @@ func (t *tail) append(first, last uint64, frame []byte) error {
 	if cap(t.buf) > 4<<20 {
 		t.buf = nil // do not keep a huge frame's buffer
 	}
+	if err := t.grow(t.size + int64(len(b))); err != nil {
+		return err
+	}
 	if _, err := t.f.WriteAt(b, t.size); err != nil {
 		return fmt.Errorf("write tail: %w", err)
 	}
@@ -160,14 +170,31 @@ func (t *tail) append(first, last uint64, frame []byte) error {
 	return nil
 }
 
-// restart empties the tail and gives it base: the caller has made Badger
-// durable through base. A crash part way leaves either the old tail (whose
-// frames Badger now holds anyway) or a file with no valid header, which
-// Open reads as "Badger is durable through its height": both true.
-func (t *tail) restart(base uint64) error {
-	if err := t.f.Truncate(0); err != nil {
-		return fmt.Errorf("empty tail: %w", err)
+// grow extends the file with zeros, in tailGrowStep steps, until it holds
+// size bytes; the append's fdatasync makes the new size durable.
+func (t *tail) grow(size int64) error {
+	if size <= t.end {
+		return nil
 	}
+	newEnd := (size + tailGrowStep - 1) / tailGrowStep * tailGrowStep
+	zeros := make([]byte, min(newEnd-t.end, tailGrowStep))
+	for t.end < newEnd {
+		n := min(int64(len(zeros)), newEnd-t.end)
+		if _, err := t.f.WriteAt(zeros[:n], t.end); err != nil {
+			return fmt.Errorf("extend tail: %w", err)
+		}
+		t.end += n
+	}
+	return nil
+}
+
+// restart empties the tail and gives it base: the caller has made Badger
+// durable through base. It rewrites the header alone; the records after it
+// are then stale (at or below base) and end the tail at Open. A crash part
+// way leaves either the old header (its frames Badger now holds anyway) or
+// one failing its CRC, which Open reads as "Badger is durable through its
+// height": both true.
+func (t *tail) restart(base uint64) error {
 	h := make([]byte, 0, tailHeaderLen)
 	h = append(h, tailMagic...)
 	h = binary.BigEndian.AppendUint64(h, base)
@@ -179,6 +206,7 @@ func (t *tail) restart(base uint64) error {
 		return fmt.Errorf("sync tail header: %w", err)
 	}
 	t.base, t.last, t.size = base, base, int64(tailHeaderLen)
+	t.end = max(t.end, t.size)
 	return nil
 }
 

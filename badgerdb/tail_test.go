@@ -81,43 +81,28 @@ func TestTailPutsBackLostFrames(t *testing.T) {
 	}
 }
 
-// TestTailTornEnd: a tail whose last record a crash cut short (or followed
-// by garbage) opens at the frames before it; the cut frame, which Badger
-// still holds, is copied into the tail at Open, so from then on it is as
-// durable as the rest.
+// TestTailTornEnd: a tail whose last record a crash tore (or left
+// followed by garbage) opens at the frames before it; the torn frame, which
+// Badger still holds, is copied into the tail at Open, so from then on it
+// is as durable as the rest.
 func TestTailTornEnd(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tear func(t *testing.T, path string)
+		at   int64 // bytes before the end of the records
+		junk []byte
 	}{
-		{"cut short", func(t *testing.T, path string) {
-			st, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(path, st.Size()-5); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"garbage after", func(t *testing.T, path string) {
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := f.Write([]byte{0, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"last record torn", 5, []byte{0xde, 0xad, 0xbe, 0xef, 0x01}},
+		{"garbage after", 0, []byte{0, 0, 0, 3, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 99, 13, 14, 15}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			db := openDisk(t, dir)
 			journaltest.AppendFrames(t, db.Journal(), 4, 9, 6)
+			used := db.Journal().TailUsed()
 			if err := db.CloseKeepTail(); err != nil {
 				t.Fatal(err)
 			}
-			tc.tear(t, filepath.Join(dir, badgerdb.TailName))
+			writeAt(t, filepath.Join(dir, badgerdb.TailName), used-tc.at, tc.junk)
 
 			db = openDisk(t, dir)
 			if h := db.Journal().Height(); h != 19 {
@@ -143,6 +128,18 @@ func TestTailTornEnd(t *testing.T) {
 			journaltest.AppendFrames(t, db.Journal(), 2)
 			journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 21)
 		})
+	}
+}
+
+func writeAt(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -173,7 +170,8 @@ func TestTailKeepsDroppedFramesDropped(t *testing.T) {
 
 // TestTailCheckpoint: once the tail outgrows its limit an Append syncs
 // Badger and starts the tail afresh, so the tail (what Open replays) stays
-// bounded; a clean Close empties it too.
+// bounded, and so does its file, which restarts write over; a clean Close
+// empties it too.
 func TestTailCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, badgerdb.TailName)
@@ -184,28 +182,37 @@ func TestTailCheckpoint(t *testing.T) {
 	b0, _ := j.Syncs()
 	for range 200 {
 		journaltest.AppendFrames(t, j, 10)
-		st, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Size() >= limit {
-			t.Fatalf("tail is %d bytes after an append, limit %d", st.Size(), limit)
+		if used := j.TailUsed(); used >= limit {
+			t.Fatalf("tail holds %d bytes after an append, limit %d", used, limit)
 		}
 	}
 	if b, _ := syncsSince(j, b0, 0); b == 0 {
 		t.Fatal("no checkpoint synced Badger")
 	}
+	if st, err := os.Stat(path); err != nil || st.Size() > 1<<20 {
+		t.Fatalf("tail file after 200 appends with a limit of %d: %v, %v; want one growth step (1 MiB)", limit, st, err)
+	}
+	// Every frame is one append of 10 records: the tail holds the ones
+	// since the last restart, and records left from before it (the file
+	// is written over) are not replayed.
+	since := j.Height() - j.TailBase()
 	if err := db.CloseKeepTail(); err != nil {
 		t.Fatal(err)
 	}
 	db = openDisk(t, dir)
+	if got, want := db.Journal().TailReplayed(), int(since/10); got != want {
+		t.Fatalf("Open replayed %d frames, want the %d appended since the last restart", got, want)
+	}
 	journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 2000)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := os.Stat(path); err != nil || st.Size() != int64(badgerdb.TailHeaderLen) {
-		t.Fatalf("tail after a clean Close: %v, %v; want %d bytes", st, err, badgerdb.TailHeaderLen)
+	db = openDisk(t, dir)
+	defer db.Close()
+	if used := db.Journal().TailUsed(); used != int64(badgerdb.TailHeaderLen) {
+		t.Fatalf("tail after a clean Close and Open holds %d bytes, want %d (the header)", used, badgerdb.TailHeaderLen)
 	}
+	journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 2000)
 }
 
 // TestTailMissing: a world written before the tail existed (or whose tail
