@@ -186,7 +186,7 @@ func (j *Journal) settleTail(ok bool) error {
 		return nil
 	}
 	if j.tail.last > height {
-		return fmt.Errorf("%w: the journal's tail holds seqs through %d, but the journal ends at %d", journal.ErrCorrupt, j.tail.last, height)
+		return fmt.Errorf("%w: %s covers seqs through %d (durable in Badger through %d, the rest in the tail), but Badger's journal ends at seq %d: Badger lost frames it had synced", journal.ErrCorrupt, j.tail.path, j.tail.last, j.tail.base, height)
 	}
 	if j.tail.last < height {
 		if err := j.copyToTail(j.tail.last+1, height); err != nil {

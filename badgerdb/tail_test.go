@@ -241,3 +241,69 @@ func TestTailMissing(t *testing.T) {
 	defer db.Close()
 	journaltest.CheckRun(t, journaltest.ReadAll(t, db.Journal(), 1), 1, 16)
 }
+
+// TestTailBigFrames: frames larger than the tail's growth step go through
+// the tail whole and come back from it.
+func TestTailBigFrames(t *testing.T) {
+	dir := t.TempDir()
+	db := openDisk(t, dir)
+	j := db.Journal()
+	big := make([]byte, 3<<20+17)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for range 3 {
+		recs := journaltest.Recs(j.Height()+1, 3)
+		recs[1].Body = big
+		if err := j.Append(recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.LoseFrame(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CloseKeepTail(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDisk(t, dir)
+	defer db.Close()
+	got := journaltest.ReadAll(t, db.Journal(), 1)
+	if len(got) != 9 {
+		t.Fatalf("read %d records after reopen, want 9", len(got))
+	}
+	for i, r := range got {
+		want := journaltest.Rec(uint64(i + 1)).Body
+		if i%3 == 1 {
+			want = big
+		}
+		if r.Seq != uint64(i+1) || !slices.Equal(r.Body, want) {
+			t.Fatalf("record %d after reopen: seq %d, %d body bytes; want seq %d, %d bytes", i, r.Seq, len(r.Body), i+1, len(want))
+		}
+	}
+}
+
+// TestTailAheadOfBadgerIsCorrupt: a tail that says Badger was durable
+// through a seq Badger does not hold (Badger lost synced frames) is
+// reported at Open, not papered over.
+func TestTailAheadOfBadgerIsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	db := openDisk(t, dir)
+	j := db.Journal()
+	j.SetTailLimit(1) // every append checkpoints: the tail's base is the height
+	journaltest.AppendFrames(t, j, 4, 5)
+	if err := db.LoseFrame(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CloseKeepTail(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := badgerdb.Open(dir)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open succeeded on a journal that lost frames its tail says were durable")
+	}
+	if !errors.Is(err, journal.ErrCorrupt) {
+		t.Fatalf("Open: %v, want ErrCorrupt", err)
+	}
+	t.Log(err)
+}
