@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // The journal's tail: an append-only file in the Badger directory holding
@@ -162,7 +160,7 @@ func (t *tail) append(first, last uint64, frame []byte) error {
 	if _, err := t.f.WriteAt(b, t.size); err != nil {
 		return fmt.Errorf("write tail: %w", err)
 	}
-	if err := unix.Fdatasync(int(t.f.Fd())); err != nil {
+	if err := datasync(t.f); err != nil {
 		return fmt.Errorf("sync tail: %w", err)
 	}
 	t.size += int64(len(b))
