@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// The journal's tail: an append-only file in the Badger directory holding
+// The journal's tail: a file in the Badger directory holding
 // every frame appended since the last checkpoint, so that a frame is durable
 // with one fdatasync of one file instead of DB.Sync's two (Badger's memtable
 // WAL and its value log). Badger still holds every frame, committed but not
