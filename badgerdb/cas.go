@@ -3,6 +3,7 @@ package badgerdb
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -24,6 +25,11 @@ const maxConflictRetries = 8
 // order.
 type CAS struct {
 	db *badger.DB
+	// writes counts the Puts and PutBatches that returned, whether or not
+	// they wrote (a Put may find an object another Put has just
+	// committed): the journal syncs Badger before an Append when it moved
+	// (doc.go, "Durability").
+	writes *atomic.Uint64
 }
 
 var _ cas.Store = (*CAS)(nil)
@@ -75,6 +81,7 @@ func (b *CAS) Put(data []byte) (schemas.Hash, error) {
 	if err != nil {
 		return h, fmt.Errorf("cas: put %s: %w", h, err)
 	}
+	b.writes.Add(1)
 	return h, nil
 }
 
@@ -105,6 +112,7 @@ func (b *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 	if err := wb.Flush(); err != nil {
 		return nil, fmt.Errorf("cas: put batch of %d objects: %w", len(seen), err)
 	}
+	b.writes.Add(1)
 	return hs, nil
 }
 

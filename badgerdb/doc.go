@@ -9,7 +9,8 @@
 //     directory lock (ErrLocked), Badger's logging routed to slog.
 //   - CAS: objects under "c/".
 //   - Journal: frames under "j/", its height and First recovered at Open;
-//     the kind index under "m/" (marks.go); retention (retention.go).
+//     the kind index under "m/" (marks.go); retention (retention.go); the
+//     tail, the file that makes an append durable with one flush (tail.go).
 //
 // It must not import the kernel, and it must not decide what records or
 // objects mean: the frame codec, the gap check and the read walk come from
@@ -35,7 +36,7 @@
 // height with one reverse seek to the last frame. Read finds the frame
 // holding seq s with a reverse seek to the greatest key <= "j/"+s, then
 // iterates forward. A group commit of thousands of records costs one key, one
-// transaction and one fsync.
+// transaction and one fdatasync (of the journal's tail, see Durability).
 //
 // A frame is one value. Values over valueThreshold (1 KiB) live in
 // Badger's value log and count only a pointer toward a transaction's size,
@@ -78,28 +79,80 @@
 //
 // Open sets SyncWrites to false. With it true, Badger msyncs its memtable
 // write-ahead log after every write request, which would make every CAS
-// write pay an fsync. Instead the journal, which is the commit point of the
-// world, commits each frame in one transaction and then calls DB.Sync. In
-// badger v4 DB.Sync syncs both the active memtable's WAL and the current
-// value-log file (since dgraph-io/badger#1953, which fixed #1847 where Sync
-// only synced the value log). Sync covers everything committed before it, so
-// CAS objects are durable once a later journal Append returns: callers must
-// commit the objects a journal record refers to before appending that
-// record. The journal's height moves, and its waiters wake, only after the
-// sync succeeded.
+// write pay a device flush. Badger's own DB.Sync is no cheaper for the
+// journal: in badger v4 it msyncs both the active memtable's WAL and the
+// current value-log file (since dgraph-io/badger#1953, which fixed #1847),
+// two device flushes per commit even when the commit wrote nothing to the
+// value log (measured in docs/PERFORMANCE.md). So the journal keeps its own
+// commit log, the tail (tail.go): a file aos-journal.tail in the Badger
+// directory, a header naming a base seq, then one record per frame (length,
+// CRC-32C, first seq, the frame's bytes).
 //
-// A failed commit or sync is sticky (journal.ErrFailed): what reached the
-// disk is unknown, so the journal refuses further appends until the
-// database is reopened, and Open recovers the height from whatever is
-// actually stored.
+// An Append commits its frame (and its marks) to Badger in one transaction,
+// unsynced, then appends the frame to the tail and fdatasyncs the tail: one
+// device flush. Only then do the height and its waiters move. Badger serves
+// every read as before; the tail is read only at Open. The invariant: Badger
+// is durable through the tail's base, and every frame above the base is in
+// the tail, durably, before its Append returns.
 //
-// Residual risk, for power loss or kernel crash only (a killed process loses
-// nothing, since Badger writes through mmap): when the memtable fills, Badger
-// rotates to a new one without syncing the old one's WAL, and DB.Sync syncs
-// only the active memtable. If another writer's request in the same Badger
-// write batch fills the memtable right after a journal frame was written, the
-// frame sits in the old WAL until the memtable is flushed to a (synced) SST.
-// Closing this fully needs SyncWrites=true (an fsync per write request).
+// Badger is synced (syncBadger: DB.Sync, then an fsync of every memtable
+// WAL and of the value-log files written since the last sync, which DB.Sync
+// leaves out when Badger has rotated them; Linux writes back pages dirtied
+// through Badger's mmap on an fsync of the file) in four places:
+//
+//   - Before an Append, when the CAS was written since the last Badger sync.
+//     CAS objects are not in the tail: they are durable once a Badger sync
+//     after their Put returned has returned. The CAS counts its Puts and
+//     PutBatches (a Put that finds its object already stored counts too:
+//     another Put may have committed it a moment before), and an Append that
+//     sees the count moved syncs Badger before its frame. So callers must
+//     commit the objects a journal record refers to before appending that
+//     record, and then the objects are durable before it. Appends with no CAS
+//     write before them (an event's turn whose cells stay in the delta layer)
+//     pay the one flush of the tail.
+//   - At a checkpoint, when the tail has grown past 16 MiB: Badger is synced,
+//     then the tail starts afresh: its header is rewritten with the height as
+//     its base and fsynced, and the records after it, all at or below that
+//     base, are stale. This bounds what Open replays. The file is written over
+//     in place and grows ahead of its records in 1 MiB steps of zeros, so an
+//     append's fdatasync writes data and no inode update.
+//   - At Open (below), and by retention and the kind index's backfill, which
+//     sync what they write before they go on.
+//   - Badger's Close flushes everything, and DB.Close then starts the tail
+//     afresh, so a cleanly closed world opens with nothing to replay.
+//
+// At Open the tail is read up to its first record that is cut short, fails
+// its CRC (a torn write, or the zeros ahead) or does not start past the one
+// before (stale); the next append writes over what follows. Its frames are written into
+// Badger again, marks included: a machine crash may have lost them from
+// Badger, which was not synced; a frame below the First that retention
+// recorded (meta/first) was dropped after it was tailed and stays dropped.
+// Then the height is recovered from Badger as before, Badger is synced, and
+// any frame Badger holds above the tail's last seq (an Append whose tail
+// write the crash cut, never acknowledged, but now part of the journal) is
+// copied into the tail, so every frame the journal holds is durable before
+// anything follows it. A tail with no valid header (a world written before
+// the tail, or a crash while a checkpoint started the tail afresh, when
+// Badger was durable through its height) is started afresh at the height.
+//
+// A failed commit, tail write or sync is sticky (journal.ErrFailed): what
+// reached the disk is unknown, so the journal refuses further appends until
+// the database is reopened, and Open recovers the height from whatever is
+// actually stored, as above. A failed checkpoint after a successful tail
+// write still acknowledges that Append (its frame is durable) and fails the
+// ones after it.
+//
+// What this closes that DB.Sync alone did not: a frame is never in only an
+// unsynced memtable WAL or value-log file. Earlier, when another writer's
+// request rotated the memtable (or the value log) right after a journal
+// frame was written, DB.Sync synced only the new active file and the frame
+// sat unsynced until Badger flushed the memtable (or forever, for the value
+// log). What remains, for power loss or a kernel crash only (a killed
+// process loses nothing: the tail is written with write(2), Badger through
+// mmap, both in the page cache): Badger's files are synced by name, so a
+// future Badger that renames them (memFileExt ".mem", value logs ".vlog")
+// would leave rotated files to its own flushes again; and the tail doubles
+// the bytes a frame writes (once to the value log, once to the tail).
 //
 // A directory already open by another process (Badger's flock on the
 // directory) is reported as ErrLocked. Badger does not wrap the flock error

@@ -1,6 +1,8 @@
 package badgerdb
 
 import (
+	"sync/atomic"
+
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/aos-kernel/aos/journal"
@@ -11,7 +13,7 @@ func (d *DB) Badger() *badger.DB { return d.db }
 
 // NewCAS is a CAS over a database opened with other options (e.g. the
 // compression of older worlds).
-func NewCAS(db *badger.DB) *CAS { return &CAS{db: db} }
+func NewCAS(db *badger.DB) *CAS { return &CAS{db: db, writes: new(atomic.Uint64)} }
 
 // ForgetMarks deletes the kind index and its done flag: what a world
 // written before the index existed holds.
@@ -35,4 +37,77 @@ func (d *DB) ForgeMark(k journal.Kind, seq uint64) error {
 // ForgeFrame overwrites the frame stored under seq first.
 func (d *DB) ForgeFrame(first uint64, v []byte) error {
 	return d.db.Update(func(txn *badger.Txn) error { return txn.Set(frameKey(first), v) })
+}
+
+// TailName is the journal tail's file name in the Badger directory.
+const TailName = tailName
+
+// TailHeaderLen is the size of a tail holding no records.
+const TailHeaderLen = tailHeaderLen
+
+// Syncs counts the Badger syncs (DB.Sync and the files it leaves out) and
+// the tail fdatasyncs the journal has made since Open.
+func (j *Journal) Syncs() (badgerSyncs, tailSyncs uint64) {
+	return j.syncs.badger.Load(), j.syncs.tail.Load()
+}
+
+// SetTailLimit makes Append checkpoint once the tail holds n bytes.
+func (j *Journal) SetTailLimit(n int64) {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	j.tailLimit, j.nextCheck = n, n
+}
+
+// LoseFrame deletes the frame stored under seq first and the marks of its
+// records from Badger, and nothing from the tail: what a machine crash
+// leaves of a frame Badger had not synced.
+func (d *DB) LoseFrame(first uint64) error {
+	return d.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(frameKey(first))
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		recs, err := journal.DecodeFrame(first, v)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if journal.Indexed(r.Kind) {
+				if err := txn.Delete(markKey(r.Kind, r.Seq)); err != nil {
+					return err
+				}
+			}
+		}
+		return txn.Delete(frameKey(first))
+	})
+}
+
+// CloseKeepTail closes Badger and the tail without starting the tail
+// afresh, as a crash leaves it (Badger's own close is clean).
+func (d *DB) CloseKeepTail() error {
+	err := d.db.Close()
+	d.journal.closeTail()
+	return err
+}
+
+// TailUsed is the bytes of the tail's header and records: what Open
+// replays. The file may be longer (zeros ahead, stale records behind).
+func (j *Journal) TailUsed() int64 {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	return j.tail.size
+}
+
+// TailReplayed is how many frames Open put back from the tail.
+func (j *Journal) TailReplayed() int { return j.replayed }
+
+// TailBase is the seq through which the tail says Badger is durable.
+func (j *Journal) TailBase() uint64 {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	return j.tail.base
 }

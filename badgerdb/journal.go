@@ -29,15 +29,83 @@ type Journal struct {
 	appendMu sync.Mutex // serializes Append
 	failed   error      // sticky; guarded by appendMu
 
+	// On disk, the tail makes each Append durable with one fdatasync
+	// (tail.go); nil in memory, where Append syncs nothing. Guarded by
+	// appendMu, as are the fields below.
+	tail      *tail
+	dir       string
+	tailLimit int64         // checkpoint once the tail is this big (defaultTailLimit)
+	nextCheck int64         // the tail size at which the next checkpoint is tried
+	vlogFrom  atomic.Uint64 // value-log files numbered below it were synced full
+
+	// casWrites counts the CAS's writes; casSynced is the count the last
+	// Badger sync covered. An Append that finds them different syncs
+	// Badger first, so objects are durable before the records naming them.
+	casWrites *atomic.Uint64
+	casSynced uint64
+
+	syncs    syncCounts
+	replayed int // frames Open put back from the tail, for tests
+
 	dropMu    sync.Mutex // serializes DropBefore; held while archive runs
 	dropChunk int        // frames deleted per chunk (defaultDropChunk)
 }
 
-// openJournal opens the journal kept in db under "j/" and recovers Height
-// from the last frame.
-func openJournal(db *badger.DB) (*Journal, error) {
-	j := &Journal{db: db, dropChunk: defaultDropChunk}
-	err := db.View(func(txn *badger.Txn) error {
+// syncCounts counts device flushes by kind, for tests and benchmarks.
+type syncCounts struct {
+	badger atomic.Uint64 // DB.Sync calls by Append and checkpoints
+	tail   atomic.Uint64 // fdatasyncs of the tail
+}
+
+// openJournal opens the journal kept in db under "j/", puts back from the
+// tail in dir whatever frames Badger lost, recovers Height from the last
+// frame and makes every frame Badger holds durable: those above the tail's
+// base are copied into the tail. dir is "" in memory (no tail).
+func openJournal(db *badger.DB, dir string, casWrites *atomic.Uint64) (*Journal, error) {
+	j := &Journal{db: db, dropChunk: defaultDropChunk, dir: dir, tailLimit: defaultTailLimit, casWrites: casWrites}
+	var frames []tailFrame
+	tailOK := false
+	if dir != "" {
+		t, fs, ok, err := openTail(dir)
+		if err != nil {
+			return nil, err
+		}
+		j.tail, frames, tailOK = t, fs, ok
+		if err := j.replayTail(frames); err != nil {
+			j.tail.close()
+			return nil, err
+		}
+	}
+	if err := j.recoverHeight(); err != nil {
+		j.closeTail()
+		return nil, err
+	}
+	if err := j.loadFirst(); err != nil {
+		j.closeTail()
+		return nil, err
+	}
+	if err := j.backfillMarks(); err != nil {
+		j.closeTail()
+		return nil, err
+	}
+	if j.tail != nil {
+		if err := j.settleTail(tailOK); err != nil {
+			j.closeTail()
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+func (j *Journal) closeTail() {
+	if j.tail != nil {
+		j.tail.close()
+	}
+}
+
+// recoverHeight sets Height from the last frame.
+func (j *Journal) recoverHeight() error {
+	err := j.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Reverse = true
 		opts.Prefix = []byte(journalPrefix)
@@ -55,15 +123,149 @@ func openJournal(db *badger.DB) (*Journal, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("journal: open: recover height: %w", err)
+		return fmt.Errorf("journal: open: recover height: %w", err)
 	}
-	if err := j.loadFirst(); err != nil {
-		return nil, err
+	return nil
+}
+
+// replayTail writes the tail's frames (and their marks) into Badger again,
+// as Append did: a crash of the machine may have lost them from Badger,
+// which was not synced. Frames below the First that retention recorded were
+// dropped after they were appended, and stay dropped.
+func (j *Journal) replayTail(frames []tailFrame) error {
+	if len(frames) == 0 {
+		return nil
 	}
-	if err := j.backfillMarks(); err != nil {
-		return nil, err
+	dropped, err := j.recordedFirst()
+	if err != nil {
+		return err
 	}
-	return j, nil
+	wb := j.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, f := range frames {
+		if f.first < dropped {
+			continue
+		}
+		j.replayed++
+		recs, err := journal.DecodeFrame(f.first, f.frame)
+		if err != nil {
+			return fmt.Errorf("journal: open: tail frame at seq %d: %w", f.first, err)
+		}
+		if err := wb.Set(frameKey(f.first), f.frame); err != nil {
+			return fmt.Errorf("journal: open: put back the frame at seq %d: %w", f.first, err)
+		}
+		for _, r := range recs {
+			if journal.Indexed(r.Kind) {
+				if err := wb.Set(markKey(r.Kind, r.Seq), nil); err != nil {
+					return fmt.Errorf("journal: open: put back mark %s %d: %w", r.Kind, r.Seq, err)
+				}
+			}
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("journal: open: put back the tail's frames: %w", err)
+	}
+	return nil
+}
+
+// settleTail makes every frame Badger holds durable before the journal is
+// used: Badger is synced, and the frames above the tail's last seq (an
+// Append whose tail write a crash cut, so never acknowledged, but now part
+// of the journal) are copied into the tail. A tail with no valid header
+// starts afresh at the height.
+func (j *Journal) settleTail(ok bool) error {
+	if err := j.syncBadger(); err != nil {
+		return fmt.Errorf("journal: open: sync: %w", err)
+	}
+	height := j.Height()
+	if !ok {
+		if err := j.tail.restart(height); err != nil {
+			return fmt.Errorf("journal: open: %w", err)
+		}
+		j.nextCheck = j.tailLimit
+		return nil
+	}
+	if j.tail.last > height {
+		return fmt.Errorf("%w: %s covers seqs through %d (durable in Badger through %d, the rest in the tail), but Badger's journal ends at seq %d: Badger lost frames it had synced", journal.ErrCorrupt, j.tail.path, j.tail.last, j.tail.base, height)
+	}
+	if j.tail.last < height {
+		if err := j.copyToTail(j.tail.last+1, height); err != nil {
+			return fmt.Errorf("journal: open: copy frames through seq %d to the tail: %w", height, err)
+		}
+	}
+	j.nextCheck = j.tailLimit
+	return nil
+}
+
+// copyToTail appends to the tail every frame Badger holds from the one
+// holding seq from through height.
+func (j *Journal) copyToTail(from, height uint64) error {
+	from = max(from, j.First())
+	if from > height {
+		return nil
+	}
+	return j.db.View(func(txn *badger.Txn) error {
+		start, err := frameStart(txn, from)
+		if err != nil {
+			return err
+		}
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = []byte(journalPrefix)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(frameKey(start)); it.Valid(); it.Next() {
+			recs, err := decodeFrame(it.Item())
+			if err != nil {
+				return err
+			}
+			first, last := recs[0].Seq, recs[len(recs)-1].Seq
+			if first <= j.tail.last {
+				continue // already in the tail
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := j.tail.append(first, last, v); err != nil {
+				return err
+			}
+			j.syncs.tail.Add(1)
+		}
+		return nil
+	})
+}
+
+// syncBadger makes everything committed to Badger before it durable:
+// DB.Sync, then the files DB.Sync leaves out (syncFiles). It records that
+// every CAS write counted before it is durable.
+func (j *Journal) syncBadger() error {
+	writes := j.casWrites.Load()
+	if err := j.syncStore(); err != nil {
+		return err
+	}
+	j.casSynced = writes
+	j.syncs.badger.Add(1)
+	return nil
+}
+
+// syncStore makes everything committed to Badger before it durable: DB.Sync
+// and, on disk, the files DB.Sync leaves out (syncFiles).
+func (j *Journal) syncStore() error {
+	if err := j.db.Sync(); err != nil {
+		return err
+	}
+	if j.dir == "" {
+		return nil
+	}
+	from := j.vlogFrom.Load()
+	maxVlog, err := syncFiles(j.dir, from)
+	if err != nil {
+		return err
+	}
+	// The newest file may take more writes: it is synced again next time.
+	j.vlogFrom.CompareAndSwap(from, maxVlog)
+	return nil
 }
 
 // Height is the last durable sequence number, 0 when the journal is empty.
@@ -75,10 +277,13 @@ func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 	return j.tip.Wait(ctx, after)
 }
 
-// Append writes recs as one frame in one Badger transaction and fsyncs it
-// before returning; only then do Height and waiters see it. recs[0].Seq must
-// be Height()+1 and the seqs consecutive, or Append returns journal.ErrGap
-// and writes nothing. Appending no records is a no-op. recs is not retained.
+// Append writes recs as one frame in one Badger transaction and makes it
+// durable before returning; only then do Height and waiters see it. On disk
+// that is one fdatasync of the tail, preceded by a Badger sync only when the
+// CAS was written since the last one (doc.go, "Durability"). recs[0].Seq
+// must be Height()+1 and the seqs consecutive, or Append returns
+// journal.ErrGap and writes nothing. Appending no records is a no-op. recs
+// is not retained.
 func (j *Journal) Append(recs []journal.Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -110,15 +315,74 @@ func (j *Journal) Append(recs []journal.Record) error {
 			}
 		}
 	}
+	if j.tail == nil {
+		if err := txn.Commit(); err != nil {
+			j.failed = err
+			return fmt.Errorf("journal: append %d..%d: commit: %w", first, last, err)
+		}
+		j.tip.Advance(last)
+		return nil
+	}
+	if j.casWrites.Load() != j.casSynced {
+		// The records may name objects written since the last sync: they
+		// must be durable first, and only a Badger sync makes them so.
+		if err := j.syncBadger(); err != nil {
+			j.failed = err
+			return fmt.Errorf("journal: append %d..%d: sync the objects before it: %w", first, last, err)
+		}
+	}
 	if err := txn.Commit(); err != nil {
 		j.failed = err
 		return fmt.Errorf("journal: append %d..%d: commit: %w", first, last, err)
 	}
-	if err := j.db.Sync(); err != nil {
+	if err := j.tail.append(first, last, val); err != nil {
 		j.failed = err
-		return fmt.Errorf("journal: append %d..%d: sync: %w", first, last, err)
+		return fmt.Errorf("journal: append %d..%d: %w", first, last, err)
 	}
+	j.syncs.tail.Add(1)
 	j.tip.Advance(last)
+	if j.tail.size >= j.nextCheck {
+		// The frame is durable whatever the checkpoint meets; a failure
+		// stops the appends after it.
+		if err := j.checkpoint(); err != nil {
+			j.failed = err
+		}
+	}
+	return nil
+}
+
+// checkpoint makes Badger durable and starts the tail afresh at the
+// height: every frame the tail held is then durable in Badger.
+func (j *Journal) checkpoint() error {
+	if err := j.syncBadger(); err != nil {
+		return fmt.Errorf("journal: checkpoint: sync: %w", err)
+	}
+	if err := j.tail.restart(j.Height()); err != nil {
+		return fmt.Errorf("journal: checkpoint: %w", err)
+	}
+	j.nextCheck = j.tailLimit
+	return nil
+}
+
+// settle makes everything committed to Badger durable and starts the tail
+// afresh, so the next Open replays nothing. DB.Close calls it before
+// closing Badger, whose Close flushes the memtables but does not sync the
+// value log.
+func (j *Journal) settle() error {
+	if j.tail == nil {
+		return nil
+	}
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	if j.failed != nil {
+		return nil // Open will recover what is stored
+	}
+	if err := j.syncBadger(); err != nil {
+		return fmt.Errorf("journal: close: sync: %w", err)
+	}
+	if err := j.tail.restart(j.Height()); err != nil {
+		return fmt.Errorf("journal: close: %w", err)
+	}
 	return nil
 }
 

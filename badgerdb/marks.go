@@ -149,10 +149,38 @@ func (j *Journal) backfillMarks() error {
 		err = wb.Flush()
 	}
 	if err == nil {
-		err = j.db.Sync()
+		err = j.syncStore()
 	}
 	if err != nil {
 		return fmt.Errorf("journal: open: build the kind index: %w", err)
 	}
 	return nil
+}
+
+// recordedFirst is the First the last DropBefore recorded under firstKey,
+// 0 when none did: every frame below it was dropped.
+func (j *Journal) recordedFirst() (uint64, error) {
+	var first uint64
+	err := j.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(firstKey))
+		if err == badger.ErrKeyNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("%w: %s holds %d bytes, want 8", journal.ErrCorrupt, firstKey, len(v))
+		}
+		first = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("journal: open: recorded first seq: %w", err)
+	}
+	return first, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -67,9 +68,9 @@ const valueLogFileSize = 256 << 20
 // still read: Badger records each table's compression in its manifest.
 
 // DB is a world's one Badger database and the two ports it serves: the CAS
-// (keys "c/...") and the journal (keys "j/..."). Both share one write-ahead
-// log, so one DB.Sync after a journal commit also makes durable every CAS
-// object written before it (see doc.go).
+// (keys "c/...") and the journal (keys "j/...", made durable by its tail).
+// An Append syncs Badger first when the CAS was written since the last
+// sync, so every CAS object written before it is durable (see doc.go).
 type DB struct {
 	db      *badger.DB
 	cas     *CAS
@@ -99,7 +100,7 @@ func Open(dir string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
 	}
-	return wrap(db)
+	return wrap(db, dir)
 }
 
 // OpenInMemory opens a database that lives in memory only, for unit tests.
@@ -114,18 +115,19 @@ func OpenInMemory() (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("badgerdb: open in memory: %w", err)
 	}
-	return wrap(db)
+	return wrap(db, "")
 }
 
 // wrap builds the ports over an open database, closing it if the journal
-// cannot be recovered.
-func wrap(db *badger.DB) (*DB, error) {
-	j, err := openJournal(db)
+// cannot be recovered. dir is Badger's directory, "" in memory.
+func wrap(db *badger.DB, dir string) (*DB, error) {
+	writes := new(atomic.Uint64)
+	j, err := openJournal(db, dir, writes)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &DB{db: db, cas: &CAS{db: db}, journal: j}, nil
+	return &DB{db: db, cas: &CAS{db: db, writes: writes}, journal: j}, nil
 }
 
 // CAS is the content-addressed store kept under "c/".
@@ -134,9 +136,14 @@ func (d *DB) CAS() *CAS { return d.cas }
 // Journal is the journal kept under "j/", its height recovered at Open.
 func (d *DB) Journal() *Journal { return d.journal }
 
-// Close closes the database. Whatever runs on the ports (a world) must be
-// closed first.
-func (d *DB) Close() error { return d.db.Close() }
+// Close closes the database and the journal's tail. Whatever runs on the
+// ports (a world) must be closed first.
+func (d *DB) Close() error {
+	err := d.journal.settle()
+	err = errors.Join(err, d.db.Close())
+	d.journal.closeTail()
+	return err
+}
 
 // slogLogger adapts badger.Logger to log/slog, dropping info and debug
 // chatter (compaction and flush notices) that would drown the daemon's logs.

@@ -158,7 +158,7 @@ func (j *Journal) deleteChunk(c dropChunk) error {
 		return txn.Set([]byte(firstKey), binary.BigEndian.AppendUint64(nil, c.newFirst))
 	})
 	if err == nil {
-		err = j.db.Sync()
+		err = j.syncStore()
 	}
 	if err != nil {
 		return fmt.Errorf("record first seq %d: %w", c.newFirst, err)
@@ -178,7 +178,7 @@ func (j *Journal) deleteChunk(c dropChunk) error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("delete frames before seq %d: %w", c.newFirst, err)
 	}
-	if err := j.db.Sync(); err != nil {
+	if err := j.syncStore(); err != nil {
 		return fmt.Errorf("delete frames before seq %d: sync: %w", c.newFirst, err)
 	}
 	return nil
