@@ -34,6 +34,11 @@ type Backend interface {
 	// Cell and Trace take the key as the user typed it (see ParseKey).
 	Cell(ctx context.Context, workflow, key string) (*CellView, error)
 	Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error)
+	// Timeline is one page of a cell's trace with each step's state and
+	// diff (timeline.go).
+	Timeline(ctx context.Context, workflow, key string, q TimelineQuery) (*TimelinePage, error)
+	// Manifest is the manifest in force, with its source (manifestview.go).
+	Manifest(ctx context.Context) (*ManifestView, error)
 	// Failed pages through the failed instances (failed.go); Recover
 	// journals an operator's retry, reset or skip of one of them.
 	Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
@@ -84,6 +89,13 @@ type EventIn struct {
 type CellsQuery struct {
 	Limit int    // rows: 0 for kernel.DefaultCellPage (100), at most kernel.MaxCellPage (10,000)
 	After string // the next of the page before ("" for the first page)
+	// Status keeps only the rows with one of these statuses (running,
+	// waiting, completed, failed); empty: all (cellsfilter.go).
+	Status []string
+	// Key, with HasKey, looks up the one row of that key (as the user
+	// typed it, see ParseKey): a page of that row or of none.
+	Key    string
+	HasKey bool
 }
 
 // JournalQuery selects journal records.
@@ -196,9 +208,15 @@ func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*Cell
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "after",
 			"%q is not a cell cursor: want the next of an earlier page (64 hex digits)", q.After)
 	}
+	if err := checkStatuses(q.Status); err != nil {
+		return nil, err
+	}
 	where := "workflow " + workflow
 	if _, err := l.workflow(workflow); err != nil {
 		return nil, AsError(err, where)
+	}
+	if q.HasKey || len(q.Status) > 0 {
+		return l.filteredCells(ctx, workflow, q)
 	}
 	p, err := l.W.CellPage(ctx, workflow, q.After, q.Limit)
 	if err != nil {

@@ -109,6 +109,12 @@ func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*Cel
 	if q.After != "" {
 		v.Set("after", q.After)
 	}
+	if len(q.Status) > 0 {
+		v.Set("status", strings.Join(q.Status, ","))
+	}
+	if q.HasKey {
+		v.Set("key", q.Key)
+	}
 	p := "/v1/cells/" + url.PathEscape(workflow)
 	if len(v) > 0 {
 		p += "?" + v.Encode()
@@ -147,6 +153,38 @@ func (c *Client) Trace(ctx context.Context, workflow, key string) ([]TraceEntry,
 		return nil, err
 	}
 	return out, nil
+}
+
+// Timeline implements Backend.
+func (c *Client) Timeline(ctx context.Context, workflow, key string, q TimelineQuery) (*TimelinePage, error) {
+	v := url.Values{}
+	if q.After > 0 {
+		v.Set("after", strconv.FormatUint(q.After, 10))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	p := "/v1/timeline/" + url.PathEscape(workflow) + "/" + escapeKey(key)
+	if len(v) > 0 {
+		p += "?" + v.Encode()
+	}
+	var out TimelinePage
+	if err := c.call(ctx, "GET", p, nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Entries == nil {
+		out.Entries = []TimelineEntry{}
+	}
+	return &out, nil
+}
+
+// Manifest implements Backend.
+func (c *Client) Manifest(ctx context.Context) (*ManifestView, error) {
+	var out ManifestView
+	if err := c.call(ctx, "GET", "/v1/manifest", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Journal implements Backend.

@@ -68,7 +68,9 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &daemon.Server{Backend: daemon.NewLocal(w, dir, kr), Token: tok}
+	local := daemon.NewLocal(w, dir, kr)
+	local.Config = cfg // as aosd serve does: timelines recompute states with it
+	srv := &daemon.Server{Backend: local, Token: tok}
 	if withExecutors {
 		srv.Executors = &daemon.Executors{W: w, Dispatcher: disp}
 	}

@@ -62,6 +62,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/cells/{workflow}", s.cells},
 		{"GET", "/v1/cells/{workflow}/{key}", s.cell},
 		{"GET", "/v1/trace/{workflow}/{key}", s.trace},
+		{"GET", "/v1/timeline/{workflow}/{key}", s.timeline},
+		{"GET", "/v1/manifest", s.manifestRoute},
 		{"GET", "/v1/failed", s.failedRoute},
 		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
 		{"GET", "/v1/journal", s.journal},
@@ -272,6 +274,10 @@ func (s *Server) cells(w http.ResponseWriter, r *http.Request) {
 			q.Limit = n
 		}
 		q.After = r.URL.Query().Get("after")
+		q.Status = ParseStatuses(r.URL.Query()["status"])
+		if ks, ok := r.URL.Query()["key"]; ok {
+			q.Key, q.HasKey = ks[len(ks)-1], true
+		}
 		return s.Backend.Cells(r.Context(), r.PathValue("workflow"), q)
 	})
 }
@@ -286,6 +292,33 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 	s.handle(w, r, "trace", body{}, func() (any, error) {
 		return s.Backend.Trace(r.Context(), r.PathValue("workflow"), r.PathValue("key"))
 	})
+}
+
+// timeline: ?after=SEQ&limit=N, one page of a cell's timeline.
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
+	s.handle(w, r, "timeline", body{}, func() (any, error) {
+		var q TimelineQuery
+		if v := r.URL.Query().Get("after"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "after", "after %q is not a sequence number (the next of an earlier page)", v)
+			}
+			q.After = n
+		}
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
+					"%q is not a page size: want 1..%d", v, MaxTimelinePage)
+			}
+			q.Limit = n
+		}
+		return s.Backend.Timeline(r.Context(), r.PathValue("workflow"), r.PathValue("key"), q)
+	})
+}
+
+func (s *Server) manifestRoute(w http.ResponseWriter, r *http.Request) {
+	s.handle(w, r, "manifest", body{}, func() (any, error) { return s.Backend.Manifest(r.Context()) })
 }
 
 // ParseJournalQuery reads from, limit, kind (repeated or comma-separated)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -116,6 +117,11 @@ type Status struct {
 	// the first snapshot). The snapshot policy keeps it near
 	// AOS_SNAPSHOT_EVERY.
 	RecordsSinceSnapshot uint64 `json:"records_since_snapshot"`
+	// Journaled counts the records of each kind (every kind present) the
+	// world made durable since this process opened it, replay not
+	// counted: the difference of two readings over their interval is a
+	// rate (events, steps, receipts per second).
+	Journaled map[journal.Kind]uint64 `json:"journaled"`
 }
 
 // SnapshotRef names a journaled snapshot.
@@ -246,7 +252,7 @@ type ReceiptResult struct {
 func StatusOf(s *kernel.Status) *Status {
 	return &Status{ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
 		Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
-		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits)}
+		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled}
 }
 
 // SnapshotResultOf renders what a snapshot did.

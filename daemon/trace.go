@@ -29,7 +29,8 @@ type TraceEntry struct {
 	Effect    string          `json:"effect,omitempty"`
 	Status    string          `json:"status,omitempty"`
 	Executor  string          `json:"executor,omitempty"`
-	Attempt   uint64          `json:"attempt,omitempty"`
+	Attempt   uint64          `json:"attempt,omitempty"`   // a receipt's attempt
+	FrameSeq  uint64          `json:"frame_seq,omitempty"` // a frame's own number for its intent (the export's frame seq)
 	Reason    string          `json:"reason,omitempty"`
 	Value     json.RawMessage `json:"value,omitempty"`
 	Action    string          `json:"action,omitempty"`  // a recover: retry, reset or skip
@@ -43,7 +44,7 @@ func TraceView(es []records.TraceEntry) []TraceEntry {
 	for i, e := range es {
 		out[i] = TraceEntry{Seq: e.Seq, Kind: e.Kind, Schema: e.Schema, Input: e.Input, StateHash: e.StateHash,
 			Deleted: e.Deleted, Emitted: e.Emitted, Intents: e.Intents, Effect: e.Effect, Status: e.Status,
-			Executor: e.Executor, Attempt: e.Attempt, Reason: e.Reason, Value: valueJSON(e.Value),
+			Executor: e.Executor, Attempt: e.Attempt, FrameSeq: e.FrameSeq, Reason: e.Reason, Value: valueJSON(e.Value),
 			Action: e.Action, Fault: e.Fault, Skipped: e.Skipped}
 	}
 	return out

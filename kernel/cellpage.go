@@ -249,3 +249,66 @@ func (st *state) unlistInstance(in *instance) {
 		l.Delete(in.kh)
 	}
 }
+
+// InstancePage lists at most limit rows of a workflow's instances that are
+// not at rest and whose status is one of statuses (running, waiting,
+// failed), in key-hash order after the cursor after, as CellPage shows them
+// (a row's cell fields are zero when the instance has no cell). It walks the
+// instance list on the loop, O(log instances + rows visited), never the
+// cells: the rows of a status filter without completed are found among the
+// instances alone. Next is set when more instances follow.
+func (w *World) InstancePage(ctx context.Context, workflow, after string, limit int, statuses []string) (*CellPage, error) {
+	switch {
+	case limit == 0:
+		limit = DefaultCellPage
+	case limit < 0 || limit > MaxCellPage:
+		return nil, fmt.Errorf("%w: limit: %d is not a page size (1..%d)", ErrInvalid, limit, MaxCellPage)
+	}
+	from, err := ParseCellCursor(after)
+	if err != nil {
+		return nil, err
+	}
+	var head *cells.Head
+	var rows []cellRow
+	var qerr error
+	err = w.do(ctx, func(st *state) {
+		rt := st.wfs[workflow]
+		if rt == nil {
+			qerr = fmt.Errorf("%w: unknown workflow %q", ErrInvalid, workflow)
+			return
+		}
+		head = rt.head
+		list := st.listed[workflow]
+		if list == nil {
+			return
+		}
+		list.Ascend(from, func(kh schemas.Hash, in *instance) bool {
+			if s := in.status(); slices.Contains(statuses, s) {
+				rows = append(rows, cellRow{kh: kh, cell: -1, key: in.key, status: s, reason: in.reason})
+			}
+			return len(rows) <= limit
+		})
+	})
+	if err == nil {
+		err = qerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	page := &CellPage{Cells: make([]CellInfo, 0, min(len(rows), limit))}
+	for _, r := range rows[:min(len(rows), limit)] {
+		ci := CellInfo{Key: r.key, Status: r.status, Reason: r.reason}
+		e, ok, err := head.Lookup(r.key)
+		if err != nil {
+			return nil, fmt.Errorf("workflow %s: read cell %s: %w", workflow, keyText(r.key), err)
+		}
+		if ok {
+			ci.StateHash, ci.Size, ci.LastActive = e.StateHash, e.Size, e.LastActive
+		}
+		page.Cells = append(page.Cells, ci)
+	}
+	if len(rows) > limit {
+		page.Next = cellCursor(rows[limit-1].kh)
+	}
+	return page, nil
+}

@@ -85,6 +85,9 @@ func compactRecord(r journal.Record) (string, error) {
 		if e.Attempt != 0 {
 			f["attempt"] = uintJSON(e.Attempt)
 		}
+		if e.FrameSeq != 0 {
+			f["frame_seq"] = uintJSON(e.FrameSeq)
+		}
 		if v := valueJSON(e.Value); v != "null" {
 			f["payload"] = v
 		}
@@ -125,6 +128,7 @@ func traceLine(e records.TraceEntry) string {
 	field("status", jsonString(e.Status), e.Status != "")
 	field("executor", jsonString(e.Executor), e.Executor != "")
 	field("attempt", uintJSON(e.Attempt), e.Attempt != 0)
+	field("frame_seq", uintJSON(e.FrameSeq), e.FrameSeq != 0)
 	field("reason", jsonString(e.Reason), e.Reason != "")
 	v := valueJSON(e.Value)
 	field("value", v, v != "null")

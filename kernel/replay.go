@@ -73,6 +73,9 @@ func (st *state) recover() error {
 		if r.Seq != st.seq+1 {
 			return false, &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: fmt.Sprintf("expected seq %d", st.seq+1)}
 		}
+		if h := st.w.hist; h != nil && r.Seq > h.to {
+			return false, nil // a history replay ends at the first input after its last step
+		}
 		ra.await(r.Seq)
 		if err := st.drive(r); err != nil {
 			return false, err

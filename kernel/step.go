@@ -122,6 +122,7 @@ type stepResult struct {
 	env      *modules.EnvError // the host stopped the step: fault is its reason
 	storage  error             // the store failed: the world stops, nothing is journaled
 	state    []byte
+	prev     []byte // the state the step started from (nil: none)
 	events   []emitted
 	intents  []records.IntentRec
 	rt       *wfRuntime
@@ -178,6 +179,9 @@ func (st *state) step(in *instance, d *delivery) {
 		rec.Intents = append(rec.Intents, res.intents[i].Hash)
 	}
 	st.emit(journal.KindStep, records.EncodeStep(&rec))
+	if st.w.hist != nil {
+		st.w.hist.stepped(in.wf, in.key, res.stepSeq, res.prev, res.state)
+	}
 	if res.state != nil {
 		if err := res.rt.head.PutHashed(in.key, res.state, stateHash, d.stamp.LogicalNs); err != nil {
 			st.stop("cell store write for "+in.wf, err)
@@ -244,6 +248,7 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		return res
 	}
 	res.deleting = out.State == nil && exists
+	res.prev = prev
 	return res
 }
 

@@ -69,6 +69,15 @@ type World struct {
 	openInfo          OpenInfo
 	verifiedSnapshots int // snapshots replay recomputed and matched (Config.VerifySnapshots)
 
+	// hist, when set (CellHistory's scratch worlds only), taps every step
+	// replay applies and ends replay early (history.go).
+	hist *historyTap
+
+	// journaled counts the records of each kind made durable since Open
+	// (replayed ones not counted), for Status.
+	journaledMu sync.Mutex
+	journaled   map[journal.Kind]uint64
+
 	st *state // owned by the loop goroutine
 }
 
@@ -155,7 +164,11 @@ type Stores struct {
 // Open opens a world over the given stores and replays the journal to
 // rebuild state. The caller keeps owning the stores and closes them after
 // the world.
-func Open(s Stores, cfg Config) (*World, error) {
+func Open(s Stores, cfg Config) (*World, error) { return open(s, cfg, nil) }
+
+// open is Open with a history tap (history.go): nil for every world but
+// CellHistory's scratch worlds.
+func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 	cfg = cfg.withDefaults()
 	var err error
 	var engine *wasm.Engine
@@ -185,6 +198,7 @@ func Open(s Stores, cfg Config) (*World, error) {
 		engine:   engine,
 
 		stopTimer: make(chan struct{}),
+		hist:      hist,
 	}
 	w.st = &state{
 		w:         w,
@@ -462,6 +476,9 @@ func (w *World) committer() {
 			t0 := time.Now()
 			err = w.journal.Append(recs)
 			w.cfg.Observer.Flushed(len(recs), time.Since(t0), err)
+			if err == nil {
+				w.countJournaled(recs)
+			}
 			if err != nil {
 				err = fmt.Errorf("%w: journal append of records %d..%d: %w", ErrStorage, recs[0].Seq, recs[len(recs)-1].Seq, err)
 				w.halt(err)
@@ -492,4 +509,16 @@ func (w *World) Sync(ctx context.Context) error {
 func (w *World) do(ctx context.Context, fn func(*state)) error {
 	_, err := w.send(ctx, request{query: fn})
 	return err
+}
+
+// countJournaled counts durable records by kind (Status.Journaled).
+func (w *World) countJournaled(recs []journal.Record) {
+	w.journaledMu.Lock()
+	defer w.journaledMu.Unlock()
+	if w.journaled == nil {
+		w.journaled = map[journal.Kind]uint64{}
+	}
+	for i := range recs {
+		w.journaled[recs[i].Kind]++
+	}
 }

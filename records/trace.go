@@ -31,7 +31,8 @@ type TraceEntry struct {
 	Effect    string
 	Status    string
 	Executor  string
-	Attempt   uint64
+	Attempt   uint64 // a receipt's attempt
+	FrameSeq  uint64 // a frame's own number for its intent (its seq)
 	Reason    string
 	Value     []byte
 	Action    string // a recover: retry, reset or skip
@@ -59,9 +60,74 @@ type (
 	matchFilter func(kind journal.Kind, wf string, key []byte, intent schemas.Hash) bool
 )
 
+// TracePage is one page of Trace: the instance's entries after seq after,
+// at most limit of them (limit > 0). known are the intents the instance
+// opened at or before after (InstanceIntents), so that the receipts,
+// frames and drops of intents opened on an earlier page are shown. The
+// scan starts after after and stops once the page is full; full says it
+// did (more entries may follow).
+func TracePage(ctx context.Context, src Source, workflow string, key []byte, after uint64, limit int, known []schemas.Hash) (es []TraceEntry, full bool, err error) {
+	might, match := instanceFiltersKnowing(workflow, key, known)
+	out := []TraceEntry{}
+	err = src.Read(after+1, func(r journal.Record) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if r.Seq <= after || !traced(r.Kind) || !might(r.Kind, r.Body) {
+			return true, nil
+		}
+		rec, err := Decode(r)
+		if err != nil {
+			return false, fmt.Errorf("journal seq %d: %w", r.Seq, err)
+		}
+		if e, ok := traceEntry(r.Seq, r.Kind, rec, match); ok {
+			out = append(out, e)
+		}
+		return len(out) < limit, nil
+	})
+	return out, len(out) >= limit, err
+}
+
+// InstanceIntents returns the hashes of the intents the instance opened in
+// the journal's records up to seq upTo, in the order opened. It decodes
+// only the intent records whose bytes hold the workflow name and key.
+func InstanceIntents(ctx context.Context, src Source, workflow string, key []byte, upTo uint64) ([]schemas.Hash, error) {
+	var out []schemas.Hash
+	wfb := []byte(workflow)
+	err := src.Read(1, func(r journal.Record) (bool, error) {
+		if r.Seq > upTo {
+			return false, nil
+		}
+		if r.Kind != journal.KindIntent || !bytes.Contains(r.Body, wfb) || !bytes.Contains(r.Body, key) {
+			return true, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		rec, err := Decode(r)
+		if err != nil {
+			return false, fmt.Errorf("journal seq %d: %w", r.Seq, err)
+		}
+		if ir, ok := rec.(*IntentRec); ok && ir.OriginWorkflow == workflow && bytes.Equal(ir.OriginKey, key) {
+			out = append(out, ir.Hash)
+		}
+		return r.Seq < upTo, nil
+	})
+	return out, err
+}
+
 // instanceFilters select one instance's timeline.
 func instanceFilters(workflow string, key []byte) (mightFilter, matchFilter) {
-	mine := map[schemas.Hash]bool{}
+	return instanceFiltersKnowing(workflow, key, nil)
+}
+
+// instanceFiltersKnowing select one instance's timeline, knowing already
+// the intents it opened before the records they see.
+func instanceFiltersKnowing(workflow string, key []byte, known []schemas.Hash) (mightFilter, matchFilter) {
+	mine := make(map[schemas.Hash]bool, len(known))
+	for _, h := range known {
+		mine[h] = true
+	}
 	wfb := []byte(workflow)
 	might := func(kind journal.Kind, body []byte) bool {
 		switch kind {
@@ -214,7 +280,7 @@ func traceEntry(seq uint64, kind journal.Kind, rec any, match matchFilter) (Trac
 		e.Effect, e.Intents, e.Status, e.Executor, e.Reason = sr.Effect, []schemas.Hash{sr.Intent}, string(sr.Status), sr.Executor, r.Reason
 		return e, match(kind, "", nil, sr.Intent)
 	case *FrameRec:
-		e.Intents, e.Executor, e.Attempt, e.Value = []schemas.Hash{r.Intent}, r.Executor, r.Seq, r.Payload
+		e.Intents, e.Executor, e.FrameSeq, e.Value = []schemas.Hash{r.Intent}, r.Executor, r.Seq, r.Payload
 		return e, match(kind, "", nil, r.Intent)
 	}
 	return e, false

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/aos-kernel/aos/daemon"
@@ -54,7 +55,7 @@ func TestListCellsAll(t *testing.T) {
 	}
 	b.queries = nil
 	p, err = listCells(context.Background(), c, "wf", daemon.CellsQuery{Limit: 7, After: "20000"}, true)
-	if err != nil || len(p.Cells) != 5 || len(b.queries) != 1 || b.queries[0] != (daemon.CellsQuery{Limit: 7, After: "20000"}) {
+	if err != nil || len(p.Cells) != 5 || len(b.queries) != 1 || !reflect.DeepEqual(b.queries[0], daemon.CellsQuery{Limit: 7, After: "20000"}) {
 		t.Fatalf("--all --limit 7 --after: %d rows, queries %+v, %v", len(p.Cells), b.queries, err)
 	}
 	b.queries = nil

@@ -87,7 +87,7 @@ func traceDetail(e daemon.TraceEntry) string {
 		}
 		return s
 	case "frame":
-		return fmt.Sprintf("frame %d from %s: %s", e.Attempt, e.Executor, compact(e.Value, 100))
+		return fmt.Sprintf("frame %d from %s: %s", e.FrameSeq, e.Executor, compact(e.Value, 100))
 	}
 	b, _ := json.Marshal(e)
 	return string(b)
