@@ -26,7 +26,11 @@ function headers(extra) {
 async function check(resp) {
   if (resp.status === 401) {
     let msg = 'unauthorized';
-    try { msg = (await resp.json()).error.message; } catch { /* keep the default */ }
+    try {
+      msg = (await resp.json()).error.message;
+    } catch (e) {
+      if (e.name === 'AbortError') throw e; // the page moved on (another 401 may have shown the login)
+    }
     clearToken();
     throw new Unauthorized(msg);
   }

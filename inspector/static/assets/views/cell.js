@@ -107,7 +107,7 @@ function drawStep(panel, e) {
   const ops = Array.isArray(e.diff) ? e.diff : [];
   replace(panel,
     h('h2', { id: 'step-title' }, 'After step ', h('a', { href: journalPath(e.seq) }, '#' + e.seq), ' (input ', h('a', { href: journalPath(e.input) }, '#' + e.input), ')'),
-    h('p', { class: 'muted', id: 'state-source' }, e.deleted ? 'The step deleted the cell.' : sourceText(e.state_source)),
+    h('p', { class: 'muted', id: 'state-source', 'data-source': e.state_source || '' }, (e.deleted ? 'The step deleted the cell. ' : '') + sourceText(e)),
     h('h2', {}, 'Diff from the step before'),
     ops.length === 0 ? h('p', { class: 'muted', id: 'state-diff' }, e.diff === undefined ? 'No diff available.' : 'No change.') :
       table(['Op', 'Path', 'Value'], ops.map((op) => [op.op, h('span', { class: 'mono' }, op.path + (op.from !== undefined ? ' ← ' + op.from : '')), h('span', { class: 'mono' }, compact(op.value, 200))]),
@@ -118,12 +118,15 @@ function drawStep(panel, e) {
   if (d) d.id = 'state-diff';
 }
 
-function sourceText(src) {
-  switch (src) {
+function sourceText(e) {
+  switch (e.state_source) {
     case 'cas': return 'State read from the content-addressed store.';
-    case 'recomputed': return 'State recomputed by re-running this cell\'s steps (the store no longer keeps it).';
+    case 'live': return 'State as the cell holds it now.';
+    case 'recomputed': return 'State recomputed by re-running the journal in a scratch world (no store keeps it).';
+    case 'none': return 'The step left no state.';
+    case 'unavailable': return 'State unavailable: ' + (e.state_reason || 'no reason given');
     case undefined: case null: case '': return '';
-    default: return 'State source: ' + src;
+    default: return 'State source: ' + e.state_source;
   }
 }
 
@@ -145,7 +148,7 @@ export function detail(e) {
     case 'receipt': case 'drop':
       return [`${e.effect} ${e.status} from ${e.executor}`, e.attempt ? ` (attempt ${e.attempt})` : '', ' for ', intentLinks(e.intents),
         e.reason ? ': ' + e.reason : '', e.value !== undefined ? [' ', h('span', { class: 'mono' }, compact(e.value))] : ''];
-    case 'frame': return [`frame ${e.attempt} from ${e.executor}: `, h('span', { class: 'mono' }, compact(e.value))];
+    case 'frame': return [`frame ${e.frame_seq} from ${e.executor}: `, h('span', { class: 'mono' }, compact(e.value))];
     default: return h('span', { class: 'mono' }, compact(e));
   }
 }
