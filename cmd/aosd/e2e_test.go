@@ -37,7 +37,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("AOS_WASM_CACHE", examples.WasmCache(built))
-	build := exec.Command("go", "build", "-race", "-o", aosdBin, ".")
+	// AOS_E2E_NORACE=1 builds it without -race, for figures that time the
+	// daemon (the inspector's timeline, docs/PERFORMANCE.md).
+	race := []string{"-race"}
+	if os.Getenv("AOS_E2E_NORACE") == "1" {
+		race = nil
+	}
+	build := exec.Command("go", append(append([]string{"build"}, race...), "-o", aosdBin, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		// -race needs cgo; fall back to a plain build.

@@ -368,3 +368,57 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Error("the cell's data is on the page without the token")
 	}
 }
+
+// TestInspectorTimeline10k opens the cell of a counter stepped 10,000 times
+// and reports how long its timeline's first page takes to render in the
+// browser: from the request to the rows in the page, and to the frame that
+// draws them (docs/PERFORMANCE.md). The figures are reported, not asserted;
+// the test asserts that the page holds one page of entries, not the cell's
+// whole history, and that the next page follows.
+func TestInspectorTimeline10k(t *testing.T) {
+	chromiumPath(t)
+	world := newWorld(t)
+	d := startDaemon(t, world)
+	ok(t, world, "apply", examples.Path(t, "counter"))
+	tok := token(t, world)
+	const steps, batch = 10000, 1000
+	for i := 0; i < steps; i += batch {
+		var sb strings.Builder
+		sb.WriteByte('[')
+		for j := 0; j < batch; j++ {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(`{"schema":"com.example/CountEvent@1","value":{"key":"big","by":1}}`)
+		}
+		sb.WriteByte(']')
+		if code, body := post(t, d, tok, "/v1/events", []byte(sb.String())); code != 200 {
+			t.Fatalf("send events %d..: %d %s", i, code, body)
+		}
+	}
+	var cell struct{ State map[string]any }
+	jsonOut(t, world, &cell, "cells", "show", counterWF, "big")
+	if cell.State["count"] != float64(steps) {
+		t.Fatalf("count %v after %d events", cell.State["count"], steps)
+	}
+
+	b := newBrowser(t, d.addr)
+	b.open(t, "/")
+	b.login(t, tok)
+	b.open(t, cellLink(counterWF, "big"))
+	b.until(t, "the first page's render time", `document.querySelector('#timeline').dataset.firstPaintMs !== undefined`)
+	dom := eval[string](t, b, `document.querySelector('#timeline').dataset.firstPageMs`)
+	paint := eval[string](t, b, `document.querySelector('#timeline').dataset.firstPaintMs`)
+	fetched := eval[string](t, b, `document.querySelector('#timeline').dataset.firstFetchMs`)
+	rows := eval[float64](t, b, `document.querySelectorAll('#timeline-table tbody tr').length`)
+	t.Logf("timeline of a cell with %d steps: first page (%v entries) rendered in %s ms (request to rows in the DOM; the answer arrived at %s ms), %s ms to the frame that draws them", steps, rows, dom, fetched, paint)
+	if rows != 100 {
+		t.Errorf("the first page holds %v entries, want 100 (one page, not the whole history)", rows)
+	}
+	b.shot(t, "timeline-10k")
+	b.do(t, "the next page", chromedp.Click(chromedp.ID("timeline-next")))
+	b.until(t, "the second page", `document.querySelector('#timeline').dataset.loaded === '2' && document.querySelectorAll('#timeline-table tbody tr').length === 100`)
+	if first := eval[float64](t, b, `Number(document.querySelector('#timeline-table tbody tr').dataset.seq)`); first <= 100 {
+		t.Errorf("the second page starts at seq %v, inside the first page", first)
+	}
+}

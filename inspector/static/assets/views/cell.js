@@ -40,7 +40,9 @@ function drawHead(root, c) {
 
 // timeline pages through /v1/timeline with its cursor; the first page's
 // render time (request to rows in the DOM) is kept on the element as
-// data-first-page-ms, for the browser test to report.
+// data-first-page-ms (of which data-first-fetch-ms is the answer's
+// arrival), and to the frame drawn with them as data-first-paint-ms, for the
+// browser test to report.
 async function timeline(ctx, wf, key, root, panel) {
   const cursors = [''];
   let first = true;
@@ -57,6 +59,7 @@ async function timeline(ctx, wf, key, root, panel) {
       if (err instanceof APIError) { replace(root, errorBox(err)); return; }
       throw err;
     }
+    const fetched = performance.now();
     const entries = page.entries || [];
     const rows = [];
     const byRow = [];
@@ -91,6 +94,11 @@ async function timeline(ctx, wf, key, root, panel) {
     if (first) {
       first = false;
       root.dataset.firstPageMs = (performance.now() - t0).toFixed(1);
+      root.dataset.firstFetchMs = (fetched - t0).toFixed(1);
+      // And once the frame holding the rows is drawn: the callback of the
+      // next animation frame runs before that paint, a task queued from it
+      // after.
+      requestAnimationFrame(() => setTimeout(() => { root.dataset.firstPaintMs = (performance.now() - t0).toFixed(1); }));
     }
     // Select the page's last step, so its state and diff show at once.
     const steps = tbl.querySelectorAll('tr[data-kind="step"]');
