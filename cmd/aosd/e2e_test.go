@@ -365,6 +365,13 @@ func TestCounterLifecycle(t *testing.T) {
 				t.Errorf("aosd %v printed nothing", args)
 			}
 		}
+		// With a daemon, trace ends with the inspector's link to the cell.
+		tr := strings.Split(strings.TrimSpace(ok(t, w, "trace", counterWF, "a")), "\n")
+		if link := tr[len(tr)-1]; d != nil && link != "inspector: http://"+d.addr+"/cells/com.example%2Fcounter.step@1/%22a%22" {
+			t.Errorf("trace through the daemon ends with %q, want the inspector's link", link)
+		} else if d == nil && strings.Contains(strings.Join(tr, "\n"), "inspector:") {
+			t.Errorf("trace without a daemon names an inspector:\n%s", strings.Join(tr, "\n"))
+		}
 		if d != nil && !strings.Contains(ok(t, w, "status"), "daemon at http://"+d.addr) {
 			t.Errorf("status did not go through the daemon")
 		}

@@ -261,14 +261,22 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.until(t, "the cells page", `document.querySelector("a[data-key='\"o-1\"']") !== null`)
 	b.shot(t, "cells")
 	b.do(t, "search the key", chromedp.SendKeys(chromedp.ID("key-search"), "o-1"), chromedp.Click(chromedp.CSS(`#key-form button`)))
+	// The same cell's link as `aosd trace` prints it.
+	tr := strings.Split(strings.TrimSpace(ok(t, world, "trace", orderWF, "o-1")), "\n")
+	link, found := strings.CutPrefix(tr[len(tr)-1], "inspector: http://"+d.addr)
+	if !found {
+		t.Fatalf("trace does not end with the inspector's link:\n%s", strings.Join(tr, "\n"))
+	}
 
 	// The cell's timeline: the event, the steps, the intents, the receipt;
 	// the last step is selected, with its state and its diff from the one
 	// before (the receipt made the order paid).
 	b.until(t, "the timeline with the receipt", `document.querySelector('#timeline-table tr[data-kind="receipt"]') !== null`)
-	if p := eval[string](t, b, `location.pathname`); p != cellLink(orderWF, "o-1") && p != "/cells/com.example%2Forder.step%401/%22o-1%22" {
-		t.Errorf("the key search went to %s, want the cell's deep link %s", p, cellLink(orderWF, "o-1"))
+	if p := eval[string](t, b, `decodeURIComponent(location.pathname)`); p != "/cells/com.example/order.step@1/\"o-1\"" {
+		t.Errorf("the key search went to %s, want the cell's deep link", p)
 	}
+	b.open(t, link)
+	b.until(t, "the timeline from trace's link", `document.querySelector('#timeline-table tr[data-kind="receipt"]') !== null`)
 	for _, k := range []string{"event", "step", "intent", "receipt"} {
 		if !eval[bool](t, b, `document.querySelector('#timeline-table tr[data-kind="`+k+`"]') !== null`) {
 			t.Errorf("the timeline has no %s entry:\n%s", k, b.text(t))
