@@ -260,6 +260,11 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.do(t, "open the workflow", chromedp.Click(chromedp.CSS(`a[data-workflow="com.example/order.step@1"]`)))
 	b.until(t, "the cells page", `document.querySelector("a[data-key='\"o-1\"']") !== null`)
 	b.shot(t, "cells")
+	// The status filter: no order failed; o-1 waits for its timer.
+	b.do(t, "filter failed", chromedp.SetValue(chromedp.ID("status-filter"), "failed"), chromedp.Evaluate[chromedp.Void](`document.querySelector('#status-filter').dispatchEvent(new Event('change')); undefined`))
+	b.until(t, "no failed cells", `location.search === '?status=failed' && document.querySelector('#cells-page').textContent.includes('No cells with status failed')`)
+	b.do(t, "filter waiting", chromedp.SetValue(chromedp.ID("status-filter"), "waiting"), chromedp.Evaluate[chromedp.Void](`document.querySelector('#status-filter').dispatchEvent(new Event('change')); undefined`))
+	b.until(t, "the waiting cell", `location.search === '?status=waiting' && document.querySelector("a[data-key='\"o-1\"']") !== null`)
 	b.do(t, "search the key", chromedp.SendKeys(chromedp.ID("key-search"), "o-1"), chromedp.Click(chromedp.CSS(`#key-form button`)))
 	// The same cell's link as `aosd trace` prints it.
 	tr := strings.Split(strings.TrimSpace(ok(t, world, "trace", orderWF, "o-1")), "\n")

@@ -66,7 +66,7 @@ export async function journalView(ctx, seqParam) {
   const pageEnd = last;
   replace(nav,
     h('a', { href: here(Math.max(0, from - PAGE)), id: 'journal-earlier' }, '← Earlier'),
-    h('span', { class: 'muted' }, `${rows.childElementCount} records from ${from}`),
+    h('span', { class: 'muted', id: 'journal-page' }, rows.childElementCount === 0 ? `no records from seq ${from}` : `seqs ${from}–${pageEnd}`),
     h('a', { href: here(pageEnd + 1), id: 'journal-later' }, 'Later →'));
 
   // Live follow: stream from after the last record shown.
