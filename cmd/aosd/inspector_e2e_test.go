@@ -354,10 +354,20 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.shot(t, "manifest")
 	b.do(t, "shadow run", chromedp.Click(chromedp.ID("shadow-run")))
 	b.until(t, "the shadow report", `document.querySelector('#shadow-report') !== null`)
+	// The copy re-fed the three orders under the proposal: each opened a
+	// charge and a timer.
+	if s := eval[string](t, b, `document.querySelector('#shadow-report').textContent`); !strings.Contains(s, "com.example/Note@1") ||
+		!strings.Contains(s, "Effects opened (6)") || !strings.Contains(s, "3 submitted") {
+		t.Errorf("the shadow report:\n%s", s)
+	}
 	b.shot(t, "shadow")
 	if after := getStatus(t, world); *after.ManifestHash != *before.ManifestHash {
 		t.Errorf("the dry run changed the manifest: %s -> %s", *before.ManifestHash, *after.ManifestHash)
 	}
+
+	// Log out drops the token.
+	b.do(t, "log out", chromedp.Click(chromedp.ID("logout")))
+	b.until(t, "the login page after logging out", `document.querySelector('#login') !== null && sessionStorage.getItem('aos.token') === null`)
 
 	// Refused without the token: a fresh tab (its own sessionStorage) opening
 	// a deep link gets the login; its data requests answer 401; a wrong token

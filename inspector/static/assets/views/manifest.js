@@ -88,7 +88,25 @@ function applyReport(r) {
 
 function shadowReport(r) {
   const b = r.body || {};
+  const inp = b.inputs || {};
+  const eff = b.effects || {};
+  const inst = b.instances || {};
+  const counts = inst.counts || {};
+  const byEffect = Object.keys(eff.by_effect || {}).sort();
   return h('div', { id: 'shadow-report' },
     b.error ? errorBox(new Error(b.error.code + ': ' + b.error.message)) : null,
-    h('h2', {}, 'Shadow report (' + r.status + ')'), h('pre', { class: 'json' }, pretty(b)));
+    b.apply ? h('p', {}, b.apply.applied ? `Applied in the copy at its seq ${b.apply.seq}: ${b.apply.previous_hash || '(no manifest)'} → ${b.apply.manifest_hash}.` :
+      b.apply.unchanged ? 'Unchanged: the copy already runs this manifest.' : 'Not applied in the copy.') : null,
+    b.apply ? list('Definitions added', (b.apply.changes || {}).added, 'shadow-added') : null,
+    b.apply ? list('Definitions changed', (b.apply.changes || {}).changed, 'shadow-changed') : null,
+    b.apply ? list('Definitions removed', (b.apply.changes || {}).removed, 'shadow-removed') : null,
+    b.inputs ? h('p', { id: 'shadow-inputs' }, `Inputs (${inp.source}${inp.source === 'window' ? ' of ' + inp.window : ''}): ${inp.submitted} submitted, ${inp.duplicates} duplicates, ${inp.refused_total} refused.`) : null,
+    byEffect.length ? [h('h2', {}, `Effects opened (${eff.total})`), table(['Effect', 'Intents'], byEffect.map((e) => [e, String(eff.by_effect[e])])), ] : null,
+    b.instances ? [h('h2', {}, 'Instances at the end'),
+      h('p', { id: 'shadow-instances' }, `running ${counts.running || 0}, waiting ${counts.waiting || 0}, completed ${counts.completed || 0}, failed ${counts.failed || 0}`)] : null,
+    (b.allowlist || []).length ? [h('h2', {}, 'Effect allowlist changes'),
+      table(['Workflow', 'Added', 'Removed'], b.allowlist.map((a) => [a.workflow, (a.added || []).join(', '), (a.removed || []).join(', ')]))] : null,
+    (b.deltas || []).length ? [h('h2', {}, 'Cells stepped'),
+      table(['Workflow', 'Stepped', 'Created', 'Changed', 'Deleted', 'Unchanged'], b.deltas.map((d) => [d.workflow, String(d.stepped), String(d.created), String(d.changed), String(d.deleted), String(d.unchanged)]))] : null,
+    h('h2', {}, 'Full report (' + r.status + ')'), h('pre', { class: 'json' }, pretty(b)));
 }
