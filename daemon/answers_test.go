@@ -416,6 +416,7 @@ func TestAPIAnswers(t *testing.T) {
 	}
 	for _, p := range []probe{
 		{name: "cells, cas read fails", route: "GET /v1/cells/{workflow}", path: tally, status: 500, code: "internal"},
+		{name: "timeline, cas read fails", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 500, code: "internal"},
 		{name: "gc, cas read fails", route: "POST /v1/gc", path: "/v1/gc", body: "{}", status: 500, code: "internal"},
 	} {
 		aw.casFaults.Arm(storefault.Ops(storefault.CASGet, storefault.CASIterate, storefault.CASHas), 1)

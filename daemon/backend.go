@@ -170,6 +170,8 @@ type Local struct {
 	// Progress, when set, follows their replays.
 	Config kernel.Config
 	keys   *keyStore
+	hist   historian   // the timelines' replays (timeline.go)
+	seen   intentsSeen // the intents of cells whose timelines were paged (timeline.go)
 }
 
 // NewLocal serves w from directory d, sharing kr (the keyring the kernel

@@ -77,6 +77,7 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
+		local.Close()
 		w.Close()
 		disp.Stop()
 		checkJournal(t, db)

@@ -243,6 +243,9 @@ func (h *Host) Close() error {
 			cancel()
 			<-h.served
 		}
+		if err := h.local.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the timelines' engine: %w", err))
+		}
 		if err := h.k.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close world: %w", err))
 		}

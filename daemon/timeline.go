@@ -7,12 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/wI2L/jsondiff"
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -87,7 +92,7 @@ func (l *Local) Timeline(ctx context.Context, workflow, key string, q TimelineQu
 	log := l.W.Journal()
 	var known []schemas.Hash
 	if q.After > 0 {
-		if known, err = records.InstanceIntents(ctx, log, workflow, k, q.After); err != nil {
+		if known, err = l.cellIntents(ctx, workflow, k, q.After); err != nil {
 			return nil, AsError(err, where)
 		}
 	}
@@ -110,6 +115,51 @@ func (l *Local) Timeline(ctx context.Context, workflow, key string, q TimelineQu
 		return nil, AsError(err, where)
 	}
 	return page, nil
+}
+
+// intentsSeen remembers, for the cells whose timelines were paged
+// recently, the intents each opened up to a seq: paging on scans the
+// journal only from there. Holding more intents than those opened before
+// a page's start is harmless (an intent's records follow it), so one entry
+// serves any page that starts at or before its seq.
+type intentsSeen struct {
+	mu    sync.Mutex
+	cells *lru.Cache[string, cellIntents]
+}
+
+type cellIntents struct {
+	upTo    uint64
+	intents []schemas.Hash
+}
+
+// intentsSeenCells bounds the cells intentsSeen remembers.
+const intentsSeenCells = 1024
+
+// cellIntents returns the intents the cell opened up to seq upTo (and
+// perhaps some after), scanning only what the cell's entry has not seen.
+func (l *Local) cellIntents(ctx context.Context, workflow string, key []byte, upTo uint64) ([]schemas.Hash, error) {
+	c := &l.seen
+	id := workflow + "\x00" + string(key)
+	c.mu.Lock()
+	if c.cells == nil {
+		c.cells, _ = lru.New[string, cellIntents](intentsSeenCells)
+	}
+	e, _ := c.cells.Get(id)
+	c.mu.Unlock()
+	if e.upTo >= upTo {
+		return e.intents, nil
+	}
+	more, err := records.InstanceIntents(ctx, l.W.Journal(), workflow, key, e.upTo+1, upTo)
+	if err != nil {
+		return nil, err
+	}
+	e = cellIntents{upTo: upTo, intents: append(slices.Clip(e.intents), more...)}
+	c.mu.Lock()
+	if old, ok := c.cells.Get(id); !ok || old.upTo < e.upTo {
+		c.cells.Add(id, e)
+	}
+	c.mu.Unlock()
+	return e.intents, nil
 }
 
 // stepState is what a timeline knows of one step's state.
@@ -172,8 +222,7 @@ func (l *Local) timelineStates(ctx context.Context, workflow string, key []byte,
 				from = es[missing[0]].Seq
 			}
 		}
-		hist, err := kernel.CellHistory(ctx, kernel.Stores{CAS: l.W.CAS(), Journal: l.W.Journal()}, l.Config,
-			kernel.HistoryQuery{Workflow: workflow, Key: key, From: from, To: to})
+		hist, err := l.history(ctx, kernel.HistoryQuery{Workflow: workflow, Key: key, From: from, To: to})
 		bySeq := map[uint64]kernel.HistoryStep{}
 		if err == nil {
 			for _, s := range hist.Steps {
@@ -234,6 +283,53 @@ func (l *Local) timelineStates(ctx context.Context, workflow string, key []byte,
 		prev = g
 	}
 	return nil
+}
+
+// historian runs the replays timelines recompute states with, one at a
+// time (each takes a core while it runs), sharing one wasm engine so that
+// a replay does not load the world's compiled modules again.
+type historian struct {
+	mu     sync.Mutex
+	engine *wasm.Engine
+	closed bool
+}
+
+// history recomputes a cell's states (kernel.CellHistory) with the world's
+// configuration and the shared engine.
+func (l *Local) history(ctx context.Context, q kernel.HistoryQuery) (*kernel.HistoryResult, error) {
+	h := &l.hist
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, kernel.ErrClosed
+	}
+	cfg := l.Config
+	if cfg.Wasm == nil {
+		if h.engine == nil {
+			e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cfg.WasmCacheDir})
+			if err != nil {
+				return nil, err
+			}
+			h.engine = e
+		}
+		cfg.Wasm = h.engine
+	}
+	return kernel.CellHistory(ctx, kernel.Stores{CAS: l.W.CAS(), Journal: l.W.Journal()}, cfg, q)
+}
+
+// Close releases what the Local holds beside the world (the timelines'
+// wasm engine); the world is its owner's to close.
+func (l *Local) Close() error {
+	h := &l.hist
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if h.engine == nil {
+		return nil
+	}
+	err := h.engine.Close(context.Background())
+	h.engine = nil
+	return err
 }
 
 // stateJSON renders a state as JSON: null for none.

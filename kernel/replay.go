@@ -73,8 +73,12 @@ func (st *state) recover() error {
 		if r.Seq != st.seq+1 {
 			return false, &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: fmt.Sprintf("expected seq %d", st.seq+1)}
 		}
-		if h := st.w.hist; h != nil && r.Seq > h.to {
-			return false, nil // a history replay ends at the first input after its last step
+		if h := st.w.hist; h != nil && r.Seq > h.to && r.Kind != journal.KindStep && r.Kind != journal.KindFault {
+			// A history replay ends at the first input after its last step:
+			// steps and faults are driven one by one in the journal's order,
+			// and any other driver starts an input, which the live loop took
+			// only once every mailbox was empty.
+			return false, nil
 		}
 		ra.await(r.Seq)
 		if err := st.drive(r); err != nil {

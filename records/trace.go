@@ -89,12 +89,16 @@ func TracePage(ctx context.Context, src Source, workflow string, key []byte, aft
 }
 
 // InstanceIntents returns the hashes of the intents the instance opened in
-// the journal's records up to seq upTo, in the order opened. It decodes
-// only the intent records whose bytes hold the workflow name and key.
-func InstanceIntents(ctx context.Context, src Source, workflow string, key []byte, upTo uint64) ([]schemas.Hash, error) {
+// the journal's records from seq from to seq upTo, in the order opened. It
+// decodes only the intent records whose bytes hold the workflow name and
+// key.
+func InstanceIntents(ctx context.Context, src Source, workflow string, key []byte, from, upTo uint64) ([]schemas.Hash, error) {
 	var out []schemas.Hash
+	if from > upTo {
+		return nil, nil
+	}
 	wfb := []byte(workflow)
-	err := src.Read(1, func(r journal.Record) (bool, error) {
+	err := src.Read(max(from, 1), func(r journal.Record) (bool, error) {
 		if r.Seq > upTo {
 			return false, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aos-kernel/aos/daemon"
@@ -36,7 +37,7 @@ func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.Ce
 
 // printCells prints a page as a table, then how many rows it held and, when
 // more follow, the command that lists the next page.
-func (a *app) printCells(workflow string, p *daemon.CellPage) error {
+func (a *app) printCells(workflow string, q daemon.CellsQuery, p *daemon.CellPage) error {
 	w := newTable(a.stdout)
 	w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
 	for _, ci := range p.Cells {
@@ -55,7 +56,11 @@ func (a *app) printCells(workflow string, p *daemon.CellPage) error {
 	}
 	fmt.Fprintf(a.stdout, "%d cell(s)\n", len(p.Cells))
 	if p.Next != "" {
-		fmt.Fprintf(a.stdout, "next page: aosd cells ls %s --after %s\n", workflow, p.Next)
+		filter := ""
+		if len(q.Status) > 0 {
+			filter = " --status " + strings.Join(q.Status, ",")
+		}
+		fmt.Fprintf(a.stdout, "next page: aosd cells ls %s%s --after %s\n", workflow, filter, p.Next)
 	}
 	return nil
 }
@@ -65,6 +70,8 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 		kernel.DefaultCellPage, kernel.MaxCellPage, kernel.MaxCellPage))
 	after := fs.String("after", "", "ls: start after this cursor (the next of an earlier page)")
 	all := fs.Bool("all", false, "ls: every cell from the cursor on, fetched a page at a time")
+	status := fs.String("status", "", "ls: only rows with these statuses (comma-separated: running, waiting, completed, failed)")
+	key := fs.String("key", "", "ls: only the row of this key (JSON, or a string)")
 	return func(pos []string) error {
 		if len(pos) == 0 {
 			return usagef("want ls WORKFLOW or show WORKFLOW [KEY]")
@@ -75,14 +82,20 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 				return err
 			}
 			return a.withConn(a.ctx, func(c *daemon.Conn) error {
-				p, err := listCells(a.ctx, c, pos[1], daemon.CellsQuery{Limit: *limit, After: *after}, *all)
+				q := daemon.CellsQuery{Limit: *limit, After: *after, Status: daemon.ParseStatuses([]string{*status})}
+				fs.Visit(func(f *flag.Flag) {
+					if f.Name == "key" {
+						q.Key, q.HasKey = *key, true
+					}
+				})
+				p, err := listCells(a.ctx, c, pos[1], q, *all)
 				if err != nil {
 					return err
 				}
 				if a.json {
 					return a.printJSON(p)
 				}
-				return a.printCells(pos[1], p)
+				return a.printCells(pos[1], q, p)
 			})
 		case "show":
 			if err := wantArgs(pos, 2, 3, "show WORKFLOW [KEY]"); err != nil {

@@ -93,3 +93,40 @@ func TestCellsLsPaging(t *testing.T) {
 		}
 	})
 }
+
+// TestCellsLsFilters: `cells ls --status` keeps the rows of those statuses
+// (and its next-page hint keeps the filter), `--key` prints the one row of
+// a key or none, and an unknown status is refused, naming it.
+func TestCellsLsFilters(t *testing.T) {
+	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
+		ok(t, w, "apply", examples.Path(t, "counter"))
+		for _, k := range []string{"a", "b", "c", "d", "e"} {
+			ok(t, w, "send", countEv, fmt.Sprintf(`{"key":%q,"by":1}`, k))
+		}
+		var p cellsPage
+		jsonOut(t, w, &p, "cells", "ls", counterWF, "--status", "failed")
+		if len(p.Cells) != 0 || p.Next != nil {
+			t.Fatalf("--status failed: %+v", p)
+		}
+		jsonOut(t, w, &p, "cells", "ls", counterWF, "--status", "running,completed", "--all")
+		if len(p.Cells) != 5 {
+			t.Fatalf("--status running,completed: %+v", p)
+		}
+		out := ok(t, w, "cells", "ls", counterWF, "--status", "completed", "--limit", "2")
+		if !strings.Contains(out, "next page: aosd cells ls "+counterWF+" --status completed --after ") {
+			t.Fatalf("--status --limit 2 printed:\n%s", out)
+		}
+		jsonOut(t, w, &p, "cells", "ls", counterWF, "--key", "b")
+		if strings.Join(p.keys(), ",") != `"b"` || p.Cells[0].Status != "completed" {
+			t.Fatalf("--key b: %+v", p)
+		}
+		jsonOut(t, w, &p, "cells", "ls", counterWF, "--key", "zz")
+		if len(p.Cells) != 0 {
+			t.Fatalf("--key zz: %+v", p)
+		}
+		r := aosd(t, w, "cells", "ls", counterWF, "--status", "done")
+		if r.code == 0 || !strings.Contains(r.stderr, `unknown status "done"`) {
+			t.Fatalf("--status done: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
