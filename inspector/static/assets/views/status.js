@@ -1,6 +1,7 @@
 // World status: the manifest, height, quiescence, instance counts, in-flight
 // intents, queued effects, and live rates computed from two polls of the
-// Prometheus counters (/metrics) and the journal height.
+// Prometheus counters (/metrics), the status's journaled counts and the
+// journal height.
 import { h, replace, card, table } from '../dom.js';
 import { get, text } from '../api.js';
 import { cellsPath } from '../links.js';
@@ -38,6 +39,7 @@ export async function statusView(ctx) {
       const [s, prom] = await Promise.all([get('/v1/status', ctx.signal), text('/metrics', ctx.signal).catch(() => '')]);
       const now = { t: performance.now(), m: sums(prom) };
       now.m.__height = s.journal_height;
+      now.m.__receipts = (s.journaled || {}).receipt || 0;
       draw(root, s, now, prev);
       prev = now;
     } catch (err) {
@@ -66,10 +68,11 @@ function draw(root, s, now, prev) {
       card('Queued effects', String(s.queued_effects), { id: 'queued' }),
       card('Events in', rate(now, prev, 'aos_events_ingested_total'), { id: 'rate-events' }),
       card('Steps', rate(now, prev, 'aos_steps_total'), { id: 'rate-steps' }),
+      card('Receipts', rate(now, prev, '__receipts'), { id: 'rate-receipts' }),
       card('Journal records', rate(now, prev, '__height'), { id: 'rate-records' }),
       card('Since snapshot', String(s.records_since_snapshot) + ' records', { id: 'since-snapshot' })),
     h('h2', {}, 'Workflows'),
     wfs.length === 0 ? h('p', { class: 'muted' }, 'No workflows yet: apply a manifest.') :
       table(['Workflow', 'Cells'], wfs.map((wf) => [h('a', { href: cellsPath(wf), 'data-workflow': wf }, wf), String(s.cells[wf])])),
-    h('p', { class: 'muted' }, 'Rates are computed from two polls ' + POLL_MS / 1000 + ' s apart of /metrics and the journal height.'));
+    h('p', { class: 'muted' }, 'Rates are computed from two polls ' + POLL_MS / 1000 + ' s apart of /metrics (events in, steps), the status\'s journaled receipts, and the journal height.'));
 }
