@@ -32,15 +32,16 @@ const pageTimeout = 90 * time.Second
 
 func chromiumPath(t *testing.T) string {
 	t.Helper()
+	names := []string{"chromium", "chromium-browser", "google-chrome"}
 	if p := os.Getenv("AOS_CHROMIUM"); p != "" {
-		return p
+		names = []string{p} // only the browser named
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	msg := "NO BROWSER: the inspector's browser tests need Chromium (apt-get install -y chromium, or set AOS_CHROMIUM); they did NOT run"
+	msg := fmt.Sprintf("NO BROWSER: the inspector's browser tests need Chromium (apt-get install -y chromium, or set AOS_CHROMIUM); none of %v found; they did NOT run", names)
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg + " (CI=true: this is a failure)")
 	}
