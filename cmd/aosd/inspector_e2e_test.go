@@ -266,6 +266,14 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.until(t, "no failed cells", `location.search === '?status=failed' && document.querySelector('#cells-page').textContent.includes('No cells with status failed')`)
 	b.do(t, "filter waiting", chromedp.SetValue(chromedp.ID("status-filter"), "waiting"), chromedp.Evaluate[chromedp.Void](`document.querySelector('#status-filter').dispatchEvent(new Event('change')); undefined`))
 	b.until(t, "the waiting cell", `location.search === '?status=waiting' && document.querySelector("a[data-key='\"o-1\"']") !== null`)
+	// A refusal of the API is shown once, where the list would be.
+	b.open(t, "/cells/"+url.PathEscape(orderWF)+"?status=bogus")
+	b.until(t, "the API's refusal", `document.querySelector('#cells-page .error') !== null`)
+	if s := eval[string](t, b, `[...document.querySelectorAll('.error')].map((e) => e.textContent).join(' | ')`); !strings.Contains(s, "400 invalid_input") || strings.Contains(s, " | ") {
+		t.Errorf("errors shown for an unknown status: %q, want the API's 400 once", s)
+	}
+	b.open(t, "/cells/"+url.PathEscape(orderWF))
+	b.until(t, "the cells page again", `document.querySelector("a[data-key='\"o-1\"']") !== null`)
 	b.do(t, "search the key", chromedp.SendKeys(chromedp.ID("key-search"), "o-1"), chromedp.Click(chromedp.CSS(`#key-form button`)))
 	// The same cell's link as `aosd trace` prints it.
 	tr := strings.Split(strings.TrimSpace(ok(t, world, "trace", orderWF, "o-1")), "\n")

@@ -1,7 +1,7 @@
 // Workflows and their cells: one page at a time with the API's cursor,
 // filtered by status, and a search by exact key.
 import { h, replace, table, errorBox } from '../dom.js';
-import { get } from '../api.js';
+import { get, APIError } from '../api.js';
 import { cellsPath, cellPath, parseKey } from '../links.js';
 import { navigate } from '../app.js';
 
@@ -43,8 +43,8 @@ export async function cellsView(ctx, wf) {
     try {
       page = await get('/v1/cells/' + encodeURIComponent(wf) + '?' + q, ctx.signal);
     } catch (err) {
-      replace(body, errorBox(err));
-      if (err.name !== 'APIError') ctx.fail(err);
+      if (err instanceof APIError) replace(body, errorBox(err));
+      else ctx.fail(err); // unauthorized: the login page
       return;
     }
     const rows = (page.cells || []).map((c) => [
