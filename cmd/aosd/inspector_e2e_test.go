@@ -308,6 +308,12 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.do(t, "select the first step", chromedp.Click(chromedp.CSS(`#timeline-table tr[data-kind="step"] td:nth-child(2)`)))
 	b.until(t, "the first step's state", `document.querySelector('#step-state').textContent.includes('awaiting_payment') && !document.querySelector('#step-state').textContent.includes('ch_1')`)
 
+	// A key nothing reached: no cell, and an empty history, not an error.
+	b.open(t, cellLink(orderWF, "nobody"))
+	b.until(t, "the empty cell page", `document.querySelector('#no-cell') !== null && document.querySelector('#timeline').textContent.includes('Nothing in the journal reached this cell') && document.querySelector('.error') === null`)
+	b.open(t, link)
+	b.until(t, "the paid order again", `document.querySelector('#timeline-table tr[data-kind="receipt"]') !== null`)
+
 	// The intent's life, from the receipt's link.
 	b.do(t, "open the intent", chromedp.Click(chromedp.CSS(`#timeline-table tr[data-kind="receipt"] a[data-intent]`)))
 	b.until(t, "the intent page", `document.querySelector('#intent-hash') !== null && document.querySelector('tr[data-kind="receipt"]') !== null`)
