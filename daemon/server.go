@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/aos-kernel/aos/inspector"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -95,7 +96,8 @@ func (s *Server) needsExecutors(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// Handler returns the API's routes, all behind bearer-token auth.
+// Handler returns the API's routes, all behind bearer-token auth, and the
+// web inspector's pages (package inspector) on every other path.
 func (s *Server) Handler() http.Handler {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
@@ -131,7 +133,23 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, CodeNotFound, r.Method+" "+r.URL.Path, "no such route"))
 	})
-	return s.auth(s.logRequests(mux))
+	api := s.auth(s.logRequests(mux))
+	ui := s.logRequests(inspector.Handler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isAPIPath(r.URL.Path) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		ui.ServeHTTP(w, r)
+	})
+}
+
+// isAPIPath says whether a request goes to the API (behind the token) rather
+// than to the inspector's pages, which hold no data and are served without
+// it: /v1 and everything under it (unknown routes there answer the API's
+// JSON 404), and /metrics.
+func isAPIPath(p string) bool {
+	return p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/metrics"
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {

@@ -37,7 +37,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("AOS_WASM_CACHE", examples.WasmCache(built))
-	build := exec.Command("go", "build", "-race", "-o", aosdBin, ".")
+	// AOS_E2E_NORACE=1 builds it without -race, for figures that time the
+	// daemon (the inspector's timeline, docs/PERFORMANCE.md).
+	race := []string{"-race"}
+	if os.Getenv("AOS_E2E_NORACE") == "1" {
+		race = nil
+	}
+	build := exec.Command("go", append(append([]string{"build"}, race...), "-o", aosdBin, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		// -race needs cgo; fall back to a plain build.
@@ -358,6 +364,13 @@ func TestCounterLifecycle(t *testing.T) {
 			if out := ok(t, w, args...); out == "" {
 				t.Errorf("aosd %v printed nothing", args)
 			}
+		}
+		// With a daemon, trace ends with the inspector's link to the cell.
+		tr := strings.Split(strings.TrimSpace(ok(t, w, "trace", counterWF, "a")), "\n")
+		if link := tr[len(tr)-1]; d != nil && link != "inspector: http://"+d.addr+"/cells/com.example%2Fcounter.step@1/%22a%22" {
+			t.Errorf("trace through the daemon ends with %q, want the inspector's link", link)
+		} else if d == nil && strings.Contains(strings.Join(tr, "\n"), "inspector:") {
+			t.Errorf("trace without a daemon names an inspector:\n%s", strings.Join(tr, "\n"))
 		}
 		if d != nil && !strings.Contains(ok(t, w, "status"), "daemon at http://"+d.addr) {
 			t.Errorf("status did not go through the daemon")

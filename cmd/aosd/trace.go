@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/url"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -41,9 +43,37 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 			for _, e := range tr {
 				w.row(e.Seq, string(e.Kind), traceDetail(e))
 			}
-			return w.flush()
+			if err := w.flush(); err != nil {
+				return err
+			}
+			if c.Remote {
+				link := "http://" + c.Addr + "/intents/" + url.PathEscape(*intent)
+				if *intent == "" {
+					link = inspectorCellURL(c.Addr, pos[0], key, len(pos) == 2)
+				}
+				_, err = fmt.Fprintf(a.stdout, "inspector: %s\n", link)
+			}
+			return err
 		})
 	}
+}
+
+// inspectorCellURL is the web inspector's deep link of a cell
+// (docs/inspector.md): the workflow and the key's JSON, each one escaped
+// path segment. A key given as JSON is that JSON; any other text is that
+// string, as the API reads it; no key is an unkeyed workflow's null.
+func inspectorCellURL(addr, workflow, key string, keyed bool) string {
+	k := "null"
+	if keyed {
+		var buf bytes.Buffer
+		if json.Valid([]byte(key)) && json.Compact(&buf, []byte(key)) == nil {
+			k = buf.String()
+		} else {
+			b, _ := json.Marshal(key)
+			k = string(b)
+		}
+	}
+	return "http://" + addr + "/cells/" + url.PathEscape(workflow) + "/" + url.PathEscape(k)
 }
 
 func traceDetail(e daemon.TraceEntry) string {

@@ -1,0 +1,66 @@
+// Workflows and their cells: one page at a time with the API's cursor,
+// filtered by status, and a search by exact key.
+import { h, replace, table, errorBox } from '../dom.js';
+import { get, APIError } from '../api.js';
+import { cellsPath, cellPath, parseKey } from '../links.js';
+import { navigate } from '../app.js';
+
+const PAGE = 50;
+const STATUSES = ['', 'running', 'waiting', 'completed', 'failed'];
+
+export async function workflowsView(ctx) {
+  const s = await get('/v1/status', ctx.signal);
+  const wfs = Object.keys(s.cells || {}).sort();
+  replace(ctx.main, h('h1', {}, 'Workflows'),
+    wfs.length === 0 ? h('p', { class: 'muted' }, 'No workflows yet: apply a manifest.') :
+      table(['Workflow', 'Cells'], wfs.map((wf) => [h('a', { href: cellsPath(wf), 'data-workflow': wf }, wf), String(s.cells[wf])])));
+}
+
+export async function cellsView(ctx, wf) {
+  const params = new URLSearchParams(location.search);
+  const status = params.get('status') || '';
+  const cursors = ['']; // the cursor of each page shown so far: Previous pops
+  const body = h('div', { id: 'cells-page' });
+  const keyInput = h('input', { type: 'text', id: 'key-search', placeholder: 'exact key, e.g. o-1 or "o-1" or 42', size: 32 });
+  const search = h('form', { id: 'key-form', class: 'toolbar' },
+    h('label', { for: 'key-search' }, 'Key'), keyInput, h('button', { type: 'submit' }, 'Open cell'));
+  search.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const raw = keyInput.value.trim();
+    if (raw !== '') navigate(cellPath(wf, parseKey(raw)));
+  });
+  const filter = h('select', { id: 'status-filter' }, STATUSES.map((st) => h('option', { value: st, selected: st === status }, st || 'any status')));
+  filter.addEventListener('change', () => navigate(cellsPath(wf) + (filter.value ? '?status=' + filter.value : '')));
+  replace(ctx.main, h('h1', {}, wf), search,
+    h('div', { class: 'toolbar' }, h('label', { for: 'status-filter' }, 'Status'), filter), body);
+
+  const load = async () => {
+    const after = cursors[cursors.length - 1];
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    if (after) q.set('after', after);
+    if (status) q.set('status', status);
+    let page;
+    try {
+      page = await get('/v1/cells/' + encodeURIComponent(wf) + '?' + q, ctx.signal);
+    } catch (err) {
+      if (err instanceof APIError) replace(body, errorBox(err));
+      else ctx.fail(err); // unauthorized: the login page
+      return;
+    }
+    const rows = (page.cells || []).map((c) => [
+      h('a', { href: cellPath(wf, c.key), class: 'mono', 'data-key': JSON.stringify(c.key) }, JSON.stringify(c.key)),
+      h('span', { class: 'status-' + c.status }, c.status + (c.reason ? ': ' + c.reason : '')),
+      h('span', { class: 'mono' }, c.state_hash),
+      String(c.size),
+    ]);
+    const prevBtn = h('button', { type: 'button', id: 'prev-page', disabled: cursors.length === 1 }, '← Previous');
+    const nextBtn = h('button', { type: 'button', id: 'next-page', disabled: !page.next }, 'Next →');
+    prevBtn.addEventListener('click', () => { cursors.pop(); load(); });
+    nextBtn.addEventListener('click', () => { cursors.push(page.next); load(); });
+    replace(body,
+      rows.length === 0 ? h('p', { class: 'muted' }, 'No cells' + (status ? ' with status ' + status : '') + '.') :
+        table(['Key', 'Status', 'State hash', 'Bytes'], rows),
+      h('div', { class: 'toolbar' }, prevBtn, h('span', { class: 'muted' }, 'page ' + cursors.length + ', ' + rows.length + ' rows'), nextBtn));
+  };
+  await load();
+}

@@ -1,0 +1,112 @@
+// The journal: a page of records at a time (from a seq, a limit, kind
+// filters), a record's full body, and live follow: the NDJSON stream of
+// /v1/journal?follow=true read with fetch, appended as records become
+// durable, with at most MAX_ROWS rows kept in the page.
+import { h, replace, table, pretty, compact, errorBox } from '../dom.js';
+import { get, lines, APIError } from '../api.js';
+import { cellPath, intentPath, journalPath } from '../links.js';
+import { navigate } from '../app.js';
+
+const PAGE = 100;
+const MAX_ROWS = 1000;
+const KINDS = ['event', 'step', 'intent', 'receipt', 'drop', 'frame', 'fault', 'recover', 'manifest', 'config', 'checkpoint', 'snapshot'];
+
+export async function journalView(ctx, seqParam) {
+  const params = new URLSearchParams(location.search);
+  const kinds = (params.get('kind') || '').split(',').filter((k) => KINDS.includes(k));
+  const focus = seqParam !== undefined && /^\d+$/.test(seqParam) ? Number(seqParam) : null;
+  let from = focus;
+  if (from === null && params.has('from') && /^\d+$/.test(params.get('from'))) from = Number(params.get('from'));
+  if (from === null) {
+    const s = await get('/v1/status', ctx.signal);
+    from = Math.max(0, s.journal_height - PAGE + 1);
+  }
+
+  const boxes = KINDS.map((k) => h('label', {}, h('input', { type: 'checkbox', value: k, checked: kinds.includes(k), 'data-kind-filter': k }), ' ' + k));
+  const follow = h('input', { type: 'checkbox', id: 'follow' });
+  const fromInput = h('input', { type: 'number', id: 'journal-from', min: 0, value: String(from), size: 8 });
+  const rows = h('tbody', { id: 'journal-rows' });
+  const detailPanel = h('div', { id: 'record', class: 'panel' }, h('p', { class: 'muted' }, 'Select a record to see its body.'));
+  const live = h('span', { class: 'pill', id: 'follow-state' }, 'paused');
+  const err = h('div', {});
+  const nav = h('div', { class: 'toolbar' });
+  const go = h('form', { class: 'toolbar', id: 'journal-form' },
+    h('label', { for: 'journal-from' }, 'From seq'), fromInput, h('button', { type: 'submit' }, 'Show'),
+    h('span', { class: 'muted' }, 'Kinds:'), boxes,
+    h('label', {}, follow, ' Follow live'), live);
+  const selectedKinds = () => boxes.map((b) => b.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
+  const here = (f) => '/journal' + '?from=' + f + (selectedKinds().length ? '&kind=' + selectedKinds().join(',') : '');
+  go.addEventListener('submit', (ev) => { ev.preventDefault(); navigate(here(fromInput.value || '0')); });
+  for (const b of boxes) b.querySelector('input').addEventListener('change', () => navigate(here(from)));
+
+  replace(ctx.main, h('h1', {}, 'Journal'), go, err,
+    h('div', { class: 'split' }, h('div', {}, h('table', { id: 'journal-table' },
+      h('thead', {}, h('tr', {}, ['Seq', 'Kind', 'Summary'].map((x) => h('th', {}, x)))), rows), nav), detailPanel));
+
+  let last = from - 1;
+  const add = (rec) => {
+    if (rec.error) { replace(err, errorBox(new Error(rec.error.code + ': ' + rec.error.message))); return; }
+    last = rec.seq;
+    const tr = h('tr', { class: 'selectable' + (rec.seq === focus ? ' highlight' : ''), 'data-seq': rec.seq, 'data-kind': rec.kind },
+      h('td', { class: 'mono' }, String(rec.seq)), h('td', {}, h('span', { class: 'kind kind-' + rec.kind }, rec.kind)), h('td', { class: 'wrap' }, summary(rec)));
+    tr.addEventListener('click', (ev) => { if (!ev.target.closest('a')) showRecord(detailPanel, rec); });
+    rows.appendChild(tr);
+    while (rows.childElementCount > MAX_ROWS) rows.firstElementChild.remove();
+    if (rec.seq === focus) showRecord(detailPanel, rec);
+  };
+
+  const q = new URLSearchParams({ from: String(from), limit: String(PAGE) });
+  if (kinds.length) q.set('kind', kinds.join(','));
+  try {
+    await lines('/v1/journal?' + q, add, ctx.signal);
+  } catch (e) {
+    if (e instanceof APIError) { replace(err, errorBox(e)); return; }
+    throw e;
+  }
+  const pageEnd = last;
+  replace(nav,
+    h('a', { href: here(Math.max(0, from - PAGE)), id: 'journal-earlier' }, '← Earlier'),
+    h('span', { class: 'muted', id: 'journal-page' }, rows.childElementCount === 0 ? `no records from seq ${from}` : `seqs ${from}–${pageEnd}`),
+    h('a', { href: here(pageEnd + 1), id: 'journal-later' }, 'Later →'));
+
+  // Live follow: stream from after the last record shown.
+  let ac = null;
+  const stop = () => { if (ac) { ac.abort(); ac = null; } replace(live, 'paused'); live.className = 'pill'; };
+  ctx.onCleanup(stop);
+  follow.addEventListener('change', () => {
+    if (!follow.checked) { stop(); return; }
+    ac = new AbortController();
+    const mine = ac;
+    ctx.signal.addEventListener('abort', () => mine.abort());
+    const fq = new URLSearchParams({ from: String(last + 1), follow: 'true' });
+    if (kinds.length) fq.set('kind', kinds.join(','));
+    replace(live, 'live'); live.className = 'pill live';
+    lines('/v1/journal?' + fq, add, mine.signal).catch((e) => {
+      if (e.name === 'AbortError' || mine.signal.aborted) return;
+      ctx.fail(e);
+    });
+  });
+}
+
+function summary(rec) {
+  const b = rec.body || {};
+  switch (rec.kind) {
+    case 'event': return [b.schema + ' ', h('span', { class: 'mono' }, compact(b.value, 90)),
+      (b.targets || []).map((t) => [' → ', h('a', { href: cellPath(t.workflow, t.key) }, t.workflow + ' ' + JSON.stringify(t.key))])];
+    case 'step': return [h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)), ' input ', h('a', { href: journalPath(b.input) }, '#' + b.input)];
+    case 'intent': return [b.effect + ' ', h('a', { href: intentPath(b.hash), class: 'mono' }, b.hash.slice(0, 19) + '…'), ' from ', h('a', { href: cellPath(b.origin_workflow, b.origin_key) }, JSON.stringify(b.origin_key))];
+    case 'receipt': case 'drop': {
+      const r = b.receipt || {};
+      return [`${r.effect} ${r.status} from ${r.executor} for `, h('a', { href: intentPath(r.intent_hash), class: 'mono' }, String(r.intent_hash).slice(0, 19) + '…'), b.reason ? ': ' + b.reason : ''];
+    }
+    case 'frame': return [`frame ${b.seq} from ${b.executor} for `, h('a', { href: intentPath(b.intent), class: 'mono' }, String(b.intent).slice(0, 19) + '…')];
+    case 'fault': return [h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)), ': ' + b.reason];
+    case 'manifest': return [b.name + ' ', h('span', { class: 'mono' }, b.hash)];
+    default: return h('span', { class: 'mono' }, compact(b, 120));
+  }
+}
+
+function showRecord(panel, rec) {
+  replace(panel, h('h2', {}, 'Record ', h('a', { href: journalPath(rec.seq) }, '#' + rec.seq), ' (' + rec.kind + ')'),
+    h('pre', { class: 'json', id: 'record-body' }, pretty(rec.body)));
+}
