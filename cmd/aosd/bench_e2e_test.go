@@ -213,7 +213,9 @@ func TestBenchBadFlags(t *testing.T) {
 func TestServePprof(t *testing.T) {
 	w := newWorld(t)
 	for _, bad := range []string{"0.0.0.0:0", "nonsense"} {
-		r := aosd(t, w, "serve", "--pprof", bad)
+		// --listen is bad too, so a serve that let the address through
+		// would stop at once (exit 1) rather than serve forever.
+		r := aosd(t, w, "serve", "--pprof", bad, "--listen", "nonsense")
 		if r.code != 2 || !strings.Contains(r.stderr, "--pprof") {
 			t.Errorf("serve --pprof %s: exit %d, stderr %q; want exit 2 naming --pprof", bad, r.code, r.stderr)
 		}

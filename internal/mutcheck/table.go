@@ -687,6 +687,6 @@ var mutations = []mutation{
 		pkg:  "./cmd/aosd", run: "TestBenchBadFlags"},
 	{name: "serve/pprof-loopback-only", file: "cmd/aosd/serve.go",
 		from: "if ip := net.ParseIP(host); host != \"localhost\" && (ip == nil || !ip.IsLoopback()) {",
-		to:   "if false {",
+		to:   "if _ = host; false {",
 		pkg:  "./cmd/aosd", run: "TestServePprof"},
 }
