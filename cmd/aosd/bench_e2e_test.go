@@ -252,3 +252,17 @@ func TestServePprof(t *testing.T) {
 		t.Fatalf("GET %s: %d %q", u, resp.StatusCode, b)
 	}
 }
+
+func TestBenchStopsOnARefusedEvent(t *testing.T) {
+	w := newWorld(t) // no manifest: every event is refused 409 no_manifest
+	startDaemon(t, w)
+	r := aosd(t, w, "bench", "--events", "10", "--warmup", "0", "--concurrency", "2", "--json")
+	if r.code != 1 || r.stdout != "" {
+		t.Fatalf("bench on a world without a manifest: exit %d, stdout %q; want exit 1 and no report", r.code, r.stdout)
+	}
+	for _, want := range []string{"POST /v1/events: HTTP 409", "no_manifest", "events "} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q: %s", want, r.stderr)
+		}
+	}
+}

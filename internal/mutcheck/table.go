@@ -689,4 +689,8 @@ var mutations = []mutation{
 		from: "if ip := net.ParseIP(host); host != \"localhost\" && (ip == nil || !ip.IsLoopback()) {",
 		to:   "if _ = host; false {",
 		pkg:  "./cmd/aosd", run: "TestServePprof"},
+	{name: "bench/refused-event-stops", file: "internal/loadgen/loadgen.go",
+		from: "if status != http.StatusOK {\n\t\treturn nil, fmt.Errorf(\"POST /v1/events: HTTP",
+		to:   "if false {\n\t\treturn nil, fmt.Errorf(\"POST /v1/events: HTTP",
+		pkg:  "./cmd/aosd", run: "TestBenchStopsOnARefusedEvent"},
 }
