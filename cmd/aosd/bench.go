@@ -34,13 +34,14 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 	keys := fs.Int("keys", 1_000, "distinct keys; event i goes to key i mod keys")
 	prefix := fs.String("key-prefix", "", "keys are PREFIX0, PREFIX1, ... (default: b + 8 random hex digits + -, so reruns on one world do not mix)")
 	tmpl := fs.String("template", "", "FILE: an event object {\"schema\": ..., \"value\": ...} sent instead of the counter's, with {{key}} and {{seq}} filled in per event")
+	effects := fs.Bool("effects", false, "the effect mix: send the orders example's Created events (one order per event) and serve the charge each emits as an external executor (a key of its own through POST /v1/keys, claim, signed receipts), measuring the receipt round trip too")
 	settle := fs.Duration("settle", time.Minute, "after the load, wait up to this long for quiescence before verifying")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
 		}
 		cfg := loadgen.Config{Events: *events, Warmup: *warmup, Batch: *batch, Concurrency: *conc,
-			Keys: *keys, KeyPrefix: *prefix, Settle: *settle}
+			Keys: *keys, KeyPrefix: *prefix, Settle: *settle, Effects: *effects}
 		if cfg.KeyPrefix == "" {
 			var r [4]byte
 			rand.Read(r[:])
@@ -67,7 +68,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		var err error
 		switch {
 		case *start != "":
-			cfg.Base, cfg.Token, stop, err = a.startBenchWorld(*start, *manifest)
+			cfg.Base, cfg.Token, stop, err = a.startBenchWorld(*start, *manifest, *effects)
 		case *addr != "":
 			cfg.Base = "http://" + *addr
 		default:
@@ -114,7 +115,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 // startBenchWorld makes a fresh world in dir, applies the manifest and
 // starts `aosd serve` on it (this binary), returning its address, token
 // and how to stop it.
-func (a *app) startBenchWorld(dir, manifest string) (base, token string, stop func() error, err error) {
+func (a *app) startBenchWorld(dir, manifest string, effects bool) (base, token string, stop func() error, err error) {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return "", "", nil, usagef("--start %s: not empty; give a new or empty directory (bench makes a fresh world)", dir)
 	}
@@ -131,9 +132,13 @@ func (a *app) startBenchWorld(dir, manifest string) (base, token string, stop fu
 		return nil
 	}
 	if manifest == "" {
-		src := filepath.Join("examples", "manifests", "counter")
+		example := "counter"
+		if effects {
+			example = "orders"
+		}
+		src := filepath.Join("examples", "manifests", example)
 		if _, err := os.Stat(src); err != nil {
-			return "", "", nil, fmt.Errorf("--start: the counter example is not at %s: run from the repository root, or give --manifest (a built manifest)", src)
+			return "", "", nil, fmt.Errorf("--start: the %s example is not at %s: run from the repository root, or give --manifest (a built manifest)", example, src)
 		}
 		manifest = filepath.Join(dir, "manifest")
 		if err := build.Copy(src, manifest); err != nil {
@@ -196,8 +201,11 @@ func (a *app) startBenchWorld(dir, manifest string) (base, token string, stop fu
 // printBench is the readable report.
 func printBench(w io.Writer, r *loadgen.Report) {
 	load := "keyed counter"
-	if r.Template {
+	switch {
+	case r.Template:
 		load = "template"
+	case r.Receipts != nil:
+		load = "orders with an executor (effect mix)"
 	}
 	fmt.Fprintf(w, "aosd bench: %s, %d events (+%d warm-up) to %s, %d event(s)/request, %d in flight, %d keys\n",
 		load, r.Events, r.Warmup, r.Target, r.Batch, r.Concurrency, r.Keys)
@@ -216,10 +224,17 @@ func printBench(w io.Writer, r *loadgen.Report) {
 	} else {
 		fmt.Fprintf(w, "group commit  n/a (its /metrics has no aos_journal_flush_records)\n")
 	}
+	if rc := r.Receipts; rc != nil {
+		l := rc.Latency
+		fmt.Fprintf(w, "receipts      %d settled, %.0f receipts/s; round trip ms p50 %.3f  p90 %.3f  p99 %.3f  max %.3f (%d claims)\n",
+			rc.Receipts, rc.PerSecond, l.P50, l.P90, l.P99, l.Max, rc.ClaimCalls)
+	}
 	v := r.Verify
 	switch {
 	case !v.OK:
 		fmt.Fprintf(w, "verify        FAILED: %s\n", v.Problem)
+	case r.Receipts != nil:
+		fmt.Fprintf(w, "verified      %d orders paid, %d distinct seqs, no failed instance\n", v.Keys, v.Seqs)
 	case r.Template:
 		fmt.Fprintf(w, "verified      %d distinct seqs, quiescent, no failed instance\n", v.Seqs)
 	default:

@@ -196,6 +196,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--keys", "0"}, 2, "--keys 0"},
 		{[]string{"--key-prefix", "a b"}, 2, `--key-prefix "a b"`},
 		{[]string{"--template", constant}, 2, "neither {{key}} nor {{seq}}"},
+		{[]string{"--template", constant, "--effects"}, 2, "--effects and --template: give one"},
 		{[]string{"--template", filepath.Join(full, "missing.json")}, 2, "--template: open"},
 		{[]string{"--start", full}, 2, "not empty"},
 		{[]string{"--start", full, "--addr", "127.0.0.1:1"}, 2, "--start and --addr"},
@@ -264,5 +265,81 @@ func TestBenchStopsOnARefusedEvent(t *testing.T) {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q: %s", want, r.stderr)
 		}
+	}
+}
+
+// orderWorld is a fresh world with the orders example applied and a
+// daemon serving it.
+func orderWorld(t *testing.T) string {
+	t.Helper()
+	w := newWorld(t)
+	ok(t, w, "apply", examples.Path(t, "orders"))
+	startDaemon(t, w)
+	return w
+}
+
+func orderStatus(t *testing.T, w, key string) string {
+	t.Helper()
+	var c struct {
+		State struct {
+			Status string `json:"status"`
+		} `json:"state"`
+	}
+	jsonOut(t, w, &c, "cells", "show", orderWF, key)
+	return c.State.Status
+}
+
+func TestBenchEffectMix(t *testing.T) {
+	w := orderWorld(t)
+	r := aosd(t, w, "bench", "--effects", "--events", "60", "--warmup", "10", "--concurrency", "4", "--key-prefix", "e-", "--json")
+	if r.code != 0 {
+		t.Fatalf("bench --effects: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var rep struct {
+		benchReport
+		Receipts *struct {
+			Receipts  int     `json:"receipts"`
+			PerSecond float64 `json:"receipts_per_second"`
+			Executor  string  `json:"executor"`
+			Latency   struct {
+				P50, P90, P99, Max float64
+			} `json:"latency_ms"`
+		} `json:"receipts"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("bench --effects --json: %v\n%s", err, r.stdout)
+	}
+	if !rep.Verify.OK || rep.Verify.Keys != 70 || rep.Verify.Seqs != 70 || rep.Verify.Failed != 0 {
+		t.Fatalf("verify = %+v", rep.Verify)
+	}
+	rc := rep.Receipts
+	if rc == nil || rc.Receipts != 60 || rc.PerSecond <= 0 || rc.Executor != "bench-e" {
+		t.Fatalf("receipts = %+v, want the 60 measured orders' receipts", rc)
+	}
+	if l := rc.Latency; !(l.P50 > 0 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) {
+		t.Fatalf("receipt latency out of order: %+v", l)
+	}
+	// Every order bench made is paid, warm-up included; the key it
+	// trusted for its executor is gone again.
+	for _, k := range []string{"e-0", "e-9", "e-69"} {
+		if st := orderStatus(t, w, k); st != "paid" {
+			t.Errorf("order %s: %s, want paid", k, st)
+		}
+	}
+	if ls := ok(t, w, "keys", "ls"); strings.Contains(ls, "bench-e") {
+		t.Errorf("bench's executor key is still trusted:\n%s", ls)
+	}
+}
+
+func TestBenchEffectMixDetectsAnUnpaidOrder(t *testing.T) {
+	w := orderWorld(t)
+	// Behind bench's back, order e-5 is created and cancelled: bench's own
+	// create for it changes nothing, and its charge's receipt leaves it
+	// cancelled.
+	ok(t, w, "send", "com.example/OrderCreated@1", `{"order_id":"e-5","amount_cents":100,"customer":"x"}`)
+	ok(t, w, "send", "com.example/OrderCancel@1", `{"order_id":"e-5"}`)
+	r := aosd(t, w, "bench", "--effects", "--events", "20", "--warmup", "0", "--concurrency", "4", "--key-prefix", "e-")
+	if r.code != 1 || !strings.Contains(r.stderr, `order e-5: status "cancelled", want "paid"`) {
+		t.Fatalf("bench --effects with a cancelled order: exit %d, want 1 naming e-5\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -4,9 +4,10 @@
 // what a client sees, and verifies the world's final state before it calls
 // the run a figure.
 //
-// It imports nothing of this module: what it knows of the daemon is the
-// documented wire format (docs/API.md), so a figure it gives is one any
-// client in any language could reproduce.
+// What it knows of the daemon is the documented wire format (docs/API.md),
+// so a figure it gives is one any client in any language could reproduce;
+// of this module it imports only receipts and schemas, to sign the effect
+// mix's receipts as any external executor does (docs/executor-protocol.md).
 //
 // Invariants:
 //
@@ -21,6 +22,9 @@
 //     waited on until quiescent; no instance is failed; and for the keyed
 //     counter every key's cell holds exactly the count of events sent to
 //     it. A mismatch names the key, the count found and the count sent.
+//     With the effect mix, every charge is settled by a receipt the world
+//     accepted and every order ends paid (the orders' 15-minute timers keep
+//     the world from quiescence, so that is read, not waited for).
 //   - Latencies are exact: every request's latency is recorded and the
 //     percentiles are read from the sorted list (nearest rank), no
 //     bucketing.

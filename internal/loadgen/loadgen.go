@@ -49,6 +49,12 @@ type Config struct {
 	// counter's CountEvent with by 1.
 	Template []byte
 
+	// Effects sends the orders example's Created events instead, one order
+	// per event (order KeyPrefix + index; Keys is not used), and serves the
+	// charge each emits as an external executor: claim, sign, post the
+	// receipt (effects.go).
+	Effects bool
+
 	// Settle bounds the wait for quiescence before verifying.
 	Settle time.Duration
 
@@ -78,6 +84,9 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--settle %s: want a positive duration", c.Settle)
 	}
 	if c.Template != nil {
+		if c.Effects {
+			return errors.New("--effects and --template: give one (the effect mix sends the orders example's events)")
+		}
 		return checkTemplate(c.Template)
 	}
 	return nil
@@ -146,12 +155,13 @@ type Report struct {
 	// CPU seconds in the measured window, and per 1,000 measured events.
 	// The daemon's is process_cpu_seconds_total from its /metrics (null
 	// when it exports none); bench's own is getrusage.
-	DaemonCPU      *float64 `json:"daemon_cpu_seconds"`
-	DaemonCPUPer1k *float64 `json:"daemon_cpu_seconds_per_1k_events"`
-	BenchCPU       float64  `json:"bench_cpu_seconds"`
-	BenchCPUPer1k  float64  `json:"bench_cpu_seconds_per_1k_events"`
-	GroupCommit    *Commits `json:"group_commit"`
-	Verify         Verify   `json:"verify"`
+	DaemonCPU      *float64  `json:"daemon_cpu_seconds"`
+	DaemonCPUPer1k *float64  `json:"daemon_cpu_seconds_per_1k_events"`
+	BenchCPU       float64   `json:"bench_cpu_seconds"`
+	BenchCPUPer1k  float64   `json:"bench_cpu_seconds_per_1k_events"`
+	GroupCommit    *Commits  `json:"group_commit"`
+	Receipts       *Receipts `json:"receipts"` // the effect mix's; null without --effects
+	Verify         Verify    `json:"verify"`
 }
 
 // Latency is a request's round trip in milliseconds, from the sorted list
@@ -189,9 +199,10 @@ type Verify struct {
 // Mismatch is a counter cell whose count is not the number of events sent
 // to its key (Got -1: no cell).
 type Mismatch struct {
-	Key  string `json:"key"`
-	Want int64  `json:"want"`
-	Got  int64  `json:"got"`
+	Key    string `json:"key"`
+	Want   int64  `json:"want"`
+	Got    int64  `json:"got"`
+	Status string `json:"status,omitempty"` // --effects: the order's status ("" no cell), not paid
 }
 
 // ErrVerify is the error of a run whose load went through but whose final
@@ -217,6 +228,19 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	g.seen = make(map[uint64]struct{}, c.Events+c.Warmup)
 	rep := &Report{Target: g.base, Events: c.Events, Warmup: c.Warmup, Batch: c.Batch,
 		Concurrency: c.Concurrency, Keys: c.Keys, Template: c.Template != nil}
+	var ex *executor
+	exDone := make(chan error, 1)
+	if c.Effects {
+		rep.Keys = c.Warmup + c.Events
+		var err error
+		if ex, err = g.newExecutor(ctx, c.Warmup+c.Events); err != nil {
+			return nil, err
+		}
+		defer ex.forget(context.WithoutCancel(ctx))
+		exCtx, stopEx := context.WithCancel(ctx)
+		defer stopEx()
+		go func() { exDone <- ex.run(exCtx, c.Concurrency) }()
+	}
 
 	if c.Warmup > 0 {
 		if _, err := g.load(ctx, 0, c.Warmup, false); err != nil {
@@ -229,11 +253,21 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	ru0 := selfCPU()
 	t0 := time.Now()
+	if ex != nil {
+		ex.t0 = t0
+		ex.measured.Store(true)
+	}
 	lat, err := g.load(ctx, c.Warmup, c.Events, true)
 	if err != nil {
 		return nil, err
 	}
 	elapsed := time.Since(t0)
+	if ex != nil {
+		if err := ex.wait(exDone, c.Settle); err != nil {
+			return nil, err
+		}
+		rep.Receipts = ex.report()
+	}
 	ru1 := selfCPU()
 	after, err := g.metrics(ctx)
 	if err != nil {
@@ -281,6 +315,13 @@ func (g *gen) body(dst []byte, from, to int) []byte {
 	for i := from; i < to; i++ {
 		if i > from {
 			dst = append(dst, ',')
+		}
+		if g.c.Effects {
+			dst = append(dst, `{"schema":"`+OrderSchema+`","value":{"order_id":"`...)
+			dst = append(dst, g.c.KeyPrefix...)
+			dst = strconv.AppendInt(dst, int64(i), 10)
+			dst = append(dst, `","amount_cents":100,"customer":"bench"}}`...)
+			continue
 		}
 		if g.c.Template != nil {
 			dst = fill(dst, g.c.Template, g.key(i), i)
@@ -415,7 +456,13 @@ func (g *gen) verify(ctx context.Context) Verify {
 	if g.dups > 0 || len(g.seen) != total {
 		return fail("%d events sent, %d distinct seqs answered (%d answered twice)", total, len(g.seen), g.dups)
 	}
-	b, status, err := g.do(ctx, "GET", "/v1/quiescent?wait="+url.QueryEscape(g.c.Settle.String()), nil)
+	// With --effects the world stays busy: every order's expiry timer is
+	// open for 15 minutes. Its quiescence is read, not waited for.
+	settle := g.c.Settle
+	if g.c.Effects {
+		settle = 0
+	}
+	b, status, err := g.do(ctx, "GET", "/v1/quiescent?wait="+url.QueryEscape(settle.String()), nil)
 	var q struct {
 		Quiescent bool `json:"quiescent"`
 	}
@@ -423,7 +470,7 @@ func (g *gen) verify(ctx context.Context) Verify {
 		return fail("GET /v1/quiescent: HTTP %d %v: %s", status, err, b)
 	}
 	v.Quiescent = q.Quiescent
-	if !q.Quiescent {
+	if !q.Quiescent && !g.c.Effects {
 		return fail("the world is not quiescent %s after the load", g.c.Settle)
 	}
 	b, status, err = g.do(ctx, "GET", "/v1/failed?limit=100", nil)
@@ -440,7 +487,15 @@ func (g *gen) verify(ctx context.Context) Verify {
 	if len(f.Failed) > 0 {
 		return fail("%d failed instance(s), the first %s key %s (aosd failed ls)", len(f.Failed), f.Failed[0].Workflow, f.Failed[0].Key)
 	}
-	if g.c.Template == nil {
+	if g.c.Effects {
+		if err := g.verifyOrders(ctx, &v); err != nil {
+			return fail("%v", err)
+		}
+		if len(v.Mismatches) > 0 {
+			m := v.Mismatches[0]
+			return fail("order %s: status %q, want \"paid\" (%d order(s) not paid)", m.Key, m.Status, len(v.Mismatches))
+		}
+	} else if g.c.Template == nil {
 		if err := g.verifyCounts(ctx, &v); err != nil {
 			return fail("%v", err)
 		}

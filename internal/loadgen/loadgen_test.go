@@ -36,6 +36,7 @@ func TestConfigCheck(t *testing.T) {
 		{"settle", func(c *Config) { c.Settle = 0 }, "--settle 0s"},
 		{"template-constant", func(c *Config) { c.Template = []byte(`{"schema":"a/B@1","value":1}`) }, "neither {{key}} nor {{seq}}"},
 		{"template-not-json", func(c *Config) { c.Template = []byte(`{"schema":{{key}}}`) }, "not a JSON object"},
+		{"effects-and-template", func(c *Config) { c.Effects, c.Template = true, []byte(`{"schema":"a/B@1","value":"{{key}}"}`) }, "--effects and --template"},
 		{"template-no-value", func(c *Config) { c.Template = []byte(`{"schema":"{{key}}"}`) }, `want an event object`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,6 +68,14 @@ func TestBody(t *testing.T) {
 	if got != want {
 		t.Fatalf("batch: %s, want %s", got, want)
 	}
+	g.c.Effects = true
+	if got, want := string(g.body(nil, 7, 8)), `{"schema":"com.example/OrderCreated@1","value":{"order_id":"p7","amount_cents":100,"customer":"bench"}}`; got != want {
+		t.Fatalf("effects: %s, want %s", got, want)
+	}
+	if g.orderIndex("p7") != 7 || g.orderIndex("q7") != -1 || g.orderIndex("px") != -1 {
+		t.Fatal("orderIndex does not invert the order ids")
+	}
+	g.c.Effects = false
 	g.c.Template = []byte(`{"schema":"a/B@1","value":{"id":"{{key}}","n":{{seq}}}}`)
 	if got, want := string(g.body(nil, 5, 6)), `{"schema":"a/B@1","value":{"id":"p2","n":5}}`; got != want {
 		t.Fatalf("template: %s, want %s", got, want)

@@ -693,4 +693,8 @@ var mutations = []mutation{
 		from: "if status != http.StatusOK {\n\t\treturn nil, fmt.Errorf(\"POST /v1/events: HTTP",
 		to:   "if false {\n\t\treturn nil, fmt.Errorf(\"POST /v1/events: HTTP",
 		pkg:  "./cmd/aosd", run: "TestBenchStopsOnARefusedEvent"},
+	{name: "bench/orders-paid", file: "internal/loadgen/effects.go",
+		from: "if st == \"paid\" {",
+		to:   "if true {",
+		pkg:  "./cmd/aosd", run: "TestBenchEffectMixDetectsAnUnpaidOrder"},
 }
