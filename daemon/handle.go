@@ -110,9 +110,17 @@ type refusal struct {
 func (r *refusal) Error() string { return r.Err.Error() }
 func (r *refusal) Unwrap() error { return r.Err }
 
+// preEncoded is an answer already encoded as JSON, newline included, as
+// writeJSON's encoder would have written it: written as is.
+type preEncoded []byte
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
+	if p, ok := v.(preEncoded); ok {
+		_, _ = w.Write(p)
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)

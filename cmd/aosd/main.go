@@ -114,6 +114,8 @@ func commands() []*command {
 			"aosd gc --keep-snapshots 2 --world /tmp/w", cmdGC},
 		{"keys", "ls | add NAME PUBLIC_KEY_FILE --effects E[,E...] | rm KEY_ID", "the executor keys whose signed receipts and frames the world trusts (PEM public keys), each for the effects it was added for",
 			"aosd keys add payments payments.pub.pem --effects com.example/payment.charge@1 --world /tmp/w", cmdKeys},
+		{"bench", "[--start DIR | --addr HOST:PORT]", benchSummary,
+			"aosd bench --start /tmp/bench --concurrency 64 --events 20000", cmdBench},
 		{"demo", "", "init a world (a temp dir unless --world), apply the counter example, send events, print cells and a trace",
 			"go run ./cmd/aosd demo", cmdDemo},
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 
 	"github.com/aos-kernel/aos/daemon"
@@ -11,12 +15,50 @@ import (
 
 func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
+	prof := fs.String("pprof", "", "also serve Go's profiles (net/http/pprof, no token) on this loopback address, e.g. 127.0.0.1:6060")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
 		}
+		if *prof != "" {
+			stop, err := servePprof(a, *prof)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		return serve(a, *listen)
 	}
+}
+
+// servePprof serves /debug/pprof/ on addr, which must be loopback: the
+// profiles answer without the API's token.
+func servePprof(a *app, addr string) (stop func(), err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, usagef("--pprof %q: want HOST:PORT (%v)", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, usagef("--pprof %q: want a loopback address (the profiles are served without a token)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(a.stderr, "aosd serve: --pprof: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(a.stderr, "pprof on http://%s/debug/pprof/\n", ln.Addr())
+	return func() { srv.Close() }, nil
 }
 
 // serve is daemon.Run with the CLI's edges: the logger, the configuration

@@ -98,7 +98,11 @@ func check(root string, m mutation) (verdict, detail string) {
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-overlay="+ov, "-run", m.run, m.pkg)
+	// The overlay goes in GOFLAGS, not on the command line, so it also
+	// reaches the go commands the tests run themselves: cmd/aosd's
+	// end-to-end tests build the aosd binary they drive with `go build`.
+	cmd := exec.Command("go", "test", "-count=1", "-run", m.run, m.pkg)
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov))
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	switch {
