@@ -90,22 +90,11 @@ func (j *Journal) loadFirst() error {
 			first, noFrames = s, false
 			return err
 		}
-		item, err := txn.Get([]byte(firstKey))
-		if err == badger.ErrKeyNotFound {
-			return nil
+		rec, err := readFirstKey(txn)
+		if rec != 0 {
+			first = rec
 		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if len(v) != 8 {
-			return fmt.Errorf("%w: %s holds %d bytes, want 8", journal.ErrCorrupt, firstKey, len(v))
-		}
-		first = binary.BigEndian.Uint64(v)
-		return nil
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("journal: open: first seq: %w", err)
@@ -162,25 +151,32 @@ func (j *Journal) backfillMarks() error {
 func (j *Journal) recordedFirst() (uint64, error) {
 	var first uint64
 	err := j.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(firstKey))
-		if err == badger.ErrKeyNotFound {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if len(v) != 8 {
-			return fmt.Errorf("%w: %s holds %d bytes, want 8", journal.ErrCorrupt, firstKey, len(v))
-		}
-		first = binary.BigEndian.Uint64(v)
-		return nil
+		var err error
+		first, err = readFirstKey(txn)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("journal: open: recorded first seq: %w", err)
 	}
 	return first, nil
+}
+
+// readFirstKey reads the seq DropBefore recorded under firstKey: 0 when
+// none is recorded.
+func readFirstKey(txn *badger.Txn) (uint64, error) {
+	item, err := txn.Get([]byte(firstKey))
+	if err == badger.ErrKeyNotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s holds %d bytes, want 8", journal.ErrCorrupt, firstKey, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
 }

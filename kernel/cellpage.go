@@ -28,6 +28,18 @@ type CellPage struct {
 	Next string
 }
 
+// pageArgs checks a page request's size (0: DefaultCellPage) and cursor.
+func pageArgs(limit int, after string) (int, *schemas.Hash, error) {
+	switch {
+	case limit == 0:
+		limit = DefaultCellPage
+	case limit < 0 || limit > MaxCellPage:
+		return 0, nil, fmt.Errorf("%w: limit: %d is not a page size (1..%d)", ErrInvalid, limit, MaxCellPage)
+	}
+	from, err := ParseCellCursor(after)
+	return limit, from, err
+}
+
 // ParseCellCursor reads a page cursor: the Next of an earlier page (64 hex
 // digits, the key hash of that page's last row). "" is the start (nil).
 func ParseCellCursor(s string) (*schemas.Hash, error) {
@@ -68,13 +80,7 @@ func cellCursor(kh schemas.Hash) string { return hex.EncodeToString(kh[:]) }
 // number of cells. Under concurrent writes each row was true at some instant
 // during the call.
 func (w *World) CellPage(ctx context.Context, workflow, after string, limit int) (*CellPage, error) {
-	switch {
-	case limit == 0:
-		limit = DefaultCellPage
-	case limit < 0 || limit > MaxCellPage:
-		return nil, fmt.Errorf("%w: limit: %d is not a page size (1..%d)", ErrInvalid, limit, MaxCellPage)
-	}
-	from, err := ParseCellCursor(after)
+	limit, from, err := pageArgs(limit, after)
 	if err != nil {
 		return nil, err
 	}
@@ -258,13 +264,7 @@ func (st *state) unlistInstance(in *instance) {
 // cells: the rows of a status filter without completed are found among the
 // instances alone. Next is set when more instances follow.
 func (w *World) InstancePage(ctx context.Context, workflow, after string, limit int, statuses []string) (*CellPage, error) {
-	switch {
-	case limit == 0:
-		limit = DefaultCellPage
-	case limit < 0 || limit > MaxCellPage:
-		return nil, fmt.Errorf("%w: limit: %d is not a page size (1..%d)", ErrInvalid, limit, MaxCellPage)
-	}
-	from, err := ParseCellCursor(after)
+	limit, from, err := pageArgs(limit, after)
 	if err != nil {
 		return nil, err
 	}
