@@ -292,10 +292,12 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "apply path and files", route: "POST /v1/apply", path: "/v1/apply", body: `{"path":"/x","files":[{"name":"m.json","content":{}}]}`, status: 400, code: "invalid_input"},
 		{name: "apply bad wait", route: "POST /v1/apply", path: "/v1/apply", body: `{"files":[{"name":"m.json","content":` + changed + `}],"wait":"soon"}`, status: 400, code: "invalid_input", says: "wait"},
 		{name: "apply invalid manifest", route: "POST /v1/apply", path: "/v1/apply", body: files(`[{"$kind":"defschema","name":"x"}]`), status: 400, code: "invalid_manifest"},
+		{name: "apply path to a device", route: "POST /v1/apply", path: "/v1/apply", body: `{"path":"/dev/zero"}`, status: 400, code: "invalid_manifest", says: "not a regular file"},
 		{name: "apply too large", route: "POST /v1/apply", path: "/v1/apply", body: strings.Repeat(" ", daemon.DefaultMaxApplyBytes+1), status: 413, code: "too_large"},
 		{name: "shadow not quiescent", route: "POST /v1/shadow", path: "/v1/shadow", body: `{"files":[{"name":"m.json","content":` + changed + `}],"events":[` + add("s", 1) + `]}`, status: 409, code: "not_quiescent", says: `"blocked_by"`},
 		{name: "shadow window and events", route: "POST /v1/shadow", path: "/v1/shadow", body: `{"files":[{"name":"m.json","content":` + answersManifest + `}],"events":[` + add("s", 1) + `],"window":3}`, status: 400, code: "invalid_input"},
 		{name: "shadow invalid manifest", route: "POST /v1/shadow", path: "/v1/shadow", body: files(`[{"$kind":"defschema","name":"x"}]`), status: 400, code: "invalid_manifest"},
+		{name: "shadow path to a device", route: "POST /v1/shadow", path: "/v1/shadow", body: `{"path":"/dev/zero"}`, status: 400, code: "invalid_manifest", says: "not a regular file"},
 		{name: "shadow too large", route: "POST /v1/shadow", path: "/v1/shadow", body: strings.Repeat(" ", daemon.DefaultMaxApplyBytes+1), status: 413, code: "too_large"},
 	} {
 		aw.run(t, p)

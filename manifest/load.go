@@ -3,12 +3,14 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/aos-kernel/aos/internal/walk"
 	"github.com/aos-kernel/aos/schemas"
@@ -73,7 +75,7 @@ func LoadWith(path string, artifacts func(h schemas.Hash) ([]byte, error)) (*Man
 		}
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readFileBounded(f)
 		if err != nil {
 			l.unreadable = true
 			l.c.addf(f, "", "", "cannot read: %v", unwrapPathError(err))
@@ -141,6 +143,40 @@ func unwrapPathError(err error) error {
 	return err
 }
 
+// MaxFileBytes bounds each file Load reads from disk (a manifest JSON file or
+// a wasm artifact): the largest POST /v1/apply body, so a manifest named by
+// path can hold no more than one sent inline.
+const MaxFileBytes = 64 << 20
+
+// readFileBounded reads a regular file of at most MaxFileBytes. Anything
+// else is refused before it is read: a device (/dev/zero would be read
+// forever), a FIFO (a read could block forever) or a directory. The daemon
+// loads manifests from paths its callers give (apply and shadow's "path").
+func readFileBounded(name string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer before the
+	// check below refuses it (it changes nothing for a regular file).
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("larger than the %d-byte limit for a manifest or artifact file", MaxFileBytes)
+	}
+	return data, nil
+}
+
 // readArtifactFile reads a wasm artifact relative to the directory of the file
 // that declared it. The message for a missing artifact says exactly where it
 // was expected, because the usual cause is that nobody built it yet.
@@ -149,7 +185,7 @@ func readArtifactFile(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string
 		return nil, fmt.Sprintf("artifact path %q must be relative to the manifest file that declares it", rt.Artifact)
 	}
 	full := filepath.Join(d.dir, filepath.FromSlash(rt.Artifact))
-	b, err := os.ReadFile(full)
+	b, err := readFileBounded(full)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Sprintf("wasm artifact not found: expected file %s (%q relative to the directory of %s); build it first, e.g. GOOS=wasip1 GOARCH=wasm go build -o %s <your workflow package>",

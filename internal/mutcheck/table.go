@@ -864,4 +864,14 @@ var mutations = []mutation{
 		from: "if st == \"paid\" {",
 		to:   "if true {",
 		pkg:  "./cmd/aosd", run: "TestBenchEffectMixDetectsAnUnpaidOrder"},
+	// The manifest loader reads only bounded regular files: apply and
+	// shadow's "path" must not make the daemon read /dev/zero forever.
+	{name: "manifest/regular-files-only", file: "manifest/load.go",
+		from: "if !info.Mode().IsRegular() {",
+		to:   "if false {",
+		pkg:  "./manifest", run: "TestLoadReadsOnlyBoundedRegularFiles|TestLoadRefusesAnArtifactThatIsNotARegularFile"},
+	{name: "manifest/file-size-bound", file: "manifest/load.go",
+		from: "if len(data) > MaxFileBytes {",
+		to:   "if false {",
+		pkg:  "./manifest", run: "TestLoadReadsOnlyBoundedRegularFiles"},
 }
