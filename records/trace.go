@@ -48,7 +48,7 @@ type TraceEntry struct {
 // the timeline.
 func Trace(ctx context.Context, src Source, workflow string, key []byte) ([]TraceEntry, error) {
 	might, match := instanceFilters(workflow, key)
-	return trace(ctx, src, might, match)
+	return trace(ctx, src, 1, 0, might, match)
 }
 
 type (
@@ -68,23 +68,7 @@ type (
 // did (more entries may follow).
 func TracePage(ctx context.Context, src Source, workflow string, key []byte, after uint64, limit int, known []schemas.Hash) (es []TraceEntry, full bool, err error) {
 	might, match := instanceFiltersKnowing(workflow, key, known)
-	out := []TraceEntry{}
-	err = src.Read(after+1, func(r journal.Record) (bool, error) {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		if r.Seq <= after || !traced(r.Kind) || !might(r.Kind, r.Body) {
-			return true, nil
-		}
-		rec, err := Decode(r)
-		if err != nil {
-			return false, fmt.Errorf("journal seq %d: %w", r.Seq, err)
-		}
-		if e, ok := traceEntry(r.Seq, r.Kind, rec, match); ok {
-			out = append(out, e)
-		}
-		return len(out) < limit, nil
-	})
+	out, err := trace(ctx, src, after+1, limit, might, match)
 	return out, len(out) >= limit, err
 }
 
@@ -171,7 +155,7 @@ const maxIntentPrefilter = 32
 // delivered or dropped.
 func TraceIntent(ctx context.Context, src Source, h schemas.Hash) ([]TraceEntry, error) {
 	might, match := intentFilters(h)
-	return trace(ctx, src, might, match)
+	return trace(ctx, src, 1, 0, might, match)
 }
 
 // intentFilters select one intent's records.
@@ -192,12 +176,13 @@ func intentFilters(h schemas.Hash) (mightFilter, matchFilter) {
 	}
 }
 
-// trace scans the journal and keeps the entries match accepts. might sees
+// trace scans the journal from seq from and keeps the entries match
+// accepts, stopping once it holds limit of them (0: no limit). might sees
 // each record's raw body first and may only say false for records match
 // would refuse; for events match is asked once per target.
-func trace(ctx context.Context, src Source, might mightFilter, match matchFilter) ([]TraceEntry, error) {
+func trace(ctx context.Context, src Source, from uint64, limit int, might mightFilter, match matchFilter) ([]TraceEntry, error) {
 	out := []TraceEntry{}
-	err := src.Read(1, func(r journal.Record) (bool, error) {
+	err := src.Read(from, func(r journal.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
@@ -211,7 +196,7 @@ func trace(ctx context.Context, src Source, might mightFilter, match matchFilter
 		if e, ok := traceEntry(r.Seq, r.Kind, rec, match); ok {
 			out = append(out, e)
 		}
-		return true, nil
+		return limit == 0 || len(out) < limit, nil
 	})
 	return out, err
 }
@@ -221,14 +206,14 @@ func trace(ctx context.Context, src Source, might mightFilter, match matchFilter
 // reference tests hold the prefilter to (it must not change a trace).
 func TraceUnfiltered(ctx context.Context, src Source, workflow string, key []byte) ([]TraceEntry, error) {
 	_, match := instanceFilters(workflow, key)
-	return trace(ctx, src, everyRecord, match)
+	return trace(ctx, src, 1, 0, everyRecord, match)
 }
 
 // TraceIntentUnfiltered is TraceIntent with no byte prefilter (see
 // TraceUnfiltered).
 func TraceIntentUnfiltered(ctx context.Context, src Source, h schemas.Hash) ([]TraceEntry, error) {
 	_, match := intentFilters(h)
-	return trace(ctx, src, everyRecord, match)
+	return trace(ctx, src, 1, 0, everyRecord, match)
 }
 
 func everyRecord(journal.Kind, []byte) bool { return true }

@@ -874,4 +874,8 @@ var mutations = []mutation{
 		from: "if len(data) > MaxFileBytes {",
 		to:   "if false {",
 		pkg:  "./manifest", run: "TestLoadReadsOnlyBoundedRegularFiles"},
+	{name: "inspector/trace-page-stops-when-full", file: "records/trace.go",
+		from: "return limit == 0 || len(out) < limit, nil",
+		to:   "return true, nil",
+		pkg:  "./daemon", run: "TestTimelineLongCell"},
 }
