@@ -60,12 +60,12 @@ func benchJSON(t *testing.T, r result) benchReport {
 	return rep
 }
 
-// counterWorld is a fresh world with the counter applied and a daemon
-// serving it.
-func counterWorld(t *testing.T) string {
+// servedWorld is a fresh world with an example manifest applied and a
+// daemon serving it.
+func servedWorld(t *testing.T, example string) string {
 	t.Helper()
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", examples.Path(t, example))
 	startDaemon(t, w)
 	return w
 }
@@ -82,7 +82,7 @@ func cellCount(t *testing.T, w, key string) int64 {
 }
 
 func TestBenchVerifiesAgainstADaemon(t *testing.T) {
-	w := counterWorld(t)
+	w := servedWorld(t, "counter")
 	r := aosd(t, w, "bench", "--events", "200", "--warmup", "20", "--concurrency", "8", "--keys", "50", "--key-prefix", "t-", "--json")
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -128,7 +128,7 @@ func TestBenchVerifiesAgainstADaemon(t *testing.T) {
 }
 
 func TestBenchDetectsAWrongFinalState(t *testing.T) {
-	w := counterWorld(t)
+	w := servedWorld(t, "counter")
 	// One event behind bench's back, to a key bench will count.
 	ok(t, w, "send", countEv, `{"key":"x-3","by":1}`)
 	r := aosd(t, w, "bench", "--events", "100", "--warmup", "0", "--concurrency", "8", "--keys", "10", "--key-prefix", "x-", "--json")
@@ -268,16 +268,6 @@ func TestBenchStopsOnARefusedEvent(t *testing.T) {
 	}
 }
 
-// orderWorld is a fresh world with the orders example applied and a
-// daemon serving it.
-func orderWorld(t *testing.T) string {
-	t.Helper()
-	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "orders"))
-	startDaemon(t, w)
-	return w
-}
-
 func orderStatus(t *testing.T, w, key string) string {
 	t.Helper()
 	var c struct {
@@ -290,7 +280,7 @@ func orderStatus(t *testing.T, w, key string) string {
 }
 
 func TestBenchEffectMix(t *testing.T) {
-	w := orderWorld(t)
+	w := servedWorld(t, "orders")
 	r := aosd(t, w, "bench", "--effects", "--events", "60", "--warmup", "10", "--concurrency", "4", "--key-prefix", "e-", "--json")
 	if r.code != 0 {
 		t.Fatalf("bench --effects: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -332,7 +322,7 @@ func TestBenchEffectMix(t *testing.T) {
 }
 
 func TestBenchEffectMixDetectsAnUnpaidOrder(t *testing.T) {
-	w := orderWorld(t)
+	w := servedWorld(t, "orders")
 	// Behind bench's back, order e-5 is created and cancelled: bench's own
 	// create for it changes nothing, and its charge's receipt leaves it
 	// cancelled.
