@@ -89,8 +89,12 @@
 // CRC-32C, first seq, the frame's bytes).
 //
 // An Append commits its frame (and its marks) to Badger in one transaction,
-// unsynced, then appends the frame to the tail and fdatasyncs the tail: one
-// device flush. Only then do the height and its waiters move. Badger serves
+// unsynced, and meanwhile appends the frame to the tail and fdatasyncs the
+// tail: one device flush, with Badger's commit (a hand-off to its writer
+// goroutine and back) run during it rather than before it. Only once both
+// have succeeded do the height and its waiters move; either failing fails
+// the journal (a frame the tail made durable is then back at the next
+// Open, though its Append returned an error). Badger serves
 // every read as before; the tail is read only at Open. The invariant: Badger
 // is durable through the tail's base, and every frame above the base is in
 // the tail, durably, before its Append returns.

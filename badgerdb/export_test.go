@@ -111,3 +111,11 @@ func (j *Journal) TailBase() uint64 {
 	defer j.appendMu.Unlock()
 	return j.tail.base
 }
+
+// BreakTail closes the tail's file under the journal, so the next
+// Append's write to it fails as a failing disk would.
+func (j *Journal) BreakTail() {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	j.tail.f.Close()
+}

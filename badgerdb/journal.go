@@ -44,6 +44,11 @@ type Journal struct {
 	casWrites *atomic.Uint64
 	casSynced uint64
 
+	// committed receives the result of the Badger commit an Append started
+	// (commitDone, its callback); one at a time, under appendMu.
+	committed  chan error
+	commitDone func(error)
+
 	syncs    syncCounts
 	replayed int // frames Open put back from the tail, for tests
 
@@ -62,7 +67,9 @@ type syncCounts struct {
 // frame and makes every frame Badger holds durable: those above the tail's
 // base are copied into the tail. dir is "" in memory (no tail).
 func openJournal(db *badger.DB, dir string, casWrites *atomic.Uint64) (*Journal, error) {
-	j := &Journal{db: db, dropChunk: defaultDropChunk, dir: dir, tailLimit: defaultTailLimit, casWrites: casWrites}
+	j := &Journal{db: db, dropChunk: defaultDropChunk, dir: dir, tailLimit: defaultTailLimit, casWrites: casWrites,
+		committed: make(chan error, 1)}
+	j.commitDone = func(err error) { j.committed <- err }
 	var frames []tailFrame
 	tailOK := false
 	if dir != "" {
@@ -331,13 +338,23 @@ func (j *Journal) Append(recs []journal.Record) error {
 			return fmt.Errorf("journal: append %d..%d: sync the objects before it: %w", first, last, err)
 		}
 	}
-	if err := txn.Commit(); err != nil {
+	// Badger's commit (a hand-off to its writer goroutine, the value log
+	// and memtable writes, and the hand-off back) runs while the tail is
+	// written and flushed, instead of before: the append waits for the
+	// longer of the two, not their sum. Either failing fails the journal
+	// and the append returns an error with the height unchanged. A frame
+	// the tail made durable while Badger's commit failed is recovered by
+	// the next Open, as a frame durable at a crash before its answer is:
+	// its appender was answered with an error, never with success.
+	txn.CommitWith(j.commitDone)
+	tailErr := j.tail.append(first, last, val)
+	if err := <-j.committed; err != nil {
 		j.failed = err
 		return fmt.Errorf("journal: append %d..%d: commit: %w", first, last, err)
 	}
-	if err := j.tail.append(first, last, val); err != nil {
-		j.failed = err
-		return fmt.Errorf("journal: append %d..%d: %w", first, last, err)
+	if tailErr != nil {
+		j.failed = tailErr
+		return fmt.Errorf("journal: append %d..%d: %w", first, last, tailErr)
 	}
 	j.syncs.tail.Add(1)
 	j.tip.Advance(last)

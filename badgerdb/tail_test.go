@@ -307,3 +307,58 @@ func TestTailAheadOfBadgerIsCorrupt(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestAppendFailsWithEitherHalf: an Append runs Badger's commit and the
+// tail's write and flush together; either failing makes it return an
+// error with the height unchanged, and fails the journal. A frame the tail
+// made durable while Badger's commit failed is back at the next Open
+// (doc'd on Append): its appender was told of an error, never of success.
+func TestAppendFailsWithEitherHalf(t *testing.T) {
+	rec := func(seq uint64) []journal.Record {
+		return []journal.Record{{Seq: seq, Kind: journal.KindStep, Body: []byte{byte(seq)}}}
+	}
+	check := func(t *testing.T, j *badgerdb.Journal, what string) {
+		t.Helper()
+		if err := j.Append(rec(3)); err == nil {
+			t.Fatalf("Append with a failing %s returned nil", what)
+		}
+		if h := j.Height(); h != 2 {
+			t.Fatalf("height after the failed append = %d, want 2", h)
+		}
+		if err := j.Append(rec(3)); !errors.Is(err, journal.ErrFailed) {
+			t.Fatalf("the append after a failed one = %v, want journal.ErrFailed", err)
+		}
+	}
+	t.Run("tail", func(t *testing.T) {
+		db := openDisk(t, t.TempDir())
+		defer db.CloseKeepTail()
+		j := db.Journal()
+		for seq := uint64(1); seq <= 2; seq++ {
+			if err := j.Append(rec(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j.BreakTail()
+		check(t, j, "tail")
+	})
+	t.Run("badger", func(t *testing.T) {
+		dir := t.TempDir()
+		db := openDisk(t, dir)
+		j := db.Journal()
+		for seq := uint64(1); seq <= 2; seq++ {
+			if err := j.Append(rec(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Badger().Close(); err != nil {
+			t.Fatal(err)
+		}
+		check(t, j, "Badger commit")
+		db.CloseKeepTail()
+		db = openDisk(t, dir)
+		defer db.Close()
+		if h := db.Journal().Height(); h != 3 {
+			t.Fatalf("height at the next Open = %d, want 3 (the frame the tail made durable)", h)
+		}
+	})
+}

@@ -202,6 +202,16 @@ var mutations = []mutation{
 		from: "if err := j.tail.restart(j.Height()); err != nil {\n\t\treturn fmt.Errorf(\"journal: close: %w\", err)",
 		to:   "if err := error(nil); err != nil {\n\t\treturn fmt.Errorf(\"journal: close: %w\", err)",
 		pkg:  "./badgerdb", run: "TestTailCheckpoint"},
+	// An append's Badger commit runs alongside the tail's write and flush;
+	// either failing fails the append and leaves the height.
+	{name: "tail/commit-result-checked", file: "badgerdb/journal.go",
+		from: "if err := <-j.committed; err != nil {",
+		to:   "if err := <-j.committed; err != nil && false {",
+		pkg:  "./badgerdb", run: "TestAppendFailsWithEitherHalf"},
+	{name: "tail/tail-result-checked", file: "badgerdb/journal.go",
+		from: "\tif tailErr != nil {",
+		to:   "\tif tailErr != nil && false {",
+		pkg:  "./badgerdb", run: "TestAppendFailsWithEitherHalf"},
 	// The kind index: a world written before it gets it built at open, and
 	// Marks never gives a seq retention dropped.
 	{name: "journal/marks-backfill", file: "badgerdb/marks.go",
