@@ -9,6 +9,10 @@
 // of this module it imports only receipts and schemas, to sign the effect
 // mix's receipts as any external executor does (docs/executor-protocol.md).
 //
+// Events go out on one keep-alive connection per worker (wire.go), the
+// request written and the answer read on the worker's goroutine; the other
+// requests use an http.Client.
+//
 // Invariants:
 //
 //   - Closed loop: exactly Concurrency requests are in flight while work

@@ -58,7 +58,10 @@ type Config struct {
 	// Settle bounds the wait for quiescence before verifying.
 	Settle time.Duration
 
-	HTTP *http.Client // default: a keep-alive client sized to Concurrency
+	// HTTP, when set, sends every request; by default the events are
+	// posted on one connection per worker (wire.go) and the other requests
+	// go through a keep-alive http.Client.
+	HTTP *http.Client
 }
 
 var keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -217,14 +220,26 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	cl := c.HTTP
-	if cl == nil {
-		cl = &http.Client{Transport: &http.Transport{
+	g := &gen{c: c, base: strings.TrimRight(c.Base, "/")}
+	g.http = c.HTTP
+	if g.http == nil {
+		if w, ok := newWire(g.base, c.Token); ok {
+			g.wires = make([]*wire, c.Concurrency)
+			for i := range g.wires {
+				cp := *w
+				g.wires[i] = &cp
+			}
+			defer func() {
+				for _, w := range g.wires {
+					w.close()
+				}
+			}()
+		}
+		g.http = &http.Client{Transport: &http.Transport{
 			MaxIdleConns: c.Concurrency + 8, MaxIdleConnsPerHost: c.Concurrency + 8,
 			IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 		}}
 	}
-	g := &gen{c: c, http: cl, base: strings.TrimRight(c.Base, "/")}
 	g.seen = make(map[uint64]struct{}, c.Events+c.Warmup)
 	rep := &Report{Target: g.base, Events: c.Events, Warmup: c.Warmup, Batch: c.Batch,
 		Concurrency: c.Concurrency, Keys: c.Keys, Template: c.Template != nil}
@@ -295,9 +310,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 
 // gen is a run in progress.
 type gen struct {
-	c    Config
-	http *http.Client
-	base string
+	c     Config
+	http  *http.Client
+	base  string
+	wires []*wire // one per worker, nil: events go through http
 
 	mu   sync.Mutex
 	seen map[uint64]struct{} // seqs answered
@@ -347,6 +363,10 @@ func (g *gen) load(ctx context.Context, first, n int, measured bool) ([]time.Dur
 	lat := make([]time.Duration, reqs)
 	var wg sync.WaitGroup
 	for w := 0; w < min(g.c.Concurrency, reqs); w++ {
+		var wr *wire
+		if g.wires != nil {
+			wr = g.wires[w]
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -360,7 +380,7 @@ func (g *gen) load(ctx context.Context, first, n int, measured bool) ([]time.Dur
 				to := min(from+g.c.Batch, first+n)
 				buf = g.body(buf[:0], from, to)
 				t := time.Now()
-				seqs, err := g.post(ctx, buf, to-from)
+				seqs, err := g.post(ctx, wr, buf, to-from)
 				lat[r] = time.Since(t)
 				if err != nil {
 					cancel(fmt.Errorf("events %d-%d: %w", from, to-1, err))
@@ -391,9 +411,17 @@ func (g *gen) record(seqs []uint64) {
 	g.mu.Unlock()
 }
 
-// post sends one request of n events and returns their seqs.
-func (g *gen) post(ctx context.Context, body []byte, n int) ([]uint64, error) {
-	b, status, err := g.do(ctx, "POST", "/v1/events", body)
+// post sends one request of n events, on w when not nil, and returns their
+// seqs.
+func (g *gen) post(ctx context.Context, w *wire, body []byte, n int) ([]uint64, error) {
+	var b []byte
+	var status int
+	var err error
+	if w != nil {
+		b, status, err = w.post(ctx, body)
+	} else {
+		b, status, err = g.do(ctx, "POST", "/v1/events", body)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -846,6 +846,16 @@ var mutations = []mutation{
 		to:   "if s := in.status(); s != \"\" {",
 		pkg:  "./daemon", run: "TestCellsFilters"},
 	// aosd bench: a figure only from a verified run (internal/loadgen).
+	// Its event connections: a closing answer makes the next post dial
+	// anew, and a phase's ended context does not fail the next phase.
+	{name: "bench/wire-redial-after-close", file: "internal/loadgen/wire.go",
+		from: "\tif resp.Close {",
+		to:   "\tif resp.Close && false {",
+		pkg:  "./internal/loadgen", run: "TestWire"},
+	{name: "bench/wire-next-phase", file: "internal/loadgen/wire.go",
+		from: "\t\tw.conn.SetDeadline(time.Time{})",
+		to:   "\t\t_ = time.Time{}",
+		pkg:  "./internal/loadgen", run: "TestWire"},
 	{name: "bench/verify-counts", file: "internal/loadgen/loadgen.go",
 		from: "if got[k] != want(k) {",
 		to:   "if false {",
