@@ -59,7 +59,8 @@ func snapshottedCounterWorld(t *testing.T) *harness {
 
 // TestReplayWritesOnlyMissingCellObjects: a replay from genesis re-creates
 // the cell index versions the live world's snapshots wrote. Over a store
-// that holds them all it writes none of them (it checks each), and it
+// that holds them all it writes none of them (it checks each; a scratch
+// world keeps none of them in memory), and it
 // replays to the same state as the live world; once it is open, the world
 // writes its own new objects without checking (nothing asks Has). After a
 // collection swept the older snapshots' indexes, the same replay finds
@@ -99,6 +100,21 @@ func TestReplayWritesOnlyMissingCellObjects(t *testing.T) {
 			t.Fatalf("replayed state differs from the live one: %s", d)
 		}
 		return w, counter
+	}
+	// A scratch world (replay --verify, shadow) replaying from genesis
+	// keeps in memory only what the world's store lacks: nothing here.
+	scratch := kernel.ScratchStores(h.db.Stores(), h.db.Journal().Height())
+	scfg := h.config()
+	scfg.FromGenesis, scfg.VerifySnapshots = true, true
+	sw, err := kernel.Open(scratch, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, b := scratch.CAS.(*cas.Overlay).Written(); n != 0 || sw.VerifiedSnapshots() != snaps {
+		t.Fatalf("a scratch replay kept %d objects (%d bytes) in memory and verified %d snapshots; want none kept, %d verified", n, b, sw.VerifiedSnapshots(), snaps)
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
 	}
 	w, counter := replay()
 	if n, has := counter.written.Load(), counter.has.Load(); n != 0 || has == 0 {
