@@ -32,7 +32,10 @@ type CAS struct {
 	writes *atomic.Uint64
 }
 
-var _ cas.Store = (*CAS)(nil)
+var (
+	_ cas.Store         = (*CAS)(nil)
+	_ cas.MissingPutter = (*CAS)(nil)
+)
 
 func objectKey(h schemas.Hash) []byte {
 	k := make([]byte, objectKeyLen)
@@ -97,6 +100,15 @@ func (b *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 	for i, o := range objs {
 		hs[i] = schemas.HashBytes(o)
 	}
+	if err := b.writeBatch(hs, objs); err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
+// writeBatch writes objs under their hashes hs with one Badger write batch,
+// skipping repeated hashes.
+func (b *CAS) writeBatch(hs []schemas.Hash, objs [][]byte) error {
 	seen := make(map[schemas.Hash]struct{}, len(objs))
 	wb := b.db.NewWriteBatch()
 	for i, h := range hs {
@@ -106,14 +118,60 @@ func (b *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 		seen[h] = struct{}{}
 		if err := wb.Set(objectKey(h), objs[i]); err != nil {
 			wb.Cancel()
-			return nil, fmt.Errorf("cas: put batch: %s: %w", h, err)
+			return fmt.Errorf("cas: put batch: %s: %w", h, err)
 		}
 	}
 	if err := wb.Flush(); err != nil {
-		return nil, fmt.Errorf("cas: put batch of %d objects: %w", len(seen), err)
+		return fmt.Errorf("cas: put batch of %d objects: %w", len(seen), err)
 	}
 	b.writes.Add(1)
-	return hs, nil
+	return nil
+}
+
+// PutMissing implements cas.MissingPutter: one read transaction finds which
+// objects are stored (a key lookup each, no value read), then one write
+// batch stores the others. A replay re-creating index nodes the live world
+// wrote finds nearly all of them stored, and writing them again cost more
+// than the lookups: each rewrite is a memtable entry, and then a compaction
+// that merges it with the copy already in the tree.
+func (b *CAS) PutMissing(hs []schemas.Hash, objs [][]byte) (int, error) {
+	if len(hs) != len(objs) {
+		return 0, fmt.Errorf("cas: put missing: %d hashes for %d objects", len(hs), len(objs))
+	}
+	var missing []int
+	key := make([]byte, objectKeyLen)
+	copy(key, casPrefix)
+	seen := make(map[schemas.Hash]struct{}, len(hs))
+	err := b.db.View(func(txn *badger.Txn) error {
+		for i, h := range hs {
+			if _, dup := seen[h]; dup {
+				continue // many cells share a state
+			}
+			seen[h] = struct{}{}
+			copy(key[len(casPrefix):], h[:])
+			switch _, err := txn.Get(key); {
+			case errors.Is(err, badger.ErrKeyNotFound):
+				missing = append(missing, i)
+			case err != nil:
+				return fmt.Errorf("%s: %w", h, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cas: put missing: %w", err)
+	}
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	whs, write, err := cas.MissingObjects(hs, objs, missing)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.writeBatch(whs, write); err != nil {
+		return 0, err
+	}
+	return len(write), nil
 }
 
 // Get returns the bytes stored under h after checking they hash to h.

@@ -192,3 +192,27 @@ func TestPutHealsCorruption(t *testing.T) {
 		}
 	}
 }
+
+// TestPutMissingLeavesStoredCopies: PutMissing neither reads nor rewrites
+// an object that is stored, so a corrupt copy stays corrupt (Get still
+// reports it) until a Put heals it, as cas.PutMissing documents.
+func TestPutMissingLeavesStoredCopies(t *testing.T) {
+	db := openDisk(t, t.TempDir())
+	defer db.Close()
+	s := db.CAS()
+	data := []byte("honest bytes, then rotten")
+	h, err := s.Put(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := append([]byte("c/"), h[:]...)
+	if err := db.Badger().Update(func(txn *badger.Txn) error { return txn.Set(key, []byte("rotten")) }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PutMissing([]schemas.Hash{h}, [][]byte{data}); err != nil || n != 0 {
+		t.Fatalf("PutMissing of a stored object: wrote %d, %v", n, err)
+	}
+	if _, err := s.Get(h); !errors.Is(err, cas.ErrCorrupt) {
+		t.Fatalf("after PutMissing: %v, want the copy still corrupt", err)
+	}
+}

@@ -23,6 +23,11 @@
 //
 //   - Immutable: an object's bytes never change; Put of a stored object and
 //     PutBatch of stored or repeated objects write nothing new.
+//   - PutMissing (a store's own MissingPutter, or Has then PutBatch) writes
+//     exactly the objects the store lacks, each once, after checking each
+//     hashes to the hash its caller gave; it leaves stored copies unread.
+//     Through a Guard, a running collection records every object it was
+//     given, found or written.
 //   - Verified reads: Get hashes what it read and returns ErrCorrupt, naming
 //     the hash, when the bytes do not match. Nothing unverified leaves Get.
 //     A Put of an object whose stored copy is corrupt replaces the copy.

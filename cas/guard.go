@@ -81,7 +81,10 @@ type Guard struct {
 	rec sync.Mutex
 }
 
-var _ Store = (*Guard)(nil)
+var (
+	_ Store         = (*Guard)(nil)
+	_ MissingPutter = (*Guard)(nil)
+)
 
 // NewGuard wraps store. Every write to store must go through the Guard for
 // a Collection to be safe.
@@ -136,6 +139,26 @@ func (g *Guard) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 		g.rec.Unlock()
 	}
 	return hs, err
+}
+
+// PutMissing stores those of objs the wrapped store lacks (PutMissing, the
+// function) and, during a collection, records every hash in hs, written or
+// found stored: the writer relies on each from now on, exactly as on an
+// object a Put deduplicated. The presence reads and the writes happen under
+// the read lock, so a sweep's delete cannot fall between finding an object
+// stored and recording it.
+func (g *Guard) PutMissing(hs []schemas.Hash, objs [][]byte) (int, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n, err := PutMissing(g.store, hs, objs)
+	if err == nil && g.col != nil {
+		g.rec.Lock()
+		for _, h := range hs {
+			g.col.written[h] = struct{}{}
+		}
+		g.rec.Unlock()
+	}
+	return n, err
 }
 
 // Get reads from the wrapped store.

@@ -100,6 +100,58 @@ func TestGuardSweepKeepsWrittenObjects(t *testing.T) {
 	}
 }
 
+// TestGuardPutMissingRecordsStoredObjects: during a collection, PutMissing
+// records every object it was given, the ones it found stored (and did not
+// write) included, so the sweep spares them: the writer relies on them as
+// on a deduplicated Put.
+func TestGuardPutMissingRecordsStoredObjects(t *testing.T) {
+	mem := cas.NewMemory()
+	g := cas.NewGuard(mem)
+	objs := map[string][]byte{
+		"garbage":        []byte("garbage, freed"),
+		"found stored":   []byte("garbage found stored by PutMissing after Begin"),
+		"written":        []byte("written by PutMissing after Begin"),
+		"stored earlier": []byte("found stored by PutMissing before Begin"),
+	}
+	for _, name := range []string{"garbage", "found stored", "stored earlier"} {
+		if _, err := g.Put(objs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(names ...string) int {
+		var hs []schemas.Hash
+		var os [][]byte
+		for _, name := range names {
+			hs, os = append(hs, schemas.HashBytes(objs[name])), append(os, objs[name])
+		}
+		n, err := g.PutMissing(hs, os)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := put("stored earlier"); n != 0 {
+		t.Fatalf("PutMissing wrote %d stored objects", n)
+	}
+	c, err := g.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := put("found stored", "written"); n != 1 {
+		t.Fatalf("PutMissing wrote %d objects, want 1", n)
+	}
+	if _, err := c.Sweep(markedSet(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"garbage": false, "found stored": true, "written": true, "stored earlier": false}
+	got := present(t, mem, objs)
+	for name := range objs {
+		if got[name] != want[name] {
+			t.Errorf("%s: present = %v, want %v", name, got[name], want[name])
+		}
+	}
+}
+
 // TestGuardRecordsOnlyDuringCollection: writes before Begin and after the
 // collection ended (by Sweep or Abort) save nothing in a later collection,
 // and Abort deletes nothing.

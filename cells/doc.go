@@ -72,7 +72,11 @@
 // Materialize writes resident dirty states with PutBatch, applies all upserts
 // and deletes to the index in one sorted pass (O(dirty x depth)), promotes the
 // newest flushed cells (at most CacheSize) into the hot cache, clears the delta
-// and returns the new root. On error the head is unchanged.
+// and returns the new root. On error the head is unchanged. A head set to
+// WriteMissingOnly (the kernel's, while it replays) writes states and nodes
+// with cas.PutMissing instead, in Materialize, MaterializeSome and the
+// drains prepared meanwhile: a replay re-creates index versions the store
+// nearly always holds already.
 //
 // Len is index count plus delta adjustments. Whether a dirty key was already
 // indexed is learned for free when the hot cache holds it and otherwise

@@ -2,6 +2,8 @@ package cells
 
 import (
 	"fmt"
+
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // Drain is MaterializeSome split in three so the costly middle runs off the
@@ -22,8 +24,11 @@ type Drain struct {
 	base  *CellIndex
 	items []drainItem
 	ix    *CellIndex // the result of Run
-	err   error
-	done  chan struct{}
+	// missingOnly: Run writes only the states and nodes the store lacks
+	// (Head.WriteMissingOnly when the drain was prepared).
+	missingOnly bool
+	err         error
+	done        chan struct{}
 }
 
 type drainItem struct {
@@ -54,7 +59,7 @@ func (h *Head) prepareDrain(limit int) (*Drain, error) {
 		return nil, nil
 	}
 	ds := h.firstDelta(limit)
-	dr := &Drain{base: h.ix, items: make([]drainItem, len(ds)), done: make(chan struct{})}
+	dr := &Drain{base: h.ix, items: make([]drainItem, len(ds)), done: make(chan struct{}), missingOnly: h.missingOnly}
 	for i, d := range ds {
 		it := drainItem{d: d, ver: d.ver, del: d.del, e: d.e}
 		if d.listed {
@@ -71,26 +76,28 @@ func (h *Head) prepareDrain(limit int) (*Drain, error) {
 func (dr *Drain) Run() {
 	defer close(dr.done)
 	var objs [][]byte
+	var hs []schemas.Hash
 	n := 0
 	for i, it := range dr.items {
 		if it.state != nil {
 			objs = append(objs, it.state)
+			hs = append(hs, it.e.state)
 			n += len(it.state)
 		}
 		if len(objs) > 0 && (n >= flushBytes || i == len(dr.items)-1) {
-			if _, err := dr.base.r.store.PutBatch(objs); err != nil {
+			if err := putObjects(dr.base.r.store, dr.missingOnly, hs, objs); err != nil {
 				dr.err = fmt.Errorf("cells: write %d dirty states: %w", len(objs), err)
 				return
 			}
 			clear(objs)
-			objs, n = objs[:0], 0
+			objs, hs, n = objs[:0], hs[:0], 0
 		}
 	}
 	chs := make([]change, len(dr.items))
 	for i, it := range dr.items {
 		chs[i] = change{del: it.del, e: it.e}
 	}
-	dr.ix, dr.err = dr.base.applySorted(chs)
+	dr.ix, dr.err = dr.base.applyWith(&writer{r: dr.base.r, missingOnly: dr.missingOnly}, chs)
 }
 
 // Index is the index Run built (nil before Run finished or when it failed):

@@ -150,6 +150,10 @@ type Head struct {
 	absent map[schemas.Hash]struct{}
 
 	drain *Drain // prepared and not yet installed; blocks other materialization
+
+	// missingOnly: materialization writes only the states and index nodes
+	// the store lacks (WriteMissingOnly).
+	missingOnly bool
 }
 
 // NewHead opens the head view over the index at root (zero for an empty index).
@@ -167,6 +171,21 @@ func NewHead(store cas.Store, root schemas.Hash, cfg Config) (*Head, error) {
 		return nil, fmt.Errorf("%w: cache: %v", ErrBadConfig, err)
 	}
 	return &Head{store: store, cfg: cfg, ix: ix, cache: cache, delta: map[schemas.Hash]*dirty{}, absent: map[schemas.Hash]struct{}{}}, nil
+}
+
+// WriteMissingOnly sets whether materializing (Materialize, MaterializeSome,
+// and the drains prepared from now on) writes only the dirty states and
+// index nodes the store does not hold yet (cas.PutMissing), instead of
+// writing every one. It is for a replay, which re-creates the index
+// versions the live world wrote: nearly every object it would write is
+// stored already, and rewriting it costs the store a write and a
+// compaction, where a presence check is one key lookup. An object found
+// stored counts as written (a cas.Guard records it during a collection).
+// Spilled states (SpillThreshold, ResidentBudget) are always written.
+func (h *Head) WriteMissingOnly(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.missingOnly = on
 }
 
 // Config returns the effective configuration, defaults filled in.
@@ -800,7 +819,7 @@ func (h *Head) Materialize() (schemas.Hash, error) {
 	for _, d := range h.sortedDelta() {
 		chs = append(chs, change{del: d.del, e: d.e})
 	}
-	ix, err := h.ix.applySorted(chs)
+	ix, err := h.ix.applyWith(&writer{r: h.ix.r, missingOnly: h.missingOnly}, chs)
 	if err != nil {
 		return schemas.Hash{}, err
 	}
@@ -835,16 +854,18 @@ func (h *Head) MaterializeSome(limit int) (int, error) {
 
 func (h *Head) flushResident() error {
 	var objs [][]byte
+	var hs []schemas.Hash
 	n := 0
 	for d := h.first; d != nil; d = d.next {
 		objs = append(objs, d.state)
+		hs = append(hs, d.e.state)
 		n += len(d.state)
 		if n >= flushBytes || d.next == nil {
-			if _, err := h.store.PutBatch(objs); err != nil {
+			if err := putObjects(h.store, h.missingOnly, hs, objs); err != nil {
 				return fmt.Errorf("cells: write %d dirty states: %w", len(objs), err)
 			}
 			clear(objs)
-			objs, n = objs[:0], 0
+			objs, hs, n = objs[:0], hs[:0], 0
 		}
 	}
 	return nil

@@ -278,7 +278,14 @@ func (ix *CellIndex) applySorted(chs []change) (*CellIndex, error) {
 	if len(chs) == 0 {
 		return ix, nil
 	}
-	w := &writer{r: ix.r}
+	return ix.applyWith(&writer{r: ix.r}, chs)
+}
+
+// applyWith is applySorted writing through w (missingOnly: see Head.WriteMissingOnly).
+func (ix *CellIndex) applyWith(w *writer, chs []change) (*CellIndex, error) {
+	if len(chs) == 0 {
+		return ix, nil
+	}
 	res, err := w.apply(child{hash: ix.root, count: ix.count}, 0, chs)
 	if err != nil {
 		return nil, err
@@ -299,12 +306,16 @@ type result struct {
 type writer struct {
 	r       *reader
 	pending [][]byte
+	hashes  []schemas.Hash // of pending
 	bytes   int
+	// missingOnly writes only the nodes the store lacks (cas.PutMissing).
+	missingOnly bool
 }
 
 func (w *writer) emit(data []byte) (schemas.Hash, error) {
 	h := schemas.HashBytes(data)
 	w.pending = append(w.pending, data)
+	w.hashes = append(w.hashes, h)
 	w.bytes += len(data)
 	if w.bytes >= flushBytes {
 		return h, w.flush()
@@ -316,13 +327,24 @@ func (w *writer) flush() error {
 	if len(w.pending) == 0 {
 		return nil
 	}
-	if _, err := w.r.store.PutBatch(w.pending); err != nil {
+	if err := putObjects(w.r.store, w.missingOnly, w.hashes, w.pending); err != nil {
 		return fmt.Errorf("cells: write %d index nodes: %w", len(w.pending), err)
 	}
 	clear(w.pending)
-	w.pending = w.pending[:0]
+	w.pending, w.hashes = w.pending[:0], w.hashes[:0]
 	w.bytes = 0
 	return nil
+}
+
+// putObjects writes objs (whose hashes are hs) with one PutBatch, or, when
+// missingOnly, only those the store lacks.
+func putObjects(store cas.Store, missingOnly bool, hs []schemas.Hash, objs [][]byte) error {
+	if missingOnly {
+		_, err := cas.PutMissing(store, hs, objs)
+		return err
+	}
+	_, err := store.PutBatch(objs)
+	return err
 }
 
 // apply rewrites the subtree c at depth with chs, which all share its prefix.

@@ -173,8 +173,12 @@ func (st *state) closeReadAhead() {
 	}
 }
 
-// addHead enters a new head, and shows it to the prefetcher.
+// addHead enters a new head, and shows it to the prefetcher. A head that
+// replay creates writes only the cell objects the store lacks until replay
+// ends (cells.Head.WriteMissingOnly): replay re-creates the index versions
+// the live world wrote, so nearly all of them are stored already.
 func (st *state) addHead(name string, h *cells.Head) {
+	h.WriteMissingOnly(st.replaying)
 	st.heads[name] = h
 	st.publishHeads()
 }

@@ -42,7 +42,12 @@ func (e *ReplayError) Error() string {
 // every record that produces must equal the journaled one byte for byte.
 func (st *state) recover() error {
 	st.replaying = true
-	defer func() { st.replaying = false }()
+	defer func() {
+		st.replaying = false
+		for _, h := range st.heads {
+			h.WriteMissingOnly(false) // the world's own writes are new objects
+		}
+	}()
 	info := &st.w.openInfo
 	if !st.w.cfg.FromGenesis {
 		s, err := st.loadSnapshot(info)

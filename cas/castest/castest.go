@@ -23,6 +23,7 @@ func Run(t *testing.T, open func(t *testing.T) cas.Store) {
 	t.Run("RoundTrip", func(t *testing.T) { roundTrip(t, open(t)) })
 	t.Run("IterateOrder", func(t *testing.T) { iterateOrder(t, open(t)) })
 	t.Run("PutAfterDelete", func(t *testing.T) { putAfterDelete(t, open(t)) })
+	t.Run("PutMissing", func(t *testing.T) { putMissing(t, open(t)) })
 	t.Run("GCKeepsExactlyReachable", func(t *testing.T) { gcKeepsExactlyReachable(t, open) })
 	t.Run("GCMissingObjects", func(t *testing.T) { gcMissingObjects(t, open(t)) })
 }
@@ -168,6 +169,53 @@ func putAfterDelete(t *testing.T, s cas.Store) {
 		if err != nil || !bytes.Equal(got, o) {
 			t.Fatalf("%q after Delete and a new write: Get = %q, %v", o, got, err)
 		}
+	}
+}
+
+// putMissing: cas.PutMissing on the store (its own MissingPutter, or Has
+// and PutBatch) writes exactly the objects the store lacks, each once, and
+// says how many; an object given with a wrong hash writes nothing; one
+// deleted is written again.
+func putMissing(t *testing.T, s cas.Store) {
+	stored, fresh, fresh2 := []byte("stored before"), []byte("missing, written"), []byte("missing too, given twice")
+	if _, err := s.Put(stored); err != nil {
+		t.Fatal(err)
+	}
+	objs := [][]byte{stored, fresh, fresh2, fresh2}
+	hs := make([]schemas.Hash, len(objs))
+	for i, o := range objs {
+		hs[i] = schemas.HashBytes(o)
+	}
+	bad := []byte("not what the hash says")
+	if n, err := cas.PutMissing(s, []schemas.Hash{hs[1], hs[2]}, [][]byte{fresh, bad}); !errors.Is(err, cas.ErrHashMismatch) || n != 0 {
+		t.Fatalf("PutMissing of an object under another's hash: %d, %v; want ErrHashMismatch", n, err)
+	}
+	if ok, err := s.Has(hs[1]); ok || err != nil {
+		t.Fatalf("a refused PutMissing stored an object: Has = %v, %v", ok, err)
+	}
+	if _, err := cas.PutMissing(s, hs[:2], objs[:1]); err == nil {
+		t.Fatal("PutMissing with 2 hashes for 1 object: no error")
+	}
+	n, err := cas.PutMissing(s, hs, objs)
+	if err != nil || n != 2 {
+		t.Fatalf("PutMissing of one stored object and two missing ones (one given twice): wrote %d, %v; want 2", n, err)
+	}
+	for _, o := range objs {
+		if got, err := s.Get(schemas.HashBytes(o)); err != nil || !bytes.Equal(got, o) {
+			t.Fatalf("%q after PutMissing: Get = %q, %v", o, got, err)
+		}
+	}
+	if n, err := cas.PutMissing(s, hs, objs); err != nil || n != 0 {
+		t.Fatalf("PutMissing of stored objects: wrote %d, %v; want 0", n, err)
+	}
+	if err := s.Delete(hs[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cas.PutMissing(s, hs, objs); err != nil || n != 1 {
+		t.Fatalf("PutMissing after a Delete: wrote %d, %v; want 1", n, err)
+	}
+	if got, err := s.Get(hs[1]); err != nil || !bytes.Equal(got, fresh) {
+		t.Fatalf("deleted object after PutMissing: Get = %q, %v", got, err)
 	}
 }
 
