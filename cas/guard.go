@@ -131,12 +131,8 @@ func (g *Guard) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	hs, err := g.store.PutBatch(objs)
-	if err == nil && g.col != nil {
-		g.rec.Lock()
-		for _, h := range hs {
-			g.col.written[h] = struct{}{}
-		}
-		g.rec.Unlock()
+	if err == nil {
+		g.record(hs)
 	}
 	return hs, err
 }
@@ -151,14 +147,23 @@ func (g *Guard) PutMissing(hs []schemas.Hash, objs [][]byte) (int, error) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	n, err := PutMissing(g.store, hs, objs)
-	if err == nil && g.col != nil {
-		g.rec.Lock()
-		for _, h := range hs {
-			g.col.written[h] = struct{}{}
-		}
-		g.rec.Unlock()
+	if err == nil {
+		g.record(hs)
 	}
 	return n, err
+}
+
+// record notes hs as written during a collection; the caller holds g.mu
+// for reading.
+func (g *Guard) record(hs []schemas.Hash) {
+	if g.col == nil {
+		return
+	}
+	g.rec.Lock()
+	for _, h := range hs {
+		g.col.written[h] = struct{}{}
+	}
+	g.rec.Unlock()
 }
 
 // Get reads from the wrapped store.

@@ -914,7 +914,7 @@ var mutations = []mutation{
 		to:   "if got := schemas.HashBytes(objs[i]); false {",
 		pkg:  "./cas", run: "TestMemoryStore"},
 	{name: "putmissing/guard-records-found", file: "cas/guard.go",
-		from: "\tn, err := PutMissing(g.store, hs, objs)\n\tif err == nil && g.col != nil {",
+		from: "\tn, err := PutMissing(g.store, hs, objs)\n\tif err == nil {",
 		to:   "\tn, err := PutMissing(g.store, hs, objs)\n\tif false {",
 		pkg:  "./cas", run: "TestGuardPutMissingRecordsStoredObjects"},
 	{name: "putmissing/drain-inherits-mode", file: "cells/drain.go",
