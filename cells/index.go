@@ -275,9 +275,6 @@ func (ix *CellIndex) Apply(changes []Change) (*CellIndex, error) {
 
 // applySorted applies changes sorted by strictly increasing key hash.
 func (ix *CellIndex) applySorted(chs []change) (*CellIndex, error) {
-	if len(chs) == 0 {
-		return ix, nil
-	}
 	return ix.applyWith(&writer{r: ix.r}, chs)
 }
 

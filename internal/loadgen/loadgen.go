@@ -224,10 +224,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	g.http = c.HTTP
 	if g.http == nil {
 		if w, ok := newWire(g.base, c.Token); ok {
-			g.wires = make([]*wire, c.Concurrency)
-			for i := range g.wires {
-				cp := *w
-				g.wires[i] = &cp
+			g.wires = []*wire{w}
+			for len(g.wires) < c.Concurrency {
+				w, _ = newWire(g.base, c.Token)
+				g.wires = append(g.wires, w)
 			}
 			defer func() {
 				for _, w := range g.wires {
