@@ -125,6 +125,14 @@
 //   - Badger's Close flushes everything, and DB.Close then starts the tail
 //     afresh, so a cleanly closed world opens with nothing to replay.
 //
+// Besides these, a background syncer (bgsync.go) syncs Badger off the append
+// path each time the tail has taken 1 MiB, so the syncs above that an Append
+// waits for find about that much left to write instead of up to 16 MiB. Its
+// syncs promise nothing the tail does not already keep; one that covered
+// the CAS writes counted before it started spares the next Append its own
+// sync; one that fails fails the journal at the next Append, and Close stops
+// it before closing Badger.
+//
 // At Open the tail is read up to its first record that is cut short, fails
 // its CRC (a torn write, or the zeros ahead) or does not start past the one
 // before (stale); the next append writes over what follows. Its frames are written into

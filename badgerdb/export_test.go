@@ -1,6 +1,7 @@
 package badgerdb
 
 import (
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
@@ -89,6 +90,7 @@ func (d *DB) LoseFrame(first uint64) error {
 // CloseKeepTail closes Badger and the tail without starting the tail
 // afresh, as a crash leaves it (Badger's own close is clean).
 func (d *DB) CloseKeepTail() error {
+	d.journal.stopSyncer()
 	err := d.db.Close()
 	d.journal.closeTail()
 	return err
@@ -118,4 +120,36 @@ func (j *Journal) BreakTail() {
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
 	j.tail.f.Close()
+}
+
+// SetBackgroundSync makes every Append that brings the tail's bytes since
+// the last ask to n ask the background syncer for a sync, and sets its
+// hooks: before runs after it has read the CAS's write count and before it
+// syncs, after once a sync succeeded (either may be nil). Call it before
+// the Appends it is for: an Append's ask orders it before the syncer reads
+// the hooks.
+func (j *Journal) SetBackgroundSync(n int64, before, after func()) {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	j.bg.every, j.bg.pending = n, 0
+	j.bg.beforeSync, j.bg.afterSync = before, after
+}
+
+// AskBackgroundSync asks the background syncer for a sync, as an Append
+// does every so many tail bytes.
+func (j *Journal) AskBackgroundSync() { j.bg.ask() }
+
+// BackgroundSyncs counts the background syncer's syncs since Open.
+func (j *Journal) BackgroundSyncs() uint64 { return j.syncs.background.Load() }
+
+// BackgroundSyncerDone is closed once the background syncer has returned:
+// after a failed sync, or once the journal is closed.
+func (j *Journal) BackgroundSyncerDone() <-chan struct{} { return j.bg.done }
+
+// BreakSyncDir points the journal's syncs at a directory that does not
+// exist, so the next Badger sync fails as a failing disk's would.
+func (j *Journal) BreakSyncDir() {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	j.dir = filepath.Join(j.dir, "gone")
 }

@@ -38,11 +38,18 @@ type Journal struct {
 	nextCheck int64         // the tail size at which the next checkpoint is tried
 	vlogFrom  atomic.Uint64 // value-log files numbered below it were synced full
 
-	// casWrites counts the CAS's writes; casSynced is the count the last
-	// Badger sync covered. An Append that finds them different syncs
-	// Badger first, so objects are durable before the records naming them.
+	// casWrites counts the CAS's writes; casSynced is the highest count a
+	// finished Badger sync covered (an Append's or the background
+	// syncer's). An Append that finds casWrites above it syncs Badger
+	// first, so objects are durable before the records naming them.
 	casWrites *atomic.Uint64
-	casSynced uint64
+	casSynced atomic.Uint64
+
+	// The background syncer (bgsync.go) syncs Badger off the append path
+	// whenever the tail has taken bgSyncBytes since it was last asked,
+	// so the syncs an Append must make itself (a checkpoint's, or one
+	// before records naming new objects) find little left to write.
+	bg bgSyncer
 
 	// committed receives the result of the Badger commit an Append started
 	// (commitDone, its callback); one at a time, under appendMu.
@@ -58,8 +65,9 @@ type Journal struct {
 
 // syncCounts counts device flushes by kind, for tests and benchmarks.
 type syncCounts struct {
-	badger atomic.Uint64 // DB.Sync calls by Append and checkpoints
-	tail   atomic.Uint64 // fdatasyncs of the tail
+	badger     atomic.Uint64 // DB.Sync calls by Append and checkpoints
+	background atomic.Uint64 // Badger syncs by the background syncer
+	tail       atomic.Uint64 // fdatasyncs of the tail
 }
 
 // openJournal opens the journal kept in db under "j/", puts back from the
@@ -100,6 +108,7 @@ func openJournal(db *badger.DB, dir string, casWrites *atomic.Uint64) (*Journal,
 			j.closeTail()
 			return nil, err
 		}
+		j.startSyncer()
 	}
 	return j, nil
 }
@@ -251,9 +260,21 @@ func (j *Journal) syncBadger() error {
 	if err := j.syncStore(); err != nil {
 		return err
 	}
-	j.casSynced = writes
+	j.noteSynced(writes)
 	j.syncs.badger.Add(1)
 	return nil
+}
+
+// noteSynced records that every CAS write counted up to writes is durable.
+// The background syncer and an Append may finish syncs in either order:
+// casSynced only rises.
+func (j *Journal) noteSynced(writes uint64) {
+	for {
+		old := j.casSynced.Load()
+		if writes <= old || j.casSynced.CompareAndSwap(old, writes) {
+			return
+		}
+	}
 }
 
 // syncStore makes everything committed to Badger before it durable: DB.Sync
@@ -297,6 +318,9 @@ func (j *Journal) Append(recs []journal.Record) error {
 	}
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
+	if j.failed == nil {
+		j.failed = j.bg.failure()
+	}
 	if j.failed != nil {
 		return fmt.Errorf("%w (%v)", journal.ErrFailed, j.failed)
 	}
@@ -330,7 +354,7 @@ func (j *Journal) Append(recs []journal.Record) error {
 		j.tip.Advance(last)
 		return nil
 	}
-	if j.casWrites.Load() != j.casSynced {
+	if j.casWrites.Load() > j.casSynced.Load() {
 		// The records may name objects written since the last sync: they
 		// must be durable first, and only a Badger sync makes them so.
 		if err := j.syncBadger(); err != nil {
@@ -358,6 +382,7 @@ func (j *Journal) Append(recs []journal.Record) error {
 	}
 	j.syncs.tail.Add(1)
 	j.tip.Advance(last)
+	j.bg.appended(int64(tailRecordLen + len(val)))
 	if j.tail.size >= j.nextCheck {
 		// The frame is durable whatever the checkpoint meets; a failure
 		// stops the appends after it.
@@ -389,8 +414,12 @@ func (j *Journal) settle() error {
 	if j.tail == nil {
 		return nil
 	}
+	j.stopSyncer()
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
+	if j.failed == nil {
+		j.failed = j.bg.failure()
+	}
 	if j.failed != nil {
 		return nil // Open will recover what is stored
 	}
