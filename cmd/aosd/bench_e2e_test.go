@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -331,5 +334,72 @@ func TestBenchEffectMixDetectsAnUnpaidOrder(t *testing.T) {
 	r := aosd(t, w, "bench", "--effects", "--events", "20", "--warmup", "0", "--concurrency", "4", "--key-prefix", "e-")
 	if r.code != 1 || !strings.Contains(r.stderr, `order e-5: status "cancelled", want "paid"`) {
 		t.Fatalf("bench --effects with a cancelled order: exit %d, want 1 naming e-5\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// gomaxprocs reads go_sched_gomaxprocs_threads from the daemon's /metrics.
+func gomaxprocs(t *testing.T, d *daemon, world string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+d.addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token(t, world))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	_, rest, found := strings.Cut(string(body), "\ngo_sched_gomaxprocs_threads ")
+	if !found {
+		t.Fatalf("no go_sched_gomaxprocs_threads in /metrics:\n%s", body)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestServeRaisesGOMAXPROCS: serve runs with two Ps more than Go's default
+// (cmd/aosd/serve.go, extraProcs), unless GOMAXPROCS is set: then that.
+func TestServeRaisesGOMAXPROCS(t *testing.T) {
+	dflt := runtime.GOMAXPROCS(0) // the default, unless this test's GOMAXPROCS chose it
+	if os.Getenv("GOMAXPROCS") != "" {
+		dflt = runtime.NumCPU()
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			env = append(env, kv)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		want int
+	}{
+		{"GOMAXPROCS unset", env, dflt + 2},
+		{"GOMAXPROCS=3", append(slices.Clone(env), "GOMAXPROCS=3"), 3},
+	} {
+		w := newWorld(t)
+		cmd := exec.Command(aosdBin, "serve", "--listen", "127.0.0.1:0", "--world", w)
+		cmd.Env = c.env
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &daemon{cmd: cmd, errb: &syncBuffer{}}
+		cmd.Stderr = d.errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.stop(t, w) })
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			t.Fatalf("serve did not start: %v\n%s", err, d.errb.String())
+		}
+		d.addr = strings.TrimPrefix(strings.TrimSpace(line), "listening on http://")
+		if got := gomaxprocs(t, d, w); got != c.want {
+			t.Errorf("serve with %s runs with %d Ps, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -875,6 +875,16 @@ var mutations = []mutation{
 		from: "\tif resp.Close {",
 		to:   "\tif resp.Close && false {",
 		pkg:  "./internal/loadgen", run: "TestWire"},
+	// serve runs with extraProcs Ps above Go's default, unless GOMAXPROCS
+	// chose the number.
+	{name: "serve/raise-procs", file: "cmd/aosd/serve.go",
+		from: "\t\traiseProcs(os.Getenv)\n",
+		to:   "",
+		pkg:  "./cmd/aosd", run: "TestServeRaisesGOMAXPROCS"},
+	{name: "serve/procs-env-respected", file: "cmd/aosd/serve.go",
+		from: "\tif getenv(\"GOMAXPROCS\") != \"\" {",
+		to:   "\tif false {",
+		pkg:  "./cmd/aosd", run: "TestServeRaisesGOMAXPROCS"},
 	{name: "bench/wire-next-phase", file: "internal/loadgen/wire.go",
 		from: "\t\tw.conn.SetDeadline(time.Time{})",
 		to:   "\t\t_ = time.Time{}",
