@@ -180,7 +180,6 @@ func (s *moduleState) run(ctx context.Context, entrypoint string, in *modules.In
 			return nil, err
 		}
 	}
-	s.inst.stdout, s.inst.stderr = &s.stdout, &s.stderr
 	out, err := s.step(ctx, s.inst, entrypoint, in)
 	if err != nil {
 		s.discard()
@@ -279,6 +278,7 @@ func (s *moduleState) adopt(ctx context.Context) error {
 	if sp.err != nil {
 		return sp.err
 	}
+	sp.inst.stdout, sp.inst.stderr = &s.stdout, &s.stderr // the steps' own from now on
 	s.inst = sp.inst
 	return nil
 }
