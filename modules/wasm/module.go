@@ -212,13 +212,14 @@ func (s *moduleState) reset() {
 }
 
 // startSpare builds a fresh instance on a goroutine of its own. wazero
-// supports this: a CompiledModule may be instantiated any number of times,
-// and "all implementations of the Runtime interface are goroutine-safe",
-// so instantiating (and running _initialize) on one goroutine while
-// another instance of the same code runs on another is supported
-// (wazero's Runtime and CompiledModule docs; its README: "Runtime ...
-// goroutine-safe"). The instances share no host state: the spare writes
-// only its own captures and instance.
+// supports this: ModuleConfig.WithName documents instantiating one
+// CompiledModule many times anonymously, as moduleConfig does, and its
+// examples/concurrent-instantiation (wazero v1.12.0) "demonstrates how to
+// instantiate multiple Wasm instances per Goroutine concurrently" from one
+// CompiledModule in one Runtime and calls them concurrently; only an
+// api.Function's Call is not goroutine-safe, and the spare calls only its
+// own instance's. The instances share no host state: the spare writes only
+// its own captures and instance.
 //
 // An engine whose guests cannot be stopped (stopNever, for benchmarks)
 // builds no spare: one that spun could never be stopped.
