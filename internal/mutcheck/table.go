@@ -962,4 +962,15 @@ var mutations = []mutation{
 		from: "h.WriteMissingOnly(false) // the world's own writes are new objects",
 		to:   "_ = h",
 		pkg:  "./kernel", run: "TestReplayWritesOnlyMissingCellObjects"},
+	// A Step after Reset adopts the instance built in the background
+	// (modules/wasm/module.go), and one that times out waiting for it
+	// stops it rather than leaving it running.
+	{name: "wasm/spare-adopt", file: "modules/wasm/module.go",
+		from: "	if s.spare != nil {\n		return s.adopt(ctx)",
+		to:   "	if false && s.spare != nil {\n		return s.adopt(ctx)",
+		pkg:  "./modules/wasm", run: "TestSpareSameAsFresh"},
+	{name: "wasm/spare-stop-on-timeout", file: "modules/wasm/module.go",
+		from: "s.dropSpare() // stop it, wait for its goroutine and discard it",
+		to:   "s.spare = nil",
+		pkg:  "./modules/wasm", run: "TestSpareStoppedWithStep"},
 }

@@ -33,6 +33,17 @@
 //   - A warm instance lives until Reset, Close or a failed step. After any
 //     error, the instance is discarded and the next Step starts a fresh one,
 //     so the kernel can replace instances at journaled points only.
+//   - Reset of a module that has been stepping builds the next fresh
+//     instance (instantiation and _initialize) at once on a goroutine of its
+//     own, the spare, so that the next Step, on the kernel's loop, only
+//     adopts it; otherwise a Step instantiates when it finds no instance. A
+//     spare is exactly what the Step would have built (a fresh instance is
+//     deterministic), writes only its own output captures, and whatever
+//     _initialize did is reported by the adopting Step as it would have been
+//     inline. The adopting Step waits for it under its context and, if that
+//     ends first, stops it (the interrupt), waits for its goroutine and
+//     reports a timeout. At most one spare per module; Reset, Close and
+//     Engine.Close stop and wait for a spare in flight.
 //   - A context that is done stops a guest, wherever it is, and a running
 //     guest never holds up the Go runtime for long. Compiled modules are
 //     instrumented (instrument.go): a fuel counter at every function entry

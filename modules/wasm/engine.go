@@ -58,6 +58,12 @@ type Engine struct {
 	cache wazero.CompilationCache
 	stop  stopper // how a done context stops a running guest
 
+	// spares stops the Modules' spares (see startSpare) when the engine
+	// closes; spareWG waits for them.
+	spares     context.Context
+	stopSpares context.CancelFunc
+	spareWG    sync.WaitGroup // Add under mu, before closed is set
+
 	mu       sync.Mutex
 	closed   bool
 	runtimes map[uint32]wazero.Runtime // by memory limit, in pages; see runtimeLocked
@@ -115,12 +121,15 @@ func newEngine(_ context.Context, cfg Config, stop stopper) (*Engine, error) {
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
+	spares, stopSpares := context.WithCancel(context.Background())
 	return &Engine{
-		cfg:      cfg,
-		cache:    cache,
-		stop:     stop,
-		runtimes: map[uint32]wazero.Runtime{},
-		compiled: map[compileKey]*compiled{},
+		spares:     spares,
+		stopSpares: stopSpares,
+		cfg:        cfg,
+		cache:      cache,
+		stop:       stop,
+		runtimes:   map[uint32]wazero.Runtime{},
+		compiled:   map[compileKey]*compiled{},
 	}, nil
 }
 
@@ -136,12 +145,26 @@ func (e *Engine) Close(ctx context.Context) error {
 	rts := e.runtimes
 	e.runtimes, e.compiled = nil, nil
 	e.mu.Unlock()
+	e.stopSpares()
+	e.spareWG.Wait() // no spare runs on a runtime being closed
 	var errs []error
 	for _, rt := range rts {
 		errs = append(errs, rt.Close(ctx)) // closes its instances
 	}
 	errs = append(errs, e.cache.Close(ctx)) // and this all compiled code
 	return errors.Join(errs...)
+}
+
+// spareStarted registers a spare's goroutine, returning the context that
+// stops it when the engine closes; false if the engine is closed.
+func (e *Engine) spareStarted() (context.Context, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, false
+	}
+	e.spareWG.Add(1)
+	return e.spares, true
 }
 
 // Compile implements modules.Compiler: it returns a *Module.

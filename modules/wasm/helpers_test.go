@@ -16,7 +16,7 @@ import (
 
 // The test guests, built once per test binary from testdata/guests/<name>
 // (testdata is outside ./..., so only these builds see them).
-var guestNames = []string{"abi", "foreign", "nostep", "badsig"}
+var guestNames = []string{"abi", "foreign", "nostep", "badsig", "initpanic", "initspin"}
 
 var guests struct {
 	once  sync.Once

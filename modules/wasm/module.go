@@ -33,8 +33,26 @@ type moduleState struct {
 	c              *compiled
 	inst           *instance // the warm instance, nil when there is none
 	in             []byte    // the input envelope's encoding, reused
-	stdout, stderr capture   // of the current call, shared by the instances
+	stdout, stderr capture   // of the current call, shared by the adopted instances
+	spare          *spare    // the next fresh instance, being built; nil when there is none
 	closed         bool
+
+	adopted, inline int // instantiations taken from a spare and made in a Step (failed ones too), for tests
+}
+
+// spare is a fresh instance built on a goroutine of its own after a Reset,
+// so that the next Step only adopts it instead of instantiating on the
+// kernel's loop. It is what instantiate would have made at that Step: a
+// fresh instance is deterministic (its clock and randomness start from
+// fixed values), and whatever _initialize did is kept as err for the Step
+// to report. Until done is closed, only the goroutine touches inst, err
+// and the captures; after, only the loop.
+type spare struct {
+	cancel         context.CancelFunc // stops _initialize (the interrupt)
+	done           chan struct{}      // closed when the goroutine has ended
+	inst           *instance
+	err            error
+	stdout, stderr capture // _initialize's, apart from the current step's
 }
 
 // phase says what a guest call is doing, for the WASI policy.
@@ -128,9 +146,12 @@ func (m *Module) Step(ctx context.Context, entrypoint string, in *modules.Input)
 }
 
 // Reset discards the warm instance: the next Step starts on a fresh one.
-// The kernel calls it at journaled points.
+// The kernel calls it at journaled points. If the module had an instance
+// (or a spare), Reset starts building the fresh one in the background, so
+// that the next Step does not instantiate on the caller's goroutine; a
+// module that has not run since the last Reset gets nothing.
 func (m *Module) Reset() {
-	m.s.discard()
+	m.s.reset()
 	runtime.KeepAlive(m)
 }
 
@@ -150,6 +171,7 @@ func (s *moduleState) run(ctx context.Context, entrypoint string, in *modules.In
 		return nil, &modules.EnvError{Module: s.name, Cause: "host", Err: ErrClosed}
 	}
 	if ctx.Err() != nil {
+		s.dropSpare()
 		s.discard()
 		return nil, s.stopped(ctx)
 	}
@@ -170,8 +192,96 @@ func (s *moduleState) close() {
 		return
 	}
 	s.closed = true
+	s.dropSpare()
 	s.discard()
 	s.eng.release(s.c)
+}
+
+// reset discards the warm instance and any spare, and starts a spare if
+// there was either.
+func (s *moduleState) reset() {
+	if s.closed {
+		return
+	}
+	warm := s.inst != nil || s.spare != nil
+	s.dropSpare()
+	s.discard()
+	if warm {
+		s.startSpare()
+	}
+}
+
+// startSpare builds a fresh instance on a goroutine of its own. wazero
+// supports this: ModuleConfig.WithName documents instantiating one
+// CompiledModule many times anonymously, as moduleConfig does, and its
+// examples/concurrent-instantiation (wazero v1.12.0) "demonstrates how to
+// instantiate multiple Wasm instances per Goroutine concurrently" from one
+// CompiledModule in one Runtime and calls them concurrently; only an
+// api.Function's Call is not goroutine-safe, and the spare calls only its
+// own instance's. The instances share no host state: the spare writes only
+// its own captures and instance.
+//
+// An engine whose guests cannot be stopped (stopNever, for benchmarks)
+// builds no spare: one that spun could never be stopped.
+func (s *moduleState) startSpare() {
+	if s.eng.stop == stopNever {
+		return
+	}
+	base, ok := s.eng.spareStarted()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(base)
+	sp := &spare{
+		cancel: cancel,
+		done:   make(chan struct{}),
+		stdout: newCapture(s.eng.cfg.StderrTail),
+		stderr: newCapture(s.eng.cfg.StderrTail),
+	}
+	s.spare = sp
+	go func() {
+		defer s.eng.spareWG.Done()
+		defer close(sp.done)
+		sp.inst, sp.err = s.build(ctx, &sp.stdout, &sp.stderr)
+	}()
+}
+
+// dropSpare stops the spare, if any, waits for its goroutine to end and
+// discards what it built.
+func (s *moduleState) dropSpare() {
+	sp := s.spare
+	if sp == nil {
+		return
+	}
+	s.spare = nil
+	sp.cancel()
+	<-sp.done
+	if sp.inst != nil {
+		_ = sp.inst.mod.Close(context.Background())
+	}
+}
+
+// adopt makes the spare the warm instance, waiting for it under ctx. If ctx
+// ends first the spare is stopped and discarded, and the step fails as an
+// instantiation that ctx stopped does; if _initialize failed, the step
+// fails as it would have in instantiate.
+func (s *moduleState) adopt(ctx context.Context) error {
+	sp := s.spare
+	select {
+	case <-sp.done:
+	case <-ctx.Done():
+		s.dropSpare() // stop it, wait for its goroutine and discard it
+		return s.stopped(ctx)
+	}
+	s.spare = nil
+	sp.cancel()
+	s.adopted++
+	if sp.err != nil {
+		return sp.err
+	}
+	sp.inst.stdout, sp.inst.stderr = &s.stdout, &s.stderr // the steps' own from now on
+	s.inst = sp.inst
+	return nil
 }
 
 func (s *moduleState) discard() {
@@ -181,16 +291,35 @@ func (s *moduleState) discard() {
 	}
 }
 
+// instantiate makes the warm instance: it adopts the spare if there is
+// one, and builds the instance itself if not.
 func (s *moduleState) instantiate(ctx context.Context) error {
-	inst := &instance{clock: clockStart, rand: randSeedStart, stdout: &s.stdout, stderr: &s.stderr}
+	if s.spare != nil {
+		return s.adopt(ctx)
+	}
+	inst, err := s.build(ctx, &s.stdout, &s.stderr)
+	s.inline++
+	if err != nil {
+		return err
+	}
+	s.inst = inst
+	return nil
+}
+
+// build instantiates the module and runs _initialize under ctx, with the
+// guest's output going to stdout and stderr. It touches nothing else of s
+// but what never changes (the engine, name and code), so it may run on a
+// goroutine other than the loop's.
+func (s *moduleState) build(ctx context.Context, stdout, stderr *capture) (*instance, error) {
+	inst := &instance{clock: clockStart, rand: randSeedStart, stdout: stdout, stderr: stderr}
 	inst.begin(phaseInit)
 	cc := &callCtx{Context: ctx, in: inst}
 	mod, err := s.c.rt.InstantiateModule(cc, s.c.code, moduleConfig)
 	if err != nil {
 		if ctx.Err() != nil {
-			return s.stopped(ctx)
+			return nil, s.stopped(ctx)
 		}
-		return &modules.EnvError{Module: s.name, Cause: "instantiate", Err: err}
+		return nil, &modules.EnvError{Module: s.name, Cause: "instantiate", Err: err}
 	}
 	inst.mod, inst.mem = mod, mod.ExportedMemory("memory")
 	inst.alloc, inst.step = mod.ExportedFunction("aos_alloc"), mod.ExportedFunction("aos_step")
@@ -198,7 +327,7 @@ func (s *moduleState) instantiate(ctx context.Context) error {
 		g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
 		if !ok {
 			_ = mod.Close(context.Background())
-			return &modules.EnvError{Module: s.name, Cause: "instantiate", Err: errors.New("wasm: the interrupt global is missing")}
+			return nil, &modules.EnvError{Module: s.name, Cause: "instantiate", Err: errors.New("wasm: the interrupt global is missing")}
 		}
 		inst.interrupt = g
 	}
@@ -212,11 +341,10 @@ func (s *moduleState) instantiate(ctx context.Context) error {
 		}
 		if err != nil {
 			_ = mod.Close(context.Background())
-			return err
+			return nil, err
 		}
 	}
-	s.inst = inst
-	return nil
+	return inst, nil
 }
 
 // arm makes ctx stop the guest of g (the instance's interrupt global) when
@@ -342,12 +470,12 @@ func (s *moduleState) callFailed(ctx context.Context, inst *instance, fn string,
 	case inst.violation != "":
 		return modules.Fault(inst.violation)
 	case inst.exited:
-		return modules.Fault(fmt.Sprintf("wasm guest exited with code %d%s", inst.exitCode, where) + s.printed())
+		return modules.Fault(fmt.Sprintf("wasm guest exited with code %d%s", inst.exitCode, where) + inst.printed())
 	}
 	msg := err.Error()
 	if trap, ok := strings.CutPrefix(msg, "wasm error: "); ok {
 		trap, _, _ = strings.Cut(trap, "\n")
-		return modules.Fault("wasm guest trapped" + where + ": " + trap + s.printed())
+		return modules.Fault("wasm guest trapped" + where + ": " + trap + inst.printed())
 	}
 	return &modules.EnvError{Module: s.name, Cause: "host", Err: fmt.Errorf("wasm %s: %w", fn, err)}
 }
@@ -363,12 +491,12 @@ func (s *moduleState) stopped(ctx context.Context) error {
 }
 
 // printed is what the guest wrote during the call, for a fault's reason.
-func (s *moduleState) printed() string {
+func (in *instance) printed() string {
 	var b strings.Builder
-	if t := s.stderr.String(); t != "" {
+	if t := in.stderr.String(); t != "" {
 		b.WriteString("; stderr: " + t)
 	}
-	if t := s.stdout.String(); t != "" {
+	if t := in.stdout.String(); t != "" {
 		b.WriteString("; stdout: " + t)
 	}
 	return b.String()
