@@ -973,4 +973,8 @@ var mutations = []mutation{
 		from: "s.dropSpare() // stop it, wait for its goroutine and discard it",
 		to:   "s.spare = nil",
 		pkg:  "./modules/wasm", run: "TestSpareStoppedWithStep"},
+	{name: "wasm/spare-only-when-warm", file: "modules/wasm/module.go",
+		from: "	if s.closed || s.inst == nil {",
+		to:   "	if s.closed {",
+		pkg:  "./modules/wasm", run: "TestSpareOnlyWhenWarm"},
 }

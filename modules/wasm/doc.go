@@ -42,8 +42,9 @@
 //     _initialize did is reported by the adopting Step as it would have been
 //     inline. The adopting Step waits for it under its context and, if that
 //     ends first, stops it (the interrupt), waits for its goroutine and
-//     reports a timeout. At most one spare per module; Reset, Close and
-//     Engine.Close stop and wait for a spare in flight.
+//     reports a timeout. At most one spare per module: a Reset with no step
+//     since the last keeps the spare it has. Close and Engine.Close stop and
+//     wait for a spare in flight.
 //   - A context that is done stops a guest, wherever it is, and a running
 //     guest never holds up the Go runtime for long. Compiled modules are
 //     instrumented (instrument.go): a fuel counter at every function entry

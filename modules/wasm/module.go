@@ -146,10 +146,10 @@ func (m *Module) Step(ctx context.Context, entrypoint string, in *modules.Input)
 }
 
 // Reset discards the warm instance: the next Step starts on a fresh one.
-// The kernel calls it at journaled points. If the module had an instance
-// (or a spare), Reset starts building the fresh one in the background, so
-// that the next Step does not instantiate on the caller's goroutine; a
-// module that has not run since the last Reset gets nothing.
+// The kernel calls it at journaled points. If the module had an instance,
+// Reset starts building the fresh one in the background, so that the next
+// Step does not instantiate on the caller's goroutine; a module that has not
+// run since the last Reset keeps what it has (a spare, or nothing).
 func (m *Module) Reset() {
 	m.s.reset()
 	runtime.KeepAlive(m)
@@ -200,15 +200,15 @@ func (s *moduleState) close() {
 // reset discards the warm instance and any spare, and starts a spare if
 // there was either.
 func (s *moduleState) reset() {
-	if s.closed {
+	if s.closed || s.inst == nil {
+		// Nothing ran since the last reset: a spare, built or being
+		// built, is still as fresh as a new one would be (instances are
+		// deterministic), so it is kept, and a module that never ran
+		// gets none.
 		return
 	}
-	warm := s.inst != nil || s.spare != nil
-	s.dropSpare()
 	s.discard()
-	if warm {
-		s.startSpare()
-	}
+	s.startSpare()
 }
 
 // startSpare builds a fresh instance on a goroutine of its own. wazero

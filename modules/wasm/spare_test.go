@@ -72,7 +72,9 @@ func TestSpareSameAsFresh(t *testing.T) {
 }
 
 // A module that has not run since the last Reset gets no spare; a second
-// Reset replaces the pending one (at most one per module).
+// Reset with nothing run between keeps the pending one (it is still fresh),
+// and a Reset after the adopted spare stepped starts a new one: at most one
+// per module.
 func TestSpareOnlyWhenWarm(t *testing.T) {
 	m := abi(t)
 	m.Reset()
@@ -84,13 +86,8 @@ func TestSpareOnlyWhenWarm(t *testing.T) {
 	first := wasm.SpareDone(m)
 	m.Reset()
 	second := wasm.SpareDone(m)
-	if first == nil || second == nil || first == second {
-		t.Fatalf("second Reset: spares %v then %v, want a new one", first, second)
-	}
-	select {
-	case <-first:
-	default:
-		t.Fatal("the first spare's goroutine still runs after the second Reset")
+	if first == nil || second != first {
+		t.Fatalf("second Reset with nothing run between: spares %v then %v, want the first one kept", first, second)
 	}
 	<-second
 	if n := count(t, step(t, m, "counter-global", nil).State); n != 1 {
@@ -98,6 +95,11 @@ func TestSpareOnlyWhenWarm(t *testing.T) {
 	}
 	if adopted, inline := wasm.Instantiations(m); adopted != 1 || inline != 1 {
 		t.Fatalf("%d adopted, %d inline; want 1 and 1", adopted, inline)
+	}
+	// Once the spare has stepped, a Reset replaces it.
+	m.Reset()
+	if third := wasm.SpareDone(m); third == nil || third == first {
+		t.Fatalf("Reset after the adopted spare stepped: spare %v, want a new one", third)
 	}
 }
 
