@@ -41,8 +41,10 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 // the hundreds of connection goroutines a loaded daemon has runnable, and
 // Go's scheduler does not preempt for a goroutine it has just woken. With
 // two Ps more than cores, the operating system's scheduler, which does,
-// interleaves them: at C=256 in aosd bench the p99 fell by a fifth and
-// events/s rose (docs/PERFORMANCE.md, docs/DECISIONS.md).
+// interleaves them, and a P is idle more often to poll the network: at
+// C=256 in aosd bench the p99 fell by a fifth to a quarter in alternated
+// runs, for 5-9 % more CPU per event (docs/PERFORMANCE.md, session 5;
+// docs/DECISIONS.md).
 const extraProcs = 2
 
 // raiseProcs sets GOMAXPROCS to Go's default plus extraProcs, unless the
