@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -337,8 +336,8 @@ func TestBenchEffectMixDetectsAnUnpaidOrder(t *testing.T) {
 	}
 }
 
-// gomaxprocs reads go_sched_gomaxprocs_threads from the daemon's /metrics.
-func gomaxprocs(t *testing.T, d *daemon, world string) int {
+// metricsText is the daemon's /metrics answer.
+func metricsText(t *testing.T, d *daemon, world string) string {
 	t.Helper()
 	req, _ := http.NewRequest("GET", "http://"+d.addr+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+token(t, world))
@@ -347,16 +346,11 @@ func gomaxprocs(t *testing.T, d *daemon, world string) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	_, rest, found := strings.Cut(string(body), "\ngo_sched_gomaxprocs_threads ")
-	if !found {
-		t.Fatalf("no go_sched_gomaxprocs_threads in /metrics:\n%s", body)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return string(body)
 }
 
 // TestServeRaisesGOMAXPROCS: serve runs with two Ps more than Go's default
@@ -366,40 +360,28 @@ func TestServeRaisesGOMAXPROCS(t *testing.T) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		dflt = runtime.NumCPU()
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
-			env = append(env, kv)
-		}
-	}
+	// An empty GOMAXPROCS is unset to Go and to serve; exec keeps the last
+	// of duplicate names, so it overrides this test's own.
 	for _, c := range []struct {
-		name string
-		env  []string
+		env  string
 		want int
 	}{
-		{"GOMAXPROCS unset", env, dflt + 2},
-		{"GOMAXPROCS=3", append(slices.Clone(env), "GOMAXPROCS=3"), 3},
+		{"GOMAXPROCS=", dflt + 2},
+		{"GOMAXPROCS=3", 3},
 	} {
 		w := newWorld(t)
-		cmd := exec.Command(aosdBin, "serve", "--listen", "127.0.0.1:0", "--world", w)
-		cmd.Env = c.env
-		stdout, err := cmd.StdoutPipe()
+		d := startDaemonEnv(t, w, []string{c.env})
+		body := metricsText(t, d, w)
+		_, rest, found := strings.Cut(body, "\ngo_sched_gomaxprocs_threads ")
+		if !found {
+			t.Fatalf("no go_sched_gomaxprocs_threads in /metrics:\n%s", body)
+		}
+		got, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := &daemon{cmd: cmd, errb: &syncBuffer{}}
-		cmd.Stderr = d.errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.stop(t, w) })
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err != nil {
-			t.Fatalf("serve did not start: %v\n%s", err, d.errb.String())
-		}
-		d.addr = strings.TrimPrefix(strings.TrimSpace(line), "listening on http://")
-		if got := gomaxprocs(t, d, w); got != c.want {
-			t.Errorf("serve with %s runs with %d Ps, want %d", c.name, got, c.want)
+		if got != c.want {
+			t.Errorf("serve with %s runs with %d Ps, want %d", c.env, got, c.want)
 		}
 	}
 }

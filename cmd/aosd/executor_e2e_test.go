@@ -133,15 +133,8 @@ func TestBuiltinTimerThroughDaemon(t *testing.T) {
 		t.Fatalf("trace lacks the timer receipt:\n%s", tr)
 	}
 	// The receipt's signature was checked by the daemon's verifier.
-	req, _ := http.NewRequest("GET", "http://"+d.addr+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+token(t, world))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(body), "aos_receipt_verify_receipts_total 1\n") || !strings.Contains(string(body), "aos_receipt_verify_batches_total 1\n") {
+	body := metricsText(t, d, world)
+	if !strings.Contains(body, "aos_receipt_verify_receipts_total 1\n") || !strings.Contains(body, "aos_receipt_verify_batches_total 1\n") {
 		t.Fatalf("metrics do not count one verified receipt:\n%s", body)
 	}
 }
