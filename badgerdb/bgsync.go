@@ -63,11 +63,9 @@ func (j *Journal) stopSyncer() {
 }
 
 // appended counts n bytes written to the tail, asking for a background
-// sync each bgSyncBytes. Called with appendMu held.
+// sync each bgSyncBytes. Called with appendMu held, and only with a tail,
+// whose Open started the syncer.
 func (b *bgSyncer) appended(n int64) {
-	if b.kick == nil {
-		return
-	}
 	b.pending += n
 	if b.pending < b.every {
 		return

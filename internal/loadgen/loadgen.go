@@ -226,7 +226,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		if w, ok := newWire(g.base, c.Token); ok {
 			g.wires = []*wire{w}
 			for len(g.wires) < c.Concurrency {
-				w, _ = newWire(g.base, c.Token)
+				w, _ = newWire(g.base, c.Token) // the same base: it cannot fail now
 				g.wires = append(g.wires, w)
 			}
 			defer func() {

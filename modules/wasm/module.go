@@ -171,7 +171,8 @@ func (s *moduleState) run(ctx context.Context, entrypoint string, in *modules.In
 		return nil, &modules.EnvError{Module: s.name, Cause: "host", Err: ErrClosed}
 	}
 	if ctx.Err() != nil {
-		s.dropSpare()
+		// A spare stays: the step never touched it, and dropping it would
+		// wait on the caller's goroutine for a build in flight.
 		s.discard()
 		return nil, s.stopped(ctx)
 	}
@@ -197,8 +198,8 @@ func (s *moduleState) close() {
 	s.eng.release(s.c)
 }
 
-// reset discards the warm instance and any spare, and starts a spare if
-// there was either.
+// reset discards the warm instance, if any, and starts a spare in its
+// place; with no warm instance it changes nothing.
 func (s *moduleState) reset() {
 	if s.closed || s.inst == nil {
 		// Nothing ran since the last reset: a spare, built or being
