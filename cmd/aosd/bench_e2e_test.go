@@ -353,35 +353,46 @@ func metricsText(t *testing.T, d *daemon, world string) string {
 	return string(body)
 }
 
-// TestServeRaisesGOMAXPROCS: serve runs with two Ps more than Go's default
-// (cmd/aosd/serve.go, extraProcs), unless GOMAXPROCS is set: then that.
-func TestServeRaisesGOMAXPROCS(t *testing.T) {
+// TestServeRuntimeSettings: serve runs with two Ps more than Go's default
+// (cmd/aosd/serve.go, extraProcs) and with GOGC at gcPercent, unless the
+// environment's GOMAXPROCS or GOGC chose them: then those.
+func TestServeRuntimeSettings(t *testing.T) {
 	dflt := runtime.GOMAXPROCS(0) // the default, unless this test's GOMAXPROCS chose it
 	if os.Getenv("GOMAXPROCS") != "" {
 		dflt = runtime.NumCPU()
 	}
-	// An empty GOMAXPROCS is unset to Go and to serve; exec keeps the last
+	// An empty variable is unset to Go and to serve; exec keeps the last
 	// of duplicate names, so it overrides this test's own.
 	for _, c := range []struct {
-		env  string
-		want int
+		env         []string
+		procs, gogc int
 	}{
-		{"GOMAXPROCS=", dflt + 2},
-		{"GOMAXPROCS=3", 3},
+		{[]string{"GOMAXPROCS=", "GOGC="}, dflt + 2, 200},
+		{[]string{"GOMAXPROCS=3", "GOGC=150"}, 3, 150},
 	} {
 		w := newWorld(t)
-		d := startDaemonEnv(t, w, []string{c.env})
+		d := startDaemonEnv(t, w, c.env)
 		body := metricsText(t, d, w)
-		_, rest, found := strings.Cut(body, "\ngo_sched_gomaxprocs_threads ")
-		if !found {
-			t.Fatalf("no go_sched_gomaxprocs_threads in /metrics:\n%s", body)
+		if got := gauge(t, body, "go_sched_gomaxprocs_threads"); got != c.procs {
+			t.Errorf("serve with %q runs with %d Ps, want %d", c.env, got, c.procs)
 		}
-		got, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != c.want {
-			t.Errorf("serve with %s runs with %d Ps, want %d", c.env, got, c.want)
+		if got := gauge(t, body, "go_gc_gogc_percent"); got != c.gogc {
+			t.Errorf("serve with %q runs with GOGC %d, want %d", c.env, got, c.gogc)
 		}
 	}
+}
+
+// gauge is the integer value of the unlabelled metric name in a /metrics
+// text.
+func gauge(t *testing.T, body, name string) int {
+	t.Helper()
+	_, rest, found := strings.Cut(body, "\n"+name+" ")
+	if !found {
+		t.Fatalf("no %s in /metrics:\n%s", name, body)
+	}
+	got, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return got
 }
