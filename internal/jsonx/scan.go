@@ -227,8 +227,8 @@ func (s *Scanner) notA(want string) error {
 	return &Error{Kind: Syntax, Offset: at, Msg: "value is not " + want}
 }
 
-// key reads the object key at d.pos (a '"'): a slice of data, or of
-// d.scratch when it has escapes.
+// key reads the object key at d.pos (a '"'): a slice of data, or a copy
+// when it has escapes.
 func (d *decoder) key() ([]byte, *parseError) {
 	start := d.pos + 1
 	if err := d.skipStr(); err != nil {
@@ -237,12 +237,12 @@ func (d *decoder) key() ([]byte, *parseError) {
 	raw := d.data[start : d.pos-1]
 	for _, b := range raw {
 		if b == '\\' {
-			end := d.pos
-			if _, err := d.unescape(start, start+indexBackslash(raw)); err != nil {
+			// A copy: d.scratch is reused by the reads of the member.
+			k, err := d.unescape(start, start+indexBackslash(raw))
+			if err != nil {
 				return nil, err
 			}
-			d.pos = end
-			return d.scratch, nil
+			return []byte(k), nil
 		}
 	}
 	return raw, nil
