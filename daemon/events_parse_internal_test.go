@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/internal/jsonx"
@@ -270,4 +272,40 @@ func FuzzParseEvents(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkParseEvents(t, body)
 	})
+}
+
+// A body is read into a buffer sized from its Content-Length, one byte
+// over so that finding its end needs no growth, and no bigger than
+// maxPresize before the bytes arrive; of unknown length, from 512 bytes
+// up. Whatever the size, every byte is read.
+func TestReadBodyPresized(t *testing.T) {
+	for _, c := range []struct {
+		n, limit int64
+		want     int
+	}{
+		{-1, 8 << 20, 512},
+		{0, 8 << 20, 1},
+		{57, 8 << 20, 58},
+		{8 << 20, 8 << 20, maxPresize + 1},
+		{1 << 40, 1 << 41, maxPresize + 1},
+		{100, 10, 11},
+	} {
+		if got := presize(c.n, c.limit); got != c.want {
+			t.Errorf("presize(%d, %d) = %d, want %d", c.n, c.limit, got, c.want)
+		}
+	}
+	body := bytes.Repeat([]byte("0123456789"), 100)
+	b, err := readAll(bytes.NewReader(body), presize(int64(len(body)), 8<<20))
+	if err != nil || !bytes.Equal(b, body) || cap(b) != len(body)+1 {
+		t.Fatalf("read %d bytes (cap %d, err %v), want the %d given in a buffer of %d", len(b), cap(b), err, len(body), len(body)+1)
+	}
+	for _, size := range []int{1, 3, 512} {
+		b, err := readAll(iotest.HalfReader(bytes.NewReader(body)), size)
+		if err != nil || !bytes.Equal(b, body) {
+			t.Fatalf("size %d: read %q, %v", size, b, err)
+		}
+	}
+	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 4); err != io.ErrUnexpectedEOF {
+		t.Fatalf("a failing read gave %v", err)
+	}
 }
