@@ -25,10 +25,11 @@ const maxBodyDepth = 10000
 // or a null schema or idempotency_key reads as absent, as encoding/json
 // read them; a null value is the value null.
 func parseEvents(b []byte) (wire []eventWire, batch bool, err error) {
-	sc, err := jsonx.Scan(b, jsonx.Options{MaxDepth: maxBodyDepth})
-	if err != nil {
+	var scanner jsonx.Scanner
+	if err := scanner.Reset(b, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
 		return nil, false, err
 	}
+	sc := &scanner
 	if c, ok := sc.Peek(); ok && c == '[' {
 		batch = true
 		wire = make([]eventWire, 0, 8)

@@ -28,17 +28,27 @@ type Scanner struct {
 // Scan starts a Scanner over data under o. It refuses data that is not
 // UTF-8 before anything is read.
 func Scan(data []byte, o Options) (*Scanner, error) {
-	if !utf8.Valid(data) {
-		return nil, &Error{Kind: NotUTF8, Offset: firstInvalidUTF8(data), Msg: "input is not valid UTF-8"}
+	s := new(Scanner)
+	if err := s.Reset(data, o); err != nil {
+		return nil, err
 	}
-	s := &Scanner{d: decoder{data: data, maxDepth: o.MaxDepth, maxElems: o.MaxElems}}
+	return s, nil
+}
+
+// Reset starts s over data under o, as Scan does; a Scanner declared as a
+// variable and Reset costs no allocation.
+func (s *Scanner) Reset(data []byte, o Options) error {
+	if !utf8.Valid(data) {
+		return &Error{Kind: NotUTF8, Offset: firstInvalidUTF8(data), Msg: "input is not valid UTF-8"}
+	}
+	*s = Scanner{d: decoder{data: data, maxDepth: o.MaxDepth, maxElems: o.MaxElems}}
 	if s.d.maxDepth <= 0 {
 		s.d.maxDepth = math.MaxInt
 	}
 	if s.d.maxElems <= 0 {
 		s.d.maxElems = math.MaxInt
 	}
-	return s, nil
+	return nil
 }
 
 // Peek skips whitespace and returns the next byte; ok is false at the end.
