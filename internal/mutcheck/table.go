@@ -1008,4 +1008,10 @@ var mutations = []mutation{
 		from: "	if s.depth >= s.d.maxDepth {\n		return s.d.fail(Limit, s.d.pos, \"nesting deeper than %d\", s.d.maxDepth).finish()\n	}\n	s.d.pos++\n	s.depth++\n	defer func() { s.depth-- }()\n	for n := 0; ; n++ {\n		c, ok := s.d.peek()\n		if !ok {\n			return s.d.errEOF().finish()\n		}\n		if c == '}' {",
 		to:   "	if false {\n		return s.d.fail(Limit, s.d.pos, \"nesting deeper than %d\", s.d.maxDepth).finish()\n	}\n	s.d.pos++\n	s.depth++\n	defer func() { s.depth-- }()\n	for n := 0; ; n++ {\n		c, ok := s.d.peek()\n		if !ok {\n			return s.d.errEOF().finish()\n		}\n		if c == '}' {",
 		pkg:  "./internal/jsonx", run: "TestScannerObject"},
+	// The manifest hash's text in every step's context follows the
+	// manifest (kernel/encode.go hashTextCache).
+	{name: "kernel/hash-text-cache", file: "kernel/encode.go",
+		from: "if t.text == \"\" || t.h != h {",
+		to:   "if t.text == \"\" {",
+		pkg:  "./kernel", run: "TestHashTextCacheFollowsHash"},
 }
