@@ -5,8 +5,99 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/aos-kernel/aos/internal/jsonx"
 	"github.com/aos-kernel/aos/kernel"
 )
+
+// eventsShape leads the answer to a POST /v1/events body that is not one.
+const eventsShape = `body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them`
+
+// maxBodyDepth is encoding/json's nesting limit, which the events body kept
+// when encoding/json read it: a deeper value is refused at the envelope.
+const maxBodyDepth = 10000
+
+// parseEvents reads a POST /v1/events body: one event object, or an array
+// of them (batch). It reads the envelope once, with jsonx's scanner, and
+// keeps each value as the bytes the body gives (checked against the JSON
+// grammar, not parsed): the kernel parses it, once, against its schema.
+// Envelope keys are exact and appear at most once; unknown ones, values
+// of the wrong type and anything after the body are refused. A null event
+// or a null schema or idempotency_key reads as absent, as encoding/json
+// read them; a null value is the value null.
+func parseEvents(b []byte) (wire []eventWire, batch bool, err error) {
+	var scanner jsonx.Scanner
+	if err := scanner.Reset(b, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
+		return nil, false, err
+	}
+	sc := &scanner
+	if c, ok := sc.Peek(); ok && c == '[' {
+		batch = true
+		wire = make([]eventWire, 0, 8)
+		err = sc.Array("an array of events", func(i int) error {
+			wire = append(wire, eventWire{})
+			if err := readEvent(sc, &wire[i]); err != nil {
+				return fmt.Errorf("events[%d]: %w", i, err)
+			}
+			return nil
+		})
+	} else {
+		wire = make([]eventWire, 1)
+		err = readEvent(sc, &wire[0])
+	}
+	if err == nil {
+		err = sc.End()
+	}
+	if err != nil {
+		return nil, batch, err
+	}
+	return wire, batch, nil
+}
+
+// readEvent reads one event object (or null) of an events body into ev.
+func readEvent(sc *jsonx.Scanner, ev *eventWire) error {
+	if null, err := sc.Null(); null || err != nil {
+		return err
+	}
+	var seen [3]bool // schema, value, idempotency_key
+	return sc.Object("an event object", func(key []byte, keyAt int) error {
+		var err error
+		field := -1
+		switch string(key) {
+		case "schema":
+			field = 0
+		case "value":
+			field = 1
+		case "idempotency_key":
+			field = 2
+		default:
+			return fmt.Errorf("json: at byte %d: unknown field %q", keyAt, key)
+		}
+		if seen[field] {
+			return sc.Duplicate(string(key), keyAt)
+		}
+		seen[field] = true
+		switch field {
+		case 0:
+			var null bool
+			if null, err = sc.Null(); !null && err == nil {
+				ev.Schema, err = sc.String("a string")
+			}
+		case 1:
+			ev.Value, err = sc.Skip()
+		case 2:
+			var null bool
+			if null, err = sc.Null(); !null && err == nil {
+				var k string
+				k, err = sc.String("a string")
+				ev.IdempotencyKey = &k
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
+	})
+}
 
 // eventWire is EventIn as a request body spells it: a key given as "" is
 // told apart from no key, and refused.

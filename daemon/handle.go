@@ -71,12 +71,17 @@ func (b body) decode(raw []byte) error {
 	return nil
 }
 
+// maxPresize bounds the buffer readBody allocates on a request's word (its
+// Content-Length) before the bytes arrive: a client that declares 8 MB and
+// sends a trickle holds at most this much until it sends more.
+const maxPresize = 256 << 10
+
 // readBody reads at most limit bytes (0: MaxBodyBytes): 413 beyond.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if limit == 0 {
 		limit = s.MaxBodyBytes
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	b, err := readAll(http.MaxBytesReader(w, r.Body, limit), presize(r.ContentLength, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -86,6 +91,35 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err)
 	}
 	return b, nil
+}
+
+// presize is the buffer to read a body of declared length n (-1: unknown)
+// into: one byte more than the body, so the read that finds its end needs
+// no growth, bounded by limit+1 and maxPresize; 512 (io.ReadAll's start)
+// when the length is unknown.
+func presize(n, limit int64) int {
+	if n < 0 {
+		return 512
+	}
+	return int(min(n, limit, maxPresize)) + 1
+}
+
+// readAll is io.ReadAll into a buffer of capacity size to start with.
+func readAll(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				return b, nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as io.ReadAll does
+		}
+	}
 }
 
 func strictDecode(b []byte, v any) error {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
@@ -204,19 +203,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	var wire []eventWire
 	batch := false
 	decode := func(b []byte) error {
-		trimmed := bytes.TrimLeft(b, " \t\r\n")
-		batch = len(trimmed) > 0 && trimmed[0] == '['
 		var err error
-		if batch {
-			err = strictDecode(b, &wire)
-		} else {
-			var ev eventWire
-			err = strictDecode(b, &ev)
-			wire = []eventWire{ev}
-		}
-		if err != nil {
-			return newError(http.StatusBadRequest, CodeInvalidInput, "request body",
-				`body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them: %v`, err)
+		if wire, batch, err = parseEvents(b); err != nil {
+			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%s: %v", eventsShape, err)
 		}
 		return nil
 	}

@@ -135,7 +135,7 @@ func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[stri
 		if mod == nil {
 			return nil, nil, fmt.Errorf("workflow %s: module %s is not in the manifest", n, def.Impl.Module)
 		}
-		rt := &wfRuntime{def: def, mod: mod, ctx: def.Context != "", keyed: def.Keyed()}
+		rt := &wfRuntime{def: def, mod: mod, ctx: def.Context != "", keyed: def.Keyed(), hashText: def.Hash.String()}
 		if mod.native != nil {
 			fn, ok := mod.native.Entrypoints[def.Impl.Entrypoint]
 			if !ok {

@@ -112,6 +112,7 @@ type state struct {
 	opened    []OpenIntent   // intents opened this loop turn, released after flush
 	settled   []schemas.Hash // intents settled this loop turn
 	epochs    schemaEpochs   // state-schema changes (schema_epoch.go)
+	manText   hashTextCache  // man.Hash.String(), for every step's context
 
 	snap           *snapJob                   // the snapshot being written (snapshot.go)
 	lastCheckpoint uint64                     // seq of the last checkpoint
@@ -126,6 +127,9 @@ type wfRuntime struct {
 	head  *cells.Head
 	ctx   bool
 	keyed bool
+	// hashText is def.Hash.String(), which every step's context carries:
+	// made once, not per step.
+	hashText string
 }
 
 // Log is the journal port: what the world appends to and replays from.

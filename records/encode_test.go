@@ -38,6 +38,9 @@ func TestRecordEncodersMatchMarshal(t *testing.T) {
 			ev.IdempotencyKey = string(k)
 		}
 		check("event", EncodeEvent(&ev), &ev)
+		if n, c := len(EncodeEvent(&ev)), cap(EncodeEvent(&ev)); n > eventSize(&ev) || c != eventSize(&ev) {
+			t.Fatalf("event: %d bytes in a buffer of %d; eventSize says at most %d, allocated once", n, c, eventSize(&ev))
+		}
 
 		st := StepRec{Input: num(), Workflow: str(), WorkflowHash: hash(), Key: bs()}
 		if r.IntN(2) == 0 {

@@ -6,6 +6,11 @@
 // passes Options for its limits and number rules and words the errors its
 // users see.
 //
+// Scanner (scan.go) reads a JSON text under the same grammar without
+// building it: a caller walks an envelope it knows and takes a payload's
+// raw bytes to hand on, so the payload is parsed once, by its consumer
+// (POST /v1/events reads its body this way; the kernel parses each value).
+//
 // Strict means: UTF-8 only, the JSON grammar exactly as encoding/json reads
 // it, strings unescaped exactly as encoding/json does (a lone or mismatched
 // UTF-16 surrogate escape becomes U+FFFD), nothing after the value, and no

@@ -463,17 +463,41 @@ func hex4(s []byte, i int) (r rune, bad int) {
 	return r, -1
 }
 
-// num parses the number literal at d.pos (a '-' or a digit) by the JSON
-// grammar -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and hands it to
-// Options.Number, if set.
+// num parses the number literal at d.pos (a '-' or a digit) and hands it
+// to Options.Number, if set.
 func (d *decoder) num() (json.Number, *parseError) {
-	s := d.data
 	start := d.pos
-	i := start
+	n, err := d.scanNum()
+	if err != nil {
+		return "", err
+	}
+	if d.number == nil {
+		return json.Number(d.src[start:d.pos]), nil
+	}
+	v, nerr := d.number(Number{Lit: d.src[start:d.pos], Int: d.src[n.intStart:n.intEnd], Frac: d.src[n.fracStart:n.fracEnd], Exp: n.exp})
+	if nerr != nil {
+		return "", &parseError{Error{Kind: BadNumber, Offset: start, Msg: nerr.Error(), Err: nerr}}
+	}
+	return v, nil
+}
+
+// numSpan is where the parts of a number literal are in the input.
+type numSpan struct {
+	intStart, intEnd, fracStart, fracEnd int
+	exp                                  int
+}
+
+// scanNum reads the number literal at d.pos (a '-' or a digit) by the JSON
+// grammar -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and leaves d.pos
+// after it.
+func (d *decoder) scanNum() (numSpan, *parseError) {
+	s := d.data
+	i := d.pos
 	if s[i] == '-' {
 		i++
 	}
-	intStart := i
+	var n numSpan
+	n.intStart = i
 	switch {
 	case i < len(s) && s[i] == '0':
 		i++
@@ -481,21 +505,20 @@ func (d *decoder) num() (json.Number, *parseError) {
 		i = skipDigits(s, i+1)
 	default:
 		d.pos = i
-		return "", d.invalid("in numeric literal")
+		return n, d.invalid("in numeric literal")
 	}
-	intEnd := i
-	fracStart, fracEnd := i, i
+	n.intEnd = i
+	n.fracStart, n.fracEnd = i, i
 	if i < len(s) && s[i] == '.' {
 		i++
 		if i >= len(s) || s[i] < '0' || s[i] > '9' {
 			d.pos = i
-			return "", d.invalid("after decimal point in numeric literal")
+			return n, d.invalid("after decimal point in numeric literal")
 		}
-		fracStart = i
+		n.fracStart = i
 		i = skipDigits(s, i)
-		fracEnd = i
+		n.fracEnd = i
 	}
-	exp := 0
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		i++
 		neg := false
@@ -505,25 +528,18 @@ func (d *decoder) num() (json.Number, *parseError) {
 		}
 		if i >= len(s) || s[i] < '0' || s[i] > '9' {
 			d.pos = i
-			return "", d.invalid("in exponent of numeric literal")
+			return n, d.invalid("in exponent of numeric literal")
 		}
 		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			if exp < 1e6 { // far beyond any float64 already
-				exp = exp*10 + int(s[i]-'0')
+			if n.exp < 1e6 { // far beyond any float64 already
+				n.exp = n.exp*10 + int(s[i]-'0')
 			}
 		}
 		if neg {
-			exp = -exp
+			n.exp = -n.exp
 		}
 	}
 	d.pos = i
-	if d.number == nil {
-		return json.Number(d.src[start:i]), nil
-	}
-	n, err := d.number(Number{Lit: d.src[start:i], Int: d.src[intStart:intEnd], Frac: d.src[fracStart:fracEnd], Exp: exp})
-	if err != nil {
-		return "", &parseError{Error{Kind: BadNumber, Offset: start, Msg: err.Error(), Err: err}}
-	}
 	return n, nil
 }
 
