@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -38,6 +39,9 @@ type plan struct {
 	// keys' encoded bytes, shorter first, as core deterministic encoding
 	// sorts map keys.
 	fields []planField
+	// lastLen is the length of the last value encodeState wrote: a size
+	// hint, shared by concurrent steps.
+	lastLen atomic.Int64
 }
 
 type planKind uint8
@@ -109,11 +113,7 @@ var typeByte = reflect.TypeFor[byte]()
 
 // compilePlan compiles t's codec, or says why t is not a type it compiles.
 func compilePlan(t reflect.Type) (*plan, error) {
-	p, err := compileType(t, map[reflect.Type]*plan{})
-	if err != nil {
-		return nil, err // never a plan half compiled
-	}
-	return p, nil
+	return compileType(t, map[reflect.Type]*plan{})
 }
 
 // compileType compiles t; seen holds the plans compiled or being compiled,
@@ -163,7 +163,7 @@ func compileType(t reflect.Type, seen map[reflect.Type]*plan) (*plan, error) {
 	case reflect.Struct:
 		p.kind = planStruct
 		if err := compileFields(p, seen); err != nil {
-			return nil, err
+			return nil, err // never a plan half compiled
 		}
 		return p, nil
 	default:
@@ -328,10 +328,7 @@ func (p *plan) decodeAt(b []byte, off int, ptr unsafe.Pointer, depth int) (int, 
 		*(*unsafe.Pointer)(ptr) = e
 		return next, true
 	case planSlice:
-		// Each element takes at least a byte: a longer count is
-		// truncated input.
-		if major != canon.MajorArray || depth+1 > maxLibraryDepth ||
-			arg > maxLibraryCount || arg > uint64(len(b)-next) {
+		if major != canon.MajorArray || !withinLimits(depth, arg, 1, len(b)-next) {
 			return 0, false
 		}
 		n := int(arg)
@@ -355,6 +352,14 @@ func (p *plan) decodeAt(b []byte, off int, ptr unsafe.Pointer, depth int) (int, 
 		return p.decodeStruct(b, next, arg, ptr, depth)
 	}
 	return 0, false
+}
+
+// withinLimits says whether a container of n items (of at least size
+// bytes each, with rest bytes left) depth levels below the top is within
+// the library's limits: nesting, count, and a count the input can hold
+// (a longer one is truncated input, and must not size an allocation).
+func withinLimits(depth int, n uint64, size, rest int) bool {
+	return depth+1 <= maxLibraryDepth && n <= maxLibraryCount && n <= uint64(rest/size)
 }
 
 func storeInt(ptr unsafe.Pointer, size uintptr, v int64) bool {
@@ -421,8 +426,7 @@ func textKey(b []byte, off int) ([]byte, int, bool) {
 // Keys that name no field are skipped, as the library skips them; every
 // key, known or not, may occur once (the library's DupMapKeyEnforcedAPF).
 func (p *plan) decodeStruct(b []byte, off int, n uint64, ptr unsafe.Pointer, depth int) (int, bool) {
-	// Each pair takes at least two bytes.
-	if depth+1 > maxLibraryDepth || n > maxLibraryCount || n > uint64(len(b)-off)/2 {
+	if !withinLimits(depth, n, 2, len(b)-off) {
 		return 0, false
 	}
 	var found uint64
@@ -474,7 +478,7 @@ func (p *plan) field(k []byte) int {
 
 // decodeMap decodes n pairs from b[off] into a new map[string]T at ptr.
 func (p *plan) decodeMap(b []byte, off int, n uint64, ptr unsafe.Pointer, depth int) (int, bool) {
-	if depth+1 > maxLibraryDepth || n > maxLibraryCount || n > uint64(len(b)-off)/2 {
+	if !withinLimits(depth, n, 2, len(b)-off) {
 		return 0, false
 	}
 	m := reflect.MakeMapWithSize(p.typ, int(n)) // never nil, as the library's
@@ -495,6 +499,15 @@ func (p *plan) decodeMap(b []byte, off int, n uint64, ptr unsafe.Pointer, depth 
 	}
 	reflect.NewAt(p.typ, ptr).Elem().Set(m)
 	return off, true
+}
+
+// encodeState returns the canonical CBOR of the value at ptr in a buffer
+// of its own (the step's output keeps it), sized by the last state this
+// plan encoded so that a state usually takes one allocation.
+func (p *plan) encodeState(ptr unsafe.Pointer) []byte {
+	b := p.encode(make([]byte, 0, max(p.lastLen.Load(), 16)), ptr)
+	p.lastLen.Store(int64(len(b)))
+	return b
 }
 
 // encode appends the canonical CBOR of the value at ptr (a *T for p's T)

@@ -82,7 +82,7 @@ func Workflow[S, E any](m *Module, entrypoint string, step func(c *Ctx, state *S
 		if c.in.State != nil {
 			st = new(S)
 			if sPlan == nil || !sPlan.decode(c.in.State, unsafe.Pointer(st)) {
-				st = new(S) // the library decodes into a fresh value
+				*st = *new(S) // the library decodes into a zero value
 				if err := Unmarshal(c.in.State, st); err != nil {
 					return nil, fmt.Sprintf("state does not decode into %s: %v", sName, err)
 				}
@@ -90,7 +90,7 @@ func Workflow[S, E any](m *Module, entrypoint string, step func(c *Ctx, state *S
 		}
 		ev := new(E)
 		if ePlan == nil || !ePlan.decode(c.in.Event.Value, unsafe.Pointer(ev)) {
-			ev = new(E)
+			*ev = *new(E)
 			if err := Unmarshal(c.in.Event.Value, ev); err != nil {
 				return nil, fmt.Sprintf("event does not decode into %s: %v", eName, err)
 			}
@@ -103,7 +103,7 @@ func Workflow[S, E any](m *Module, entrypoint string, step func(c *Ctx, state *S
 			return nil, ""
 		}
 		if sPlan != nil {
-			return sPlan.encode(nil, unsafe.Pointer(next)), ""
+			return sPlan.encodeState(unsafe.Pointer(next)), ""
 		}
 		b, err := Marshal(next)
 		if err != nil {
