@@ -41,7 +41,22 @@
 //     each allocation in a Go wasm guest costs about a microsecond, so the
 //     guest also reuses its buffers between steps (never anything it hands
 //     an author). The hand decoders accept nothing the library would refuse
-//     (FuzzFastDecodersMatchLibrary). Author types go through the library.
+//     (FuzzFastDecodersMatchLibrary).
+//   - Author types get the library's results, whoever computes them.
+//     Workflow compiles a codec plan for S and E once, with reflect, at
+//     registration (codec.go): structs of exported, non-embedded fields
+//     named by the library's rules (cbor tag, else json tag, else the Go
+//     name; "-" skips; omitempty the only option), bool, integers, string,
+//     []byte, pointers, slices and map[string]T of those, recursive types
+//     included. Anything else (floats, interfaces, arrays, a type with its
+//     own encoding such as a Marshaler or Variant, time.Time, RawValue,
+//     other tag options, omitempty on a struct, two fields of one name)
+//     leaves that type to the library. A plan's decode takes only plain
+//     shapes and otherwise gives up, and the step decodes with the library
+//     into a zero value, so values and fault texts are the library's; its
+//     encode writes encMode.Marshal's bytes (TestCodecDecodeMatchesLibrary,
+//     FuzzCodecDecodeMatchesLibrary, FuzzCodecEncodeMatchesLibrary).
+//     sdk.Marshal and sdk.Unmarshal themselves always use the library.
 //   - Decoding is lenient about what the kernel validated (unknown fields are
 //     ignored, keys in any order) and strict about garbage: a value that is
 //     not one well-formed item of the right shape fails the step with a fault

@@ -2,7 +2,9 @@ package sdk
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
+	"unsafe"
 
 	"github.com/aos-kernel/aos/modules"
 )
@@ -71,24 +73,37 @@ func (m *Module) add(entrypoint string, h handler) {
 // Use Variant as E for a variant event schema (and to receive receipts).
 func Workflow[S, E any](m *Module, entrypoint string, step func(c *Ctx, state *S, event E) (*S, error)) {
 	sName, eName := fmt.Sprintf("%T", *new(S)), fmt.Sprintf("%T", *new(E))
+	// Compiled once here; nil for a type the plans do not cover, which
+	// then goes through the library (codec.go).
+	sPlan, _ := compilePlan(reflect.TypeFor[S]())
+	ePlan, _ := compilePlan(reflect.TypeFor[E]())
 	m.add(entrypoint, func(c *Ctx) ([]byte, string) {
 		var st *S
 		if c.in.State != nil {
 			st = new(S)
-			if err := Unmarshal(c.in.State, st); err != nil {
-				return nil, fmt.Sprintf("state does not decode into %s: %v", sName, err)
+			if sPlan == nil || !sPlan.decode(c.in.State, unsafe.Pointer(st)) {
+				*st = *new(S) // the library decodes into a zero value
+				if err := Unmarshal(c.in.State, st); err != nil {
+					return nil, fmt.Sprintf("state does not decode into %s: %v", sName, err)
+				}
 			}
 		}
-		var ev E
-		if err := Unmarshal(c.in.Event.Value, &ev); err != nil {
-			return nil, fmt.Sprintf("event does not decode into %s: %v", eName, err)
+		ev := new(E)
+		if ePlan == nil || !ePlan.decode(c.in.Event.Value, unsafe.Pointer(ev)) {
+			*ev = *new(E)
+			if err := Unmarshal(c.in.Event.Value, ev); err != nil {
+				return nil, fmt.Sprintf("event does not decode into %s: %v", eName, err)
+			}
 		}
-		next, err := step(c, st, ev)
+		next, err := step(c, st, *ev)
 		if err != nil {
 			return nil, stepError(err)
 		}
 		if next == nil {
 			return nil, ""
+		}
+		if sPlan != nil {
+			return sPlan.encodeState(unsafe.Pointer(next)), ""
 		}
 		b, err := Marshal(next)
 		if err != nil {

@@ -194,6 +194,14 @@ func Skip(b []byte, i int, valid bool) (next int, p Problem) {
 	return skip(b, i, 0, valid)
 }
 
+// SkipAt is Skip for an item that is already depth levels below the top:
+// it refuses what would nest deeper than MaxDepth counting from the top. A
+// reader that walks the enclosing containers itself uses it to keep the
+// same limit over the whole item.
+func SkipAt(b []byte, i, depth int, valid bool) (next int, p Problem) {
+	return skip(b, i, depth, valid)
+}
+
 func skip(b []byte, i, depth int, valid bool) (int, Problem) {
 	if depth > MaxDepth {
 		return 0, TooDeep

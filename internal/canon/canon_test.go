@@ -173,6 +173,29 @@ func TestSkip(t *testing.T) {
 	}
 }
 
+// SkipAt counts depth from the top: an item already d levels down may
+// nest MaxDepth-d more.
+func TestSkipAt(t *testing.T) {
+	nested := func(n int) []byte { return append(bytes.Repeat([]byte{0x81}, n), 0) }
+	for _, c := range []struct {
+		name        string
+		b           []byte
+		depth, next int
+		want        canon.Problem
+	}{
+		{"top", nested(canon.MaxDepth), 0, canon.MaxDepth + 1, canon.OK},
+		{"deepest below 10", nested(canon.MaxDepth - 10), 10, canon.MaxDepth - 9, canon.OK},
+		{"too deep below 10", nested(canon.MaxDepth - 9), 10, 0, canon.TooDeep},
+		{"a scalar at the limit", []byte{0}, canon.MaxDepth, 1, canon.OK},
+		{"past the limit", []byte{0}, canon.MaxDepth + 1, 0, canon.TooDeep},
+	} {
+		next, p := canon.SkipAt(c.b, 0, c.depth, true)
+		if next != c.next || p != c.want {
+			t.Errorf("%s: SkipAt = %d, %v; want %d, %v", c.name, next, p, c.next, c.want)
+		}
+	}
+}
+
 func TestHeadDoesNotAllocate(t *testing.T) {
 	b := canon.AppendHead(nil, canon.MajorMap, 70000)
 	var buf [16]byte
