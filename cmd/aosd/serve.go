@@ -69,11 +69,11 @@ func raiseProcs(getenv func(string) string) int {
 // Badger's and the cell cache's, so with Go's default it collects every few
 // thousand events. Each cycle takes one of the Ps for its mark worker and
 // slows the allocating goroutines with assists, and the requests in flight
-// meanwhile wait longer: at C=256 in aosd bench the p99 fell by about a
-// tenth in alternated runs and the CPU per event by a few percent
+// meanwhile wait longer: at C=256 in aosd bench the p99 was lower than
+// with Go's default in six of seven alternated rounds, by 4-15 %
 // (docs/PERFORMANCE.md, session 6; docs/DECISIONS.md). The price is the
-// heap: about 1.5 times what Go's default would hold. GOGC and GOMEMLIMIT
-// in the environment still rule.
+// heap: about a third more than Go's default would reserve. GOGC and
+// GOMEMLIMIT in the environment still rule.
 const gcPercent = 200
 
 // raiseGCPercent sets the GC percent to gcPercent, unless the GOGC
