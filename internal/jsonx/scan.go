@@ -123,18 +123,9 @@ func (s *Scanner) Skip() ([]byte, error) {
 // offset of the key, for Duplicate and the caller's own errors. Anything
 // but an object is refused with want in the message.
 func (s *Scanner) Object(want string, member func(key []byte, keyAt int) error) error {
-	c, ok := s.d.peek()
-	if !ok {
-		return s.d.errEOF().finish()
+	if err := s.open('{', want); err != nil {
+		return err
 	}
-	if c != '{' {
-		return s.notA(want)
-	}
-	if s.depth >= s.d.maxDepth {
-		return s.d.fail(Limit, s.d.pos, "nesting deeper than %d", s.d.maxDepth).finish()
-	}
-	s.d.pos++
-	s.depth++
 	defer func() { s.depth-- }()
 	for n := 0; ; n++ {
 		c, ok := s.d.peek()
@@ -173,16 +164,15 @@ func (s *Scanner) Object(want string, member func(key []byte, keyAt int) error) 
 	}
 }
 
-// Array reads the array next, calling elem with each element's index when
-// the scanner stands at it; elem must read exactly that element or return
-// an error, which stops the walk and is returned. Anything but an array is
-// refused with want in the message.
-func (s *Scanner) Array(want string, elem func(i int) error) error {
+// open steps into the object or array (by its opening byte) next, one
+// level deeper; anything else is refused with want in the message, and a
+// level past the depth limit too.
+func (s *Scanner) open(opening byte, want string) error {
 	c, ok := s.d.peek()
 	if !ok {
 		return s.d.errEOF().finish()
 	}
-	if c != '[' {
+	if c != opening {
 		return s.notA(want)
 	}
 	if s.depth >= s.d.maxDepth {
@@ -190,6 +180,17 @@ func (s *Scanner) Array(want string, elem func(i int) error) error {
 	}
 	s.d.pos++
 	s.depth++
+	return nil
+}
+
+// Array reads the array next, calling elem with each element's index when
+// the scanner stands at it; elem must read exactly that element or return
+// an error, which stops the walk and is returned. Anything but an array is
+// refused with want in the message.
+func (s *Scanner) Array(want string, elem func(i int) error) error {
+	if err := s.open('[', want); err != nil {
+		return err
+	}
 	defer func() { s.depth-- }()
 	for n := 0; ; n++ {
 		c, ok := s.d.peek()
