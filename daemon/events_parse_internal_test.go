@@ -15,30 +15,19 @@ import (
 )
 
 // oldParseEvents is how POST /v1/events read its body before parseEvents:
-// encoding/json, strictly (unknown fields and trailing data refused), into
-// eventWire. The differential tests hold parseEvents to it.
+// encoding/json, strictly (strictDecode: unknown fields and trailing data
+// refused), into eventWire. The differential tests hold parseEvents to it.
 func oldParseEvents(b []byte) ([]eventWire, bool, error) {
-	strict := func(v any) error {
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(v); err != nil {
-			return err
-		}
-		if dec.More() {
-			return errors.New("trailing data after the JSON value")
-		}
-		return nil
-	}
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var wire []eventWire
-		if err := strict(&wire); err != nil {
+		if err := strictDecode(b, &wire); err != nil {
 			return nil, true, err
 		}
 		return wire, true, nil
 	}
 	var ev eventWire
-	if err := strict(&ev); err != nil {
+	if err := strictDecode(b, &ev); err != nil {
 		return nil, false, err
 	}
 	return []eventWire{ev}, false, nil
@@ -48,21 +37,11 @@ func oldParseEvents(b []byte) ([]eventWire, bool, error) {
 // "": the places where the old reading was looser than the API means.
 // An envelope key given twice (encoding/json kept the last) or spelled in
 // another case (encoding/json matches keys case-insensitively) is refused
-// now, a stray ']' or '}' after the body is refused (Decoder.More let it
-// pass), and a body that is not UTF-8 is refused at the envelope (encoding/json
+// now, and a body that is not UTF-8 is refused at the envelope (encoding/json
 // put U+FFFD in its strings and the kernel refused the event).
 func tightened(b []byte) string {
 	if !utf8.Valid(b) {
 		return "not UTF-8"
-	}
-	first := json.NewDecoder(bytes.NewReader(b))
-	var raw json.RawMessage
-	if first.Decode(&raw) == nil {
-		// Decoder.More is false before a ']' or '}', so a stray one after
-		// the body passed as the end of it.
-		if rest := bytes.TrimLeft(b[first.InputOffset():], " \t\r\n"); len(rest) > 0 && (rest[0] == ']' || rest[0] == '}') {
-			return "trailing " + string(rest[:1])
-		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var why string
@@ -238,8 +217,8 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 		{`{"schema":"a","value":1,"value":2}`, "tightened", `duplicate object key "value"`},
 		{`{"schema":"a","value":1,"idempotency_key":"k","idempotency_key":"k"}`, "tightened", `duplicate object key "idempotency_key"`},
 		{`{"sch\u0065ma":"a","schema":"b","value":1}`, "tightened", `duplicate object key "schema"`},
-		{`{"schema":"a","value":1}}`, "tightened", "json: at byte 24: invalid character '}' after the value"},
-		{`[{"schema":"a","value":1}] ]`, "tightened", "invalid character ']' after the value"},
+		{`{"schema":"a","value":1}}`, "refused", "json: at byte 24: invalid character '}' after the value"},
+		{`[{"schema":"a","value":1}] ]`, "refused", "invalid character ']' after the value"},
 		{`{"Schema":"a","value":1}`, "tightened", `unknown field "Schema"`},
 		{`{"schema":"a","VALUE":1}`, "tightened", `unknown field "VALUE"`},
 		{"{\"schema\":\"a\xff\",\"value\":1}", "tightened", "json: at byte 12: input is not valid UTF-8"},

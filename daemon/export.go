@@ -423,7 +423,7 @@ func ParseRecord(line []byte) (journal.Record, error) {
 		Seq   *uint64         `json:"seq"`
 		Error *Error          `json:"error"`
 	}
-	if err := strictJSON(line, &top); err != nil {
+	if err := strictDecode(line, &top); err != nil {
 		return journal.Record{}, fmt.Errorf("%w: %v", ErrExport, err)
 	}
 	if top.Error != nil {
@@ -441,20 +441,6 @@ func ParseRecord(line []byte) (journal.Record, error) {
 	return r, nil
 }
 
-// strictJSON decodes one JSON object into v, refusing fields v does not
-// have.
-func strictJSON(js []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("more than one JSON value")
-	}
-	return nil
-}
-
 // parseBody reads a body of kind back into its record's canonical CBOR.
 func parseBody(kind journal.Kind, js json.RawMessage) ([]byte, error) {
 	rec, err := parseRec(kind, js)
@@ -466,7 +452,7 @@ func parseBody(kind journal.Kind, js json.RawMessage) ([]byte, error) {
 
 func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 	into := func(v any) error {
-		if err := strictJSON(js, v); err != nil {
+		if err := strictDecode(js, v); err != nil {
 			return fmt.Errorf("body: %v", err)
 		}
 		return nil
@@ -623,7 +609,7 @@ type receiptForm struct {
 
 func parseReceipt(js json.RawMessage) (receipts.SignedReceipt, error) {
 	var f receiptForm
-	if err := strictJSON(js, &f); err != nil {
+	if err := strictDecode(js, &f); err != nil {
 		return receipts.SignedReceipt{}, fmt.Errorf("receipt: %v", err)
 	}
 	sr := receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: f.IntentHash, Effect: f.Effect, Executor: f.Executor,

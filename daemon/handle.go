@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -122,14 +123,22 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 	}
 }
 
+// strictDecode decodes the one JSON value b holds into v, refusing fields
+// v does not have and anything but whitespace after the value (Decoder.More
+// alone would let a stray ']' or '}' pass as the end of it).
 func strictDecode(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
+	return nothingAfter(b, dec.InputOffset())
+}
+
+// nothingAfter refuses anything but JSON whitespace in b from offset on.
+func nothingAfter(b []byte, offset int64) error {
+	if rest := bytes.TrimLeft(b[offset:], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("trailing data after the JSON value (at byte %d)", len(b)-len(rest))
 	}
 	return nil
 }

@@ -200,7 +200,7 @@ func ParseTrustedKeys(data []byte) (*receipts.Keyring, error) {
 		return kr, nil
 	}
 	var views []KeyView
-	if err := strictJSON(data, &views); err != nil {
+	if err := strictDecode(data, &views); err != nil {
 		return nil, fmt.Errorf("keys (as aosd keys ls --json prints them): %v", err)
 	}
 	type entry struct {

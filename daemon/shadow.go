@@ -321,7 +321,7 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 		if err := dec.Decode(&wire); err != nil {
 			return nil, fmt.Errorf("%w: %s: not a JSON array of events: %v", kernel.ErrInvalid, name, err)
 		}
-		if dec.More() {
+		if err := nothingAfter([]byte(trimmed), dec.InputOffset()); err != nil {
 			return nil, fmt.Errorf("%w: %s: data after the array of events", kernel.ErrInvalid, name)
 		}
 	} else {

@@ -116,6 +116,7 @@ func TestParseEvents(t *testing.T) {
 		{"empty key", `{"schema":"a/B@1","value":1,"idempotency_key":""}`, 0, "idempotency_key is empty"},
 		{"bad json", "{\"schema\":\"a/B@1\",\"value\":1}\n{\"schema\":", 0, "event 1 (byte 29)"},
 		{"after array", `[] {}`, 0, "after the array"},
+		{"stray bracket after array", `[{"schema":"a/B@1","value":1}]]`, 0, "after the array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			evs, err := daemon.ParseEvents("evs.json", []byte(tc.data))

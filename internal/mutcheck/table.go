@@ -746,7 +746,7 @@ var mutations = []mutation{
 		from: "if js != nil && !sameJSON(js, KeyJSON(b)) {",
 		to:   "if false {",
 		pkg:  "./daemon", run: "TestParseRecordRefuses"},
-	{name: "export/unknown-fields", file: "daemon/export.go",
+	{name: "export/unknown-fields", file: "daemon/handle.go",
 		from: "\tdec.DisallowUnknownFields()\n\tif err := dec.Decode(v); err != nil {",
 		to:   "\tif err := dec.Decode(v); err != nil {",
 		pkg:  "./daemon", run: "TestParseRecordRefuses"},
@@ -1016,6 +1016,13 @@ var mutations = []mutation{
 		from: "\tif s.depth >= s.d.maxDepth {",
 		to:   "\tif false {",
 		pkg:  "./internal/jsonx", run: "TestScannerObject"},
+	// Every strict JSON body (daemon/handle.go strictDecode, and shadow's
+	// events files) refuses anything after its value, a stray ']' or '}'
+	// included.
+	{name: "daemon/nothing-after-json", file: "daemon/handle.go",
+		from: "len(rest) > 0 {",
+		to:   "len(rest) > 0 && false {",
+		pkg:  "./daemon", run: "TestAPIAnswers|TestParseEvents$"},
 	// The manifest hash's text in every step's context follows the
 	// manifest (kernel/encode.go hashTextCache).
 	{name: "kernel/hash-text-cache", file: "kernel/encode.go",
