@@ -127,41 +127,14 @@ func (s *Scanner) Object(want string, member func(key []byte, keyAt int) error) 
 		return err
 	}
 	defer func() { s.depth-- }()
-	for n := 0; ; n++ {
-		c, ok := s.d.peek()
-		if !ok {
-			return s.d.errEOF().finish()
+	var callerErr error
+	err := s.d.members(true, func(key []byte, keyAt int) *parseError {
+		if callerErr = member(key, keyAt); callerErr != nil {
+			return errStop
 		}
-		if c == '}' {
-			s.d.pos++
-			return nil
-		}
-		if n > 0 {
-			if c != ',' {
-				return s.d.invalid("after object key:value pair").finish()
-			}
-			s.d.pos++
-			c, ok = s.d.peek()
-		}
-		if !ok || c != '"' {
-			return s.d.invalid("looking for beginning of object key string").finish()
-		}
-		keyAt := s.d.pos
-		key, err := s.d.key()
-		if err != nil {
-			return err.finish()
-		}
-		if n >= s.d.maxElems {
-			return s.d.fail(Limit, keyAt, "object has more than %d members", s.d.maxElems).finish()
-		}
-		if c, ok := s.d.peek(); !ok || c != ':' {
-			return s.d.invalid("after object key").finish()
-		}
-		s.d.pos++
-		if err := member(key, keyAt); err != nil {
-			return err
-		}
-	}
+		return nil
+	})
+	return s.result(err, callerErr)
 }
 
 // open steps into the object or array (by its opening byte) next, one
@@ -192,34 +165,30 @@ func (s *Scanner) Array(want string, elem func(i int) error) error {
 		return err
 	}
 	defer func() { s.depth-- }()
-	for n := 0; ; n++ {
-		c, ok := s.d.peek()
-		if !ok {
-			return s.d.errEOF().finish()
+	var callerErr error
+	err := s.d.elements(func(i int) *parseError {
+		if callerErr = elem(i); callerErr != nil {
+			return errStop
 		}
-		if c == ']' {
-			s.d.pos++
-			return nil
-		}
-		if c == '}' {
-			if n == 0 {
-				return s.d.invalid("looking for beginning of value").finish()
-			}
-			return s.d.invalid("after array element").finish()
-		}
-		if n >= s.d.maxElems {
-			return s.d.fail(Limit, s.d.pos, "array has more than %d elements", s.d.maxElems).finish()
-		}
-		if n > 0 {
-			if c != ',' {
-				return s.d.invalid("after array element").finish()
-			}
-			s.d.pos++
-		}
-		if err := elem(n); err != nil {
-			return err
-		}
+		return nil
+	})
+	return s.result(err, callerErr)
+}
+
+// errStop ends a walk of members or elements when the caller's function
+// refused; never finished or shown.
+var errStop = &parseError{}
+
+// result is a walk's outcome: the caller's own error if its function
+// refused, else the grammar's, if any.
+func (s *Scanner) result(err *parseError, callerErr error) error {
+	switch {
+	case callerErr != nil:
+		return callerErr
+	case err != nil:
+		return err.finish()
 	}
+	return nil
 }
 
 // Duplicate is the refusal of a key the object already had, at keyAt.
@@ -308,6 +277,28 @@ func (d *decoder) skip(c byte, depth int) *parseError {
 }
 
 func (d *decoder) skipObject(depth int) *parseError {
+	return d.members(false, func([]byte, int) *parseError { return d.skipNext(depth) })
+}
+
+func (d *decoder) skipArray(depth int) *parseError {
+	return d.elements(func(int) *parseError { return d.skipNext(depth) })
+}
+
+// skipNext skips the value next, depth containers deep.
+func (d *decoder) skipNext(depth int) *parseError {
+	c, ok := d.peek()
+	if !ok {
+		return d.errEOF()
+	}
+	return d.skip(c, depth)
+}
+
+// members walks the members of the object whose '{' was just read, to its
+// '}', calling member at each member's value (which member must read);
+// with keys the member gets the key (a slice of data, or a copy when it
+// has escapes), without them nil and the key is only checked. keyAt is
+// the key's offset.
+func (d *decoder) members(keys bool, member func(key []byte, keyAt int) *parseError) *parseError {
 	for n := 0; ; n++ {
 		c, ok := d.peek()
 		if !ok {
@@ -328,7 +319,14 @@ func (d *decoder) skipObject(depth int) *parseError {
 			return d.invalid("looking for beginning of object key string")
 		}
 		keyAt := d.pos
-		if err := d.skipStr(); err != nil {
+		var key []byte
+		var err *parseError
+		if keys {
+			key, err = d.key()
+		} else {
+			err = d.skipStr()
+		}
+		if err != nil {
 			return err
 		}
 		if n >= d.maxElems {
@@ -338,17 +336,16 @@ func (d *decoder) skipObject(depth int) *parseError {
 			return d.invalid("after object key")
 		}
 		d.pos++
-		c, ok = d.peek()
-		if !ok {
-			return d.errEOF()
-		}
-		if err := d.skip(c, depth); err != nil {
+		if err := member(key, keyAt); err != nil {
 			return err
 		}
 	}
 }
 
-func (d *decoder) skipArray(depth int) *parseError {
+// elements walks the elements of the array whose '[' was just read, to
+// its ']', calling elem with each index where the element starts (which
+// elem must read).
+func (d *decoder) elements(elem func(i int) *parseError) *parseError {
 	for n := 0; ; n++ {
 		c, ok := d.peek()
 		if !ok {
@@ -372,12 +369,8 @@ func (d *decoder) skipArray(depth int) *parseError {
 				return d.invalid("after array element")
 			}
 			d.pos++
-			c, ok = d.peek()
-			if !ok {
-				return d.errEOF()
-			}
 		}
-		if err := d.skip(c, depth); err != nil {
+		if err := elem(n); err != nil {
 			return err
 		}
 	}
