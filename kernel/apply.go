@@ -114,7 +114,7 @@ func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime
 	}
 	closeModules(st.mods)
 	resetModules(mods)
-	st.man, st.router, st.wfs, st.mods = m, router, wfs, mods
+	st.man, st.manText, st.router, st.wfs, st.mods = m, m.Hash.String(), router, wfs, mods
 	st.w.current.Store(&installed{m: m, r: router})
 	return seq
 }

@@ -3,7 +3,6 @@ package kernel
 import (
 	"github.com/aos-kernel/aos/internal/canon"
 	"github.com/aos-kernel/aos/records"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // Hand-written canonical CBOR encoders for the two values the loop hands a
@@ -70,20 +69,4 @@ func encodeEnvelope(e *receiptEnvelope) []byte {
 	b = canon.AppendHead(canon.AppendText(b, "emitted_at_seq"), canon.MajorUint, e.EmittedAtSeq)
 	b = canon.AppendText(canon.AppendText(b, "origin_workflow"), e.OriginWorkflow)
 	return canon.AppendText(canon.AppendText(b, "origin_workflow_hash"), e.OriginWorkflowHash)
-}
-
-// hashTextCache is a hash's text form, kept for the hash it was last asked for:
-// the manifest's hash goes into every step's context, and its text was
-// made anew each time (80 bytes per step).
-type hashTextCache struct {
-	h    schemas.Hash
-	text string
-}
-
-// of is h.String(), made again only when h is not the last one asked for.
-func (t *hashTextCache) of(h schemas.Hash) string {
-	if t.text == "" || t.h != h {
-		t.h, t.text = h, h.String()
-	}
-	return t.text
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/internal/randval"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // TestContextEncodersMatchMarshal: the hand-written encoders of the values
@@ -22,17 +21,5 @@ func TestContextEncodersMatchMarshal(t *testing.T) {
 		env := receiptEnvelope{OriginWorkflow: str(), OriginWorkflowHash: str(), OriginKey: bs(), IntentHash: str(), Effect: str(),
 			Executor: str(), IssuerRef: str(), Payload: bs(), Status: str(), EmittedAtSeq: num(), Signature: bs()}
 		check("envelope", encodeEnvelope(&env), &env)
-	}
-}
-
-// The cached text of the manifest's hash follows the hash: a step after a
-// manifest change carries the new manifest's hash, not the last one's.
-func TestHashTextCacheFollowsHash(t *testing.T) {
-	var c hashTextCache
-	h1, h2 := schemas.HashBytes([]byte("one")), schemas.HashBytes([]byte("two"))
-	for i, h := range []schemas.Hash{h1, h1, h2, h1, {}, h2} {
-		if got := c.of(h); got != h.String() {
-			t.Fatalf("call %d: %s, want %s", i, got, h.String())
-		}
 	}
 }

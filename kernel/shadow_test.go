@@ -277,13 +277,9 @@ func TestShadowEvents(t *testing.T) {
 	}
 }
 
-// TestShadowReplaysStamps: re-fed events carry their original time and
-// entropy, so a workflow that reads its context computes in the shadow of
-// the same manifest exactly the states it computed live.
-func TestShadowReplaysStamps(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, 5, true)
-	src := `[
+// ctxWorld routes com.test/Ping@1 by id to a workflow whose state is what
+// its context said (the test/ctx builtin).
+const ctxWorld = `[
  {"$kind":"defschema","name":"com.test/Ping@1","schema":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}},
  {"$kind":"defschema","name":"com.test/CtxState@1","schema":{"type":"object"}},
  {"$kind":"defschema","name":"com.test/Id@1","schema":{"type":"string"}},
@@ -291,6 +287,52 @@ func TestShadowReplaysStamps(t *testing.T) {
  {"$kind":"defworkflow","name":"com.test/ctx@1","state":"com.test/CtxState@1","event":"com.test/Ping@1","context":"sys/WorkflowContext@1","key_schema":"com.test/Id@1","effects_emitted":[],"impl":{"module":"com.test/ctx_mod@1","entrypoint":"step"}},
  {"$kind":"manifest","name":"com.test/ctx","routing":{"subscriptions":[{"event":"com.test/Ping@1","workflow":"com.test/ctx@1","key_field":"id"}]}}
 ]`
+
+// TestStepContextCarriesHashes: a step's context names the manifest in
+// force and its workflow's definition, before and after an apply that
+// changes the manifest (a builtin that keeps the two as its state).
+func TestStepContextCarriesHashes(t *testing.T) {
+	h := newHarnessWith(t, 6, false, func(h *harness) {
+		h.builtins.MustRegister("test/hashes", "test/hashes@1", "step", func(in *modules.Input) (*modules.Output, error) {
+			c := decodeMap(nil, in.Ctx)
+			return &modules.Output{State: schemas.MustMarshal(map[string]any{
+				"manifest_hash": c["manifest_hash"], "workflow_hash": c["workflow_hash"]})}, nil
+		})
+	})
+	world := strings.Replace(ctxWorld, `"builtin":"test/ctx","identity":"test/ctx@1"`, `"builtin":"test/hashes","identity":"test/hashes@1"`, 1)
+	changed := strings.Replace(world, `{"$kind":"defschema","name":"com.test/Id@1"`,
+		`{"$kind":"defschema","name":"com.test/Unused@1","schema":{"type":"string"}},
+ {"$kind":"defschema","name":"com.test/Id@1"`, 1)
+	for i, src := range []string{world, changed} {
+		m := loadManifest(t, src)
+		mustApply(t, h, src)
+		if _, err := h.send("com.test/Ping@1", `{"id":"p"}`); err != nil {
+			t.Fatal(err)
+		}
+		v, err := h.w.Cell(context.Background(), "com.test/ctx@1", schemas.MustMarshal("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string]any
+		if err := schemas.UnmarshalTrusted(v.State, &st); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := st["manifest_hash"], m.Hash.String(); got != want {
+			t.Errorf("manifest %d: the context's manifest_hash is %v, want %s", i, got, want)
+		}
+		if got, want := st["workflow_hash"], m.Workflows["com.test/ctx@1"].Hash.String(); got != want {
+			t.Errorf("manifest %d: the context's workflow_hash is %v, want %s", i, got, want)
+		}
+	}
+}
+
+// TestShadowReplaysStamps: re-fed events carry their original time and
+// entropy, so a workflow that reads its context computes in the shadow of
+// the same manifest exactly the states it computed live.
+func TestShadowReplaysStamps(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, 5, true)
+	src := ctxWorld
 	mustApply(t, h, src)
 	for _, id := range []string{"x", "y", "x"} {
 		if _, err := h.send("com.test/Ping@1", `{"id":"`+id+`"}`); err != nil {

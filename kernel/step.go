@@ -256,7 +256,7 @@ func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint6
 	ent := childStamp(d.stamp, stepSeq).Entropy
 	return encodeContext(&workflowContext{
 		NowNs: d.stamp.NowNs, LogicalNowNs: d.stamp.LogicalNs, Entropy: ent,
-		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: st.manText.of(st.man.Hash),
+		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: st.manText,
 		Workflow: in.wf, WorkflowHash: rt.hashText, Key: in.key, CellMode: rt.keyed,
 	})
 }

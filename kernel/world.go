@@ -112,7 +112,7 @@ type state struct {
 	opened    []OpenIntent   // intents opened this loop turn, released after flush
 	settled   []schemas.Hash // intents settled this loop turn
 	epochs    schemaEpochs   // state-schema changes (schema_epoch.go)
-	manText   hashTextCache  // man.Hash.String(), for every step's context
+	manText   string         // man.Hash.String(), which every step's context carries
 
 	snap           *snapJob                   // the snapshot being written (snapshot.go)
 	lastCheckpoint uint64                     // seq of the last checkpoint

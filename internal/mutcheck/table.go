@@ -1023,12 +1023,16 @@ var mutations = []mutation{
 		from: "len(rest) > 0 {",
 		to:   "len(rest) > 0 && false {",
 		pkg:  "./daemon", run: "TestAPIAnswers|TestParseEvents$"},
-	// The manifest hash's text in every step's context follows the
-	// manifest (kernel/encode.go hashTextCache).
-	{name: "kernel/hash-text-cache", file: "kernel/encode.go",
-		from: "if t.text == \"\" || t.h != h {",
-		to:   "if t.text == \"\" {",
-		pkg:  "./kernel", run: "TestHashTextCacheFollowsHash"},
+	// A step's context carries the manifest in force and its workflow's
+	// hash (kernel/apply.go, made once per apply).
+	{name: "kernel/context-manifest-hash", file: "kernel/apply.go",
+		from: "st.man, st.manText, st.router, st.wfs, st.mods = m, m.Hash.String(), router, wfs, mods",
+		to:   "st.man, st.router, st.wfs, st.mods = m, router, wfs, mods",
+		pkg:  "./kernel", run: "TestStepContextCarriesHashes"},
+	{name: "kernel/context-workflow-hash", file: "kernel/apply.go",
+		from: "keyed: def.Keyed(), hashText: def.Hash.String()}",
+		to:   "keyed: def.Keyed()}",
+		pkg:  "./kernel", run: "TestStepContextCarriesHashes"},
 	// An event record's buffer is allocated once (records/encode.go
 	// eventSize bounds EncodeEvent).
 	{name: "records/event-size", file: "records/encode.go",
