@@ -25,18 +25,9 @@ type Scanner struct {
 	depth int // containers open around d.pos
 }
 
-// Scan starts a Scanner over data under o. It refuses data that is not
-// UTF-8 before anything is read.
-func Scan(data []byte, o Options) (*Scanner, error) {
-	s := new(Scanner)
-	if err := s.Reset(data, o); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// Reset starts s over data under o, as Scan does; a Scanner declared as a
-// variable and Reset costs no allocation.
+// Reset starts s over data under o (a Scanner declared as a variable and
+// Reset costs no allocation). It refuses data that is not UTF-8 before
+// anything is read.
 func (s *Scanner) Reset(data []byte, o Options) error {
 	if !utf8.Valid(data) {
 		return &Error{Kind: NotUTF8, Offset: firstInvalidUTF8(data), Msg: "input is not valid UTF-8"}
@@ -53,9 +44,6 @@ func (s *Scanner) Reset(data []byte, o Options) error {
 
 // Peek skips whitespace and returns the next byte; ok is false at the end.
 func (s *Scanner) Peek() (c byte, ok bool) { return s.d.peek() }
-
-// Offset is the byte offset of the next byte to read.
-func (s *Scanner) Offset() int { return s.d.pos }
 
 // End refuses anything but whitespace after the value read.
 func (s *Scanner) End() error {

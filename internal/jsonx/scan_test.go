@@ -10,7 +10,8 @@ import (
 
 // skipAll reads data as one value with the Scanner: Skip, then End.
 func skipAll(data []byte, o jsonx.Options) ([]byte, error) {
-	sc, err := jsonx.Scan(data, o)
+	sc := new(jsonx.Scanner)
+	err := sc.Reset(data, o)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,8 @@ func TestSkipAsParse(t *testing.T) {
 // hand over: keys unescaped, values' bytes, their refusals of other types.
 func TestScannerObject(t *testing.T) {
 	data := []byte(` [ {"a\u0062":"x\ty\u00e9", "c" : [1, {"d":2}] }, null ] `)
-	sc, err := jsonx.Scan(data, jsonx.Options{})
+	sc := new(jsonx.Scanner)
+	err := sc.Reset(data, jsonx.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,8 @@ func TestScannerObject(t *testing.T) {
 			return sc.Array("an array", func(int) error { _, err := sc.Skip(); return err })
 		}},
 	} {
-		sc, err := jsonx.Scan([]byte(c.js), jsonx.Options{MaxDepth: 1})
+		sc := new(jsonx.Scanner)
+		err := sc.Reset([]byte(c.js), jsonx.Options{MaxDepth: 1})
 		if err == nil {
 			err = c.read(sc)
 		}
