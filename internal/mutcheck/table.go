@@ -1051,8 +1051,8 @@ var mutations = []mutation{
 	// A step's context carries the manifest in force and its workflow's
 	// hash (kernel/apply.go, made once per apply).
 	{name: "kernel/context-manifest-hash", file: "kernel/apply.go",
-		from: "st.man, st.manText, st.router, st.wfs, st.mods = m, m.Hash.String(), router, wfs, mods",
-		to:   "st.man, st.router, st.wfs, st.mods = m, router, wfs, mods",
+		from: "st.man, st.manText, st.router = m, m.Hash.String(), router",
+		to:   "st.man, st.router = m, router",
 		pkg:  "./kernel", run: "TestStepContextCarriesHashes"},
 	{name: "kernel/context-workflow-hash", file: "kernel/apply.go",
 		from: "keyed: def.Keyed(), hashText: def.Hash.String()}",
