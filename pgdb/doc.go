@@ -1,0 +1,2 @@
+// Package pgdb is the cluster backend (doc to come).
+package pgdb
