@@ -2,9 +2,9 @@ package pgdb
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"math"
-		"sync"
+	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgtype"

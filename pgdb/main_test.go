@@ -17,10 +17,10 @@ import (
 // schema of its own.
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var schemas atomic.Int64
+var schemaCount atomic.Int64
 
 // newSchema is a schema name no other test of this binary uses.
-func newSchema() string { return fmt.Sprintf("t%d", schemas.Add(1)) }
+func newSchema() string { return fmt.Sprintf("t%d", schemaCount.Add(1)) }
 
 // world is one schema of the shared cluster: where a world's tables live.
 type world struct {
