@@ -140,10 +140,11 @@ func TestFencedAppend(t *testing.T) {
 }
 
 // TestTakeoverRacesAppends: an owner appends as fast as it can while
-// another takes the lease. Whatever the interleaving, the new owner's
-// journal ends exactly at the last append the first owner was told
-// succeeded, and holds exactly its records: nothing acknowledged is lost,
-// nothing refused is stored.
+// another takes the lease. Whatever the interleaving, no append that began
+// after the takeover committed succeeds, and the new owner's journal ends
+// exactly at the last append the first owner was told succeeded, holding
+// exactly its records: nothing acknowledged is lost, nothing refused is
+// stored.
 func TestTakeoverRacesAppends(t *testing.T) {
 	for round := range 5 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
@@ -152,7 +153,7 @@ func TestTakeoverRacesAppends(t *testing.T) {
 			ja := ownerJournal(t, dbA, acquire(t, dbA, "node-a", false))
 			var acked uint64
 			var appendErr error
-			started := make(chan struct{})
+			started, taken := make(chan struct{}), make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
@@ -161,8 +162,18 @@ func TestTakeoverRacesAppends(t *testing.T) {
 					if i == 20 {
 						close(started)
 					}
+					after := false
+					select {
+					case <-taken:
+						after = true
+					default:
+					}
 					if err := ja.Append(journaltest.Recs(ja.Height()+1, i%3+1)); err != nil {
 						appendErr = err
+						return
+					}
+					if after {
+						appendErr = errors.New("an append that began after the takeover had committed succeeded")
 						return
 					}
 					acked = ja.Height()
@@ -170,7 +181,9 @@ func TestTakeoverRacesAppends(t *testing.T) {
 			}()
 			<-started
 			dbB := w.open(t)
-			jb := ownerJournal(t, dbB, acquire(t, dbB, "node-b", true))
+			lb := acquire(t, dbB, "node-b", true)
+			close(taken)
+			jb := ownerJournal(t, dbB, lb)
 			wg.Wait()
 			if !errors.Is(appendErr, pgdb.ErrFenced) {
 				t.Fatalf("the first owner stopped on %v, want ErrFenced", appendErr)
