@@ -3,7 +3,9 @@ package pgtest_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -41,5 +43,24 @@ func TestStartAndStop(t *testing.T) {
 	}
 	if _, err := pgx.Connect(ctx, c.URL("")); err == nil {
 		t.Fatal("connected to a stopped cluster")
+	}
+}
+
+// TestWithoutPostgres: without the server binaries a test asking for a
+// cluster is skipped, saying so on stderr too, and under CI=true it fails.
+// It runs this test binary again with AOS_PG_BIN naming an empty
+// directory.
+func TestWithoutPostgres(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD") == "1" {
+		pgtest.Start(t)
+		t.Fatal("Start returned a cluster without PostgreSQL")
+	}
+	for _, c := range []struct{ ci, want string }{{"", "--- SKIP"}, {"true", "--- FAIL"}} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWithoutPostgres$", "-test.v")
+		cmd.Env = append(os.Environ(), "PGTEST_CHILD=1", "AOS_PG_BIN="+t.TempDir(), "CI="+c.ci)
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "NO POSTGRES") || strings.Contains(string(out), "returned a cluster") {
+			t.Fatalf("CI=%q without PostgreSQL: want %q and NO POSTGRES, got:\n%s", c.ci, c.want, out)
+		}
 	}
 }
