@@ -48,7 +48,7 @@
 //
 // frame and data are stored out of line and uncompressed (STORAGE
 // EXTERNAL): frames and objects are canonical CBOR full of hashes, and
-// compressing them cost CPU on every commit for little (Badger's blocks are
+// compressing them would cost CPU on every commit for little (Badger's blocks are
 // uncompressed for the same reason).
 //
 // Open migrates in one transaction under an advisory lock on the schema's
