@@ -1172,6 +1172,18 @@ var mutations = []mutation{
 		from: "perr == nil && h > j.tip.Height() {",
 		to:   "perr == nil && h > j.tip.Height() && false {",
 		pkg:  "./pgdb", run: "TestFollowerWakesOnNotification"},
+	{name: "pgdb/journal-open-fenced", file: "pgdb/journal.go",
+		from: "if epoch != l.Epoch {",
+		to:   "if epoch != l.Epoch && false {",
+		pkg:  "./pgdb", run: "TestFencedAppend"},
+	{name: "pgdb/follower-never-appends", file: "pgdb/journal.go",
+		from: "if j.epoch == 0 {\n\t\treturn fmt.Errorf(\"journal: append: %w\", ErrNotOwner)",
+		to:   "if false {\n\t\treturn fmt.Errorf(\"journal: append: %w\", ErrNotOwner)",
+		pkg:  "./pgdb", run: "TestFollowerWakesOnNotification"},
+	{name: "pgdb/release-fences", file: "pgdb/lease.go",
+		from: "UPDATE partitions SET epoch = epoch + 1, owner = '', address = ''",
+		to:   "UPDATE partitions SET epoch = epoch, owner = '', address = ''",
+		pkg:  "./pgdb", run: "TestLeaseLifecycle"},
 	// Without PostgreSQL its tests skip, except under CI=true, where they
 	// fail (internal/pgtest).
 	{name: "pgtest/ci-fails-without-postgres", file: "internal/pgtest/pgtest.go",
