@@ -1184,6 +1184,10 @@ var mutations = []mutation{
 		from: "UPDATE partitions SET epoch = epoch + 1, owner = '', address = ''",
 		to:   "UPDATE partitions SET epoch = epoch, owner = '', address = ''",
 		pkg:  "./pgdb", run: "TestLeaseLifecycle"},
+	{name: "pgdb/append-commits-synchronously", file: "pgdb/journal.go",
+		from: "tag, err := j.db.pool.Exec(ctx, appendSQL,",
+		to:   "tag, err := j.db.async.Exec(ctx, appendSQL,",
+		pkg:  "./pgdb", run: "TestAcknowledgedSurvivesServerCrash"},
 	// Without PostgreSQL its tests skip, except under CI=true, where they
 	// fail (internal/pgtest).
 	{name: "pgtest/ci-fails-without-postgres", file: "internal/pgtest/pgtest.go",

@@ -8,9 +8,13 @@
 //   - Finding the server binaries: $AOS_PG_BIN, then initdb on PATH, then
 //     the newest /usr/lib/postgresql/<version>/bin (where Debian's
 //     postgresql-15 puts them).
-//   - Start: one cluster for one test, in t.TempDir(), stopped by
-//     t.Cleanup. Shared: one cluster for a whole test binary, which its
-//     TestMain stops through Main.
+//   - Start: one cluster for one test, in t.TempDir(), with extra
+//     postgresql.conf lines if asked, stopped by t.Cleanup. Shared: one
+//     cluster for a whole test binary, which its TestMain stops through
+//     Main.
+//   - Stop (fast shutdown), Crash (immediate shutdown: what the server had
+//     in its shared memory, unflushed WAL included, is lost) and Restart on
+//     the same directory and port, after crash recovery.
 //   - Running the server as the "postgres" user when the tests run as root
 //     (initdb and postgres both refuse root): the process is started with
 //     that user's credentials, as runuser would, and the directories above

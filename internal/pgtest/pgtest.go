@@ -29,15 +29,24 @@ const startTimeout = 2 * time.Minute
 // stopTimeout bounds a fast shutdown before the server is killed.
 const stopTimeout = 30 * time.Second
 
-// Cluster is one running throwaway PostgreSQL cluster.
+// Cluster is one throwaway PostgreSQL cluster: a data directory and the
+// postmaster running on it.
 type Cluster struct {
 	Dir  string // the data directory
 	Port int    // its loopback TCP port
 
+	bin  string
+	cred *syscall.Credential
+
+	mu  sync.Mutex
+	srv *server      // the postmaster started last
+	log bytes.Buffer // the servers' stderr (its last 64 KiB)
+}
+
+// server is one run of the postmaster.
+type server struct {
 	cmd    *exec.Cmd
-	exited chan struct{} // closed once the postmaster has exited
-	mu     sync.Mutex
-	log    bytes.Buffer // the server's stderr (bounded, see logWriter)
+	exited chan struct{} // closed once it has exited
 	stop   sync.Once
 	err    error // of the stop
 }
@@ -107,11 +116,12 @@ func need(t testing.TB) string {
 }
 
 // Start starts a cluster in t.TempDir() for this test and stops it when the
-// test ends. Without PostgreSQL it skips the test (fails it under CI=true).
-func Start(t testing.TB) *Cluster {
+// test ends. conf lines ("name = value") are added to its postgresql.conf.
+// Without PostgreSQL it skips the test (fails it under CI=true).
+func Start(t testing.TB, conf ...string) *Cluster {
 	t.Helper()
 	bin := need(t)
-	c, err := start(bin, t.TempDir())
+	c, err := start(bin, t.TempDir(), conf...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,13 +195,13 @@ func Shared(t testing.TB) *Cluster {
 // start runs initdb into base/data and starts the server on a free
 // loopback port, retrying with another port if the one picked was taken
 // meanwhile.
-func start(bin, base string) (*Cluster, error) {
+func start(bin, base string, conf ...string) (*Cluster, error) {
 	cred, err := serverUser(base)
 	if err != nil {
 		return nil, err
 	}
 	data := filepath.Join(base, "data")
-	if err := initdb(bin, data, cred); err != nil {
+	if err := initdb(bin, data, cred, conf); err != nil {
 		return nil, err
 	}
 	var last error
@@ -200,12 +210,11 @@ func start(bin, base string) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := run(bin, data, port, cred)
-		if err == nil {
+		c := &Cluster{Dir: data, Port: port, bin: bin, cred: cred}
+		if last = c.run(); last == nil {
 			return c, nil
 		}
-		last = err
-		if !strings.Contains(err.Error(), "could not bind") && !strings.Contains(err.Error(), "could not create any TCP/IP sockets") {
+		if !strings.Contains(last.Error(), "could not bind") && !strings.Contains(last.Error(), "could not create any TCP/IP sockets") {
 			break
 		}
 	}
@@ -250,8 +259,9 @@ func serverUser(base string) (*syscall.Credential, error) {
 
 // initdb creates the cluster: superuser "postgres", trust authentication
 // (loopback only, a throwaway), UTF-8 and the C locale, no fsync of the
-// files initdb writes (the server itself keeps fsync on).
-func initdb(bin, data string, cred *syscall.Credential) error {
+// files initdb writes (the server itself keeps fsync on), and the extra
+// postgresql.conf lines.
+func initdb(bin, data string, cred *syscall.Credential, extra []string) error {
 	cmd := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
 		"--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions")
 	cmd.SysProcAttr = procAttr(cred)
@@ -262,6 +272,9 @@ func initdb(bin, data string, cred *syscall.Credential) error {
 	// Loopback TCP only; fsync and synchronous_commit stay at their
 	// defaults (on): what tests measure is what a real server does.
 	conf := "\n# pgtest\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\nlogging_collector = off\nmax_connections = 200\n"
+	for _, line := range extra {
+		conf += line + "\n"
+	}
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
@@ -282,35 +295,38 @@ func freePort() (int, error) {
 
 // run starts the postmaster and returns once it logs that it accepts
 // connections, or with its log if it exits first.
-func run(bin, data string, port int, cred *syscall.Credential) (*Cluster, error) {
-	c := &Cluster{Dir: data, Port: port, exited: make(chan struct{})}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port))
-	cmd.SysProcAttr = procAttr(cred)
+func (c *Cluster) run() error {
+	srv := &server{exited: make(chan struct{})}
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), "-D", c.Dir, "-p", strconv.Itoa(c.Port))
+	cmd.SysProcAttr = procAttr(c.cred)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
+		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
-	c.cmd = cmd
+	srv.cmd = cmd
+	c.mu.Lock()
+	c.srv = srv
+	c.mu.Unlock()
 	ready := make(chan struct{})
 	go c.readLog(stderr, ready)
 	go func() {
 		cmd.Wait()
-		close(c.exited)
+		close(srv.exited)
 	}()
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
 	case <-ready:
-		return c, nil
-	case <-c.exited:
-		return nil, fmt.Errorf("pgtest: postgres exited before accepting connections:\n%s", c.Log())
+		return nil
+	case <-srv.exited:
+		return fmt.Errorf("pgtest: postgres exited before accepting connections:\n%s", c.Log())
 	case <-timer.C:
 		c.Stop()
-		return nil, fmt.Errorf("pgtest: postgres did not accept connections within %s:\n%s", startTimeout, c.Log())
+		return fmt.Errorf("pgtest: postgres did not accept connections within %s:\n%s", startTimeout, c.Log())
 	}
 }
 
@@ -342,25 +358,54 @@ func (c *Cluster) readLog(r io.Reader, ready chan struct{}) {
 // Stop shuts the server down (fast shutdown: open sessions are ended,
 // everything committed stays) and waits for it, killing it if it takes
 // longer than 30 seconds. Stopping twice is harmless.
-func (c *Cluster) Stop() error {
-	c.stop.Do(func() {
+func (c *Cluster) Stop() error { return c.halt(syscall.SIGINT) }
+
+// Crash stops the server the way a crash of the database server would,
+// minus the machine: an immediate shutdown (SIGQUIT), which ends every
+// process of the server at once without writing out its shared memory,
+// so WAL still in its buffers is lost, and the next start recovers from
+// the WAL on disk. The page cache survives (the machine did not crash), so
+// it loses what was not written, not what was not flushed.
+func (c *Cluster) Crash() error { return c.halt(syscall.SIGQUIT) }
+
+// Restart starts the server again on the same data directory and port
+// after Stop or Crash, and returns once it accepts connections (after its
+// crash recovery).
+func (c *Cluster) Restart() error {
+	c.mu.Lock()
+	srv := c.srv
+	c.mu.Unlock()
+	select {
+	case <-srv.exited:
+	default:
+		return errors.New("pgtest: restart of a running cluster")
+	}
+	return c.run()
+}
+
+// halt sends sig to the running postmaster and waits for it to exit.
+func (c *Cluster) halt(sig syscall.Signal) error {
+	c.mu.Lock()
+	srv := c.srv
+	c.mu.Unlock()
+	srv.stop.Do(func() {
 		select {
-		case <-c.exited:
+		case <-srv.exited:
 			return
 		default:
 		}
-		if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
-			c.err = fmt.Errorf("pgtest: stop postgres: %w", err)
+		if err := srv.cmd.Process.Signal(sig); err != nil {
+			srv.err = fmt.Errorf("pgtest: stop postgres: %w", err)
 		}
 		timer := time.NewTimer(stopTimeout)
 		defer timer.Stop()
 		select {
-		case <-c.exited:
+		case <-srv.exited:
 		case <-timer.C:
-			c.cmd.Process.Kill()
-			<-c.exited
-			c.err = fmt.Errorf("pgtest: postgres did not stop within %s; killed it:\n%s", stopTimeout, c.Log())
+			srv.cmd.Process.Kill()
+			<-srv.exited
+			srv.err = fmt.Errorf("pgtest: postgres did not stop within %s; killed it:\n%s", stopTimeout, c.Log())
 		}
 	})
-	return c.err
+	return srv.err
 }
