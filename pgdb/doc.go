@@ -153,7 +153,10 @@
 // A range read takes frames in chunks (4 frames, doubling to 256), each
 // chunk one statement starting at the frame holding the next seq, and
 // hands fn the records as rows arrive; no snapshot stays open across a long
-// read. A DropBefore deletes frames and moves first in one transaction, so
+// read. Config.Timeout bounds how long the database keeps a read waiting,
+// with the clock stopped while fn (or DropBefore's archive) works on a
+// frame: a replay stepping through a chunk may take longer than the
+// timeout without anything being wrong. A DropBefore deletes frames and moves first in one transaction, so
 // a chunk sees all of a drop or none of it: a read overtaken by retention
 // meets a frame missing below the database's first and returns
 // journal.ErrTruncated after the records before it, never a gap. A frame

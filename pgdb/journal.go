@@ -256,9 +256,9 @@ type reader struct {
 // the read is over (fn stopped it or failed, the height was reached, or a
 // frame was missing).
 func (r *reader) chunk(n int) (got int, done bool, err error) {
-	ctx, cancel := r.j.db.ctx()
-	defer cancel()
-	rows, err := r.j.db.pool.Query(ctx, readSQL, part, int64(r.next), int64(r.height), n)
+	clock := r.j.db.waitClock()
+	defer clock.stop()
+	rows, err := r.j.db.pool.Query(clock.ctx, readSQL, part, int64(r.next), int64(r.height), n)
 	if err != nil {
 		return 0, true, fmt.Errorf("journal: read from seq %d: %w", r.from, err)
 	}
@@ -287,7 +287,10 @@ func (r *reader) chunk(n int) (got int, done bool, err error) {
 		if r.scan == nil {
 			r.scan = journal.NewScan(r.from, r.height, recs[0].Seq, r.fn)
 		}
-		if done, err := r.scan.Frame(recs); done {
+		clock.pause() // fn's time is not the database's
+		done, err := r.scan.Frame(recs)
+		clock.resume()
+		if done {
 			return got, true, err
 		}
 		r.next = recs[len(recs)-1].Seq + 1

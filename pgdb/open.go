@@ -207,6 +207,37 @@ func (d *DB) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d.cfg.Timeout)
 }
 
+// waitClock bounds how long a streaming query keeps its caller waiting for
+// the database, not how long the caller spends on the rows: a range read
+// hands each frame to fn as it arrives, and fn (a replay stepping a frame's
+// records, an archive writing a file) may take longer than Config.Timeout
+// without anything being wrong. The clock runs only while the caller waits
+// for rows: pause it before handing a row over, resume it after.
+type waitClock struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	timer  *time.Timer
+	limit  time.Duration
+}
+
+func (d *DB) waitClock() *waitClock {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &waitClock{ctx: ctx, cancel: cancel, timer: time.AfterFunc(d.cfg.Timeout, cancel), limit: d.cfg.Timeout}
+}
+
+// pause stops the clock (if it ran out meanwhile, ctx is done and the next
+// read from the database fails).
+func (c *waitClock) pause() { c.timer.Stop() }
+
+// resume restarts the clock for the next wait.
+func (c *waitClock) resume() { c.timer.Reset(c.limit) }
+
+// stop ends the clock and its context.
+func (c *waitClock) stop() {
+	c.timer.Stop()
+	c.cancel()
+}
+
 // Close stops every journal's background work and closes the pools.
 // Whatever runs on the ports (a world) must be closed first.
 func (d *DB) Close() error {

@@ -88,13 +88,13 @@ type droppable struct {
 // droppable frame follows the chunk; err is an archive or read failure,
 // which stops the chunk before the frame it hit.
 func (j *Journal) scanDroppable(before, height uint64, archive func(uint64, []byte) error) (c droppable, done bool, err error) {
-	ctx, cancel := j.db.ctx()
-	defer cancel()
+	clock := j.db.waitClock()
+	defer clock.stop()
 	cols := "first_seq, last_seq, octet_length(frame), NULL::bytea"
 	if archive != nil {
 		cols = "first_seq, last_seq, octet_length(frame), frame"
 	}
-	rows, err := j.db.pool.Query(ctx, "SELECT "+cols+` FROM frames
+	rows, err := j.db.pool.Query(clock.ctx, "SELECT "+cols+` FROM frames
 WHERE part = $1 AND first_seq >= $2 AND last_seq < $3 AND first_seq <= $4
 ORDER BY first_seq LIMIT $5`, part, int64(j.First()), int64(before), int64(height), dropChunk)
 	if err != nil {
@@ -109,7 +109,10 @@ ORDER BY first_seq LIMIT $5`, part, int64(j.First()), int64(before), int64(heigh
 			return c, true, fmt.Errorf("journal: drop before seq %d: %w", before, err)
 		}
 		if archive != nil {
-			if err := archiveFrame(uint64(first), uint64(last), frame, archive); err != nil {
+			clock.pause() // archive's time is not the database's
+			err := archiveFrame(uint64(first), uint64(last), frame, archive)
+			clock.resume()
+			if err != nil {
 				return c, true, fmt.Errorf("journal: drop before seq %d: archive the frame at seq %d: %w", before, first, err)
 			}
 		}

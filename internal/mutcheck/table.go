@@ -1188,6 +1188,14 @@ var mutations = []mutation{
 		from: "tag, err := j.db.pool.Exec(ctx, appendSQL,",
 		to:   "tag, err := j.db.async.Exec(ctx, appendSQL,",
 		pkg:  "./pgdb", run: "TestAcknowledgedSurvivesServerCrash"},
+	{name: "pgdb/read-clock-pauses-for-fn", file: "pgdb/journal.go",
+		from: "\t\tclock.pause() // fn's time is not the database's\n",
+		to:   "",
+		pkg:  "./pgdb", run: "TestSlowCallbacksOutliveTimeout"},
+	{name: "pgdb/drop-clock-pauses-for-archive", file: "pgdb/retention.go",
+		from: "\t\t\tclock.pause() // archive's time is not the database's\n",
+		to:   "",
+		pkg:  "./pgdb", run: "TestSlowCallbacksOutliveTimeout"},
 	// Without PostgreSQL its tests skip, except under CI=true, where they
 	// fail (internal/pgtest).
 	{name: "pgtest/ci-fails-without-postgres", file: "internal/pgtest/pgtest.go",
