@@ -130,7 +130,8 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	local := daemon.NewLocal(w, dir, kr)
 	local.Config = cfg
 	hs := httptest.NewServer((&daemon.Server{Backend: local, Token: tok, Metrics: metrics.Registry,
-		Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler())
+		Executors: &daemon.Executors{W: w, Dispatcher: disp},
+		Backup:    func(out io.Writer) error { return daemon.WriteBackup(dir, db, out) }}).Handler())
 	bare := httptest.NewServer((&daemon.Server{Backend: local, Token: tok}).Handler())
 	t.Cleanup(func() {
 		hs.Close()

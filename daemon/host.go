@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -176,7 +177,8 @@ func (h *Host) serve(listen string, metrics *Metrics) error {
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler: (&Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
-			Executors: &Executors{W: h.k, Dispatcher: h.disp}}).Handler(),
+			Executors: &Executors{W: h.k, Dispatcher: h.disp},
+			Backup:    func(w io.Writer) error { return WriteBackup(h.dir, h.store.db, w) }}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Streams (journal follow, claim long polls) end when Close cancels it.
 		BaseContext: func(net.Listener) context.Context { return base },

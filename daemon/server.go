@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/subtle"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -35,6 +36,9 @@ type Server struct {
 	// Executors, when set, serves the external executor protocol
 	// (claim, receipts, frames); without it those routes answer 503.
 	Executors *Executors
+	// Backup, when set, writes the world's backup (BackupFormat) for GET
+	// /v1/backup; without it that route answers 503.
+	Backup func(w io.Writer) error
 }
 
 // route is one API endpoint. Handler builds the mux from routes() alone, and
@@ -76,6 +80,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/keys", s.keysRoute},
 		{"POST", "/v1/keys", s.addKeyRoute},
 		{"DELETE", "/v1/keys/{id}", s.removeKeyRoute},
+		{"GET", "/v1/backup", s.backupRoute},
 		{"POST", "/v1/effects/claim", s.needsExecutors(s.claimRoute)},
 		{"POST", "/v1/receipts", s.needsExecutors(s.receiptRoute)},
 		{"POST", "/v1/frames", s.needsExecutors(s.frameRoute)},
