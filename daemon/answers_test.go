@@ -76,6 +76,7 @@ var answerRoutes = map[string]string{
 	"POST /v1/frames":                    "/v1/frames",
 	"GET /metrics":                       "/metrics",
 	"GET /v1/backup":                     "/v1/backup",
+	"POST /v1/token/rotate":              "/v1/token/rotate",
 }
 
 // run sends p and checks its answer; it records what it provoked.
@@ -394,6 +395,12 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "metrics", route: "GET /metrics", path: "/metrics", status: 200, says: "aos_journal_height"},
 		{name: "backup", route: "GET /v1/backup", path: "/v1/backup", status: 200},
 		{name: "backup without a store", route: "GET /v1/backup", path: "/v1/backup", base: aw.bare, status: 503, code: "unavailable"},
+		{name: "token rotate", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":60000}`, status: 200, says: `"grace_ms":60000`},
+		{name: "token rotate negative grace", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":-1}`, status: 400, code: "invalid_input", says: "grace_ms"},
+		{name: "token rotate grace over a day", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":86400001}`, status: 400, code: "invalid_input", says: "grace_ms"},
+		{name: "token rotate malformed", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace":1}`, status: 400, code: "invalid_input"},
+		{name: "token rotate too large", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "token rotate without a token file", route: "POST /v1/token/rotate", path: "/v1/token/rotate", base: aw.bare, body: `{}`, status: 503, code: "unavailable"},
 	} {
 		aw.run(t, p)
 	}

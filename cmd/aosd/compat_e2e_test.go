@@ -498,6 +498,15 @@ func chargeID(intent string) string { return "ch_" + strings.TrimPrefix(intent, 
 // settleCharge posts the payments executor's signed receipt for a charge.
 func settleCharge(t *testing.T, d *daemon, tok string, priv ed25519.PrivateKey, it claimedCharge, status string) {
 	t.Helper()
+	if code, body := post(t, d, tok, "/v1/receipts", chargeReceipt(t, priv, it, status)); code != 200 {
+		t.Fatalf("receipt for %s: %d %s", it.Params["order_id"], code, body)
+	}
+}
+
+// chargeReceipt is the payments executor's signed receipt for a charge, as
+// JSON: status "succeeded" or "declined".
+func chargeReceipt(t *testing.T, priv ed25519.PrivateKey, it claimedCharge, status string) []byte {
+	t.Helper()
 	h, err := schemas.ParseHash(it.Hash)
 	if err != nil {
 		t.Fatalf("charge intent %q: %v", it.Hash, err)
@@ -508,9 +517,7 @@ func settleCharge(t *testing.T, d *daemon, tok string, priv ed25519.PrivateKey, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, body := post(t, d, tok, "/v1/receipts", rj); code != 200 {
-		t.Fatalf("receipt for %s: %d %s", it.Params["order_id"], code, body)
-	}
+	return rj
 }
 
 // postFrame posts a signed progress frame for a charge.

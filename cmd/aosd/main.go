@@ -116,6 +116,8 @@ func commands() []*command {
 			"aosd backup /backups/w-2026-11-27.aosbackup --world /tmp/w", cmdBackup},
 		{"restore", "FILE [DIR]", "make a new world directory (DIR, else --world) from a backup FILE and open it once (the same world: run only one of the two)",
 			"aosd restore /backups/w-2026-11-27.aosbackup /tmp/w2", cmdRestore},
+		{"token", "rotate [--grace DUR]", "write a fresh API token to the world's token file; a running daemon accepts it at once, and the old one for --grace",
+			"aosd token rotate --grace 10m --world /tmp/w", cmdToken},
 		{"keys", "ls | add NAME PUBLIC_KEY_FILE --effects E[,E...] | rm KEY_ID", "the executor keys whose signed receipts and frames the world trusts (PEM public keys), each for the effects it was added for",
 			"aosd keys add payments payments.pub.pem --effects com.example/payment.charge@1 --world /tmp/w", cmdKeys},
 		{"bench", "[--start DIR | --addr HOST:PORT]", benchSummary,

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -122,8 +124,13 @@ func serve(a *app, listen string) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the token file (docs/operations.md, "Rotating the API
+	// token").
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	return daemon.Run(a.ctx, a.world, daemon.Options{
-		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg,
+		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
 			if f, ok := a.stdout.(*os.File); ok {
