@@ -210,11 +210,11 @@ func Restore(dir string, r io.Reader) (BackupInfo, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return BackupInfo{}, fmt.Errorf("badgerdb: restore into %s: %w", dir, err)
 	}
-	db, err := badger.Open(badgerOptions(dir))
+	db, err := Open(dir)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("badgerdb: restore into %s: %w", dir, err)
 	}
-	wb := db.NewWriteBatch()
+	wb := db.db.NewWriteBatch()
 	info, err := ReadBackup(r, wb.Set)
 	if err == nil {
 		err = wb.Flush()
@@ -222,7 +222,13 @@ func Restore(dir string, r io.Reader) (BackupInfo, error) {
 		wb.Cancel()
 	}
 	if err == nil {
-		err = db.Sync()
+		// The journal was opened empty: take its range from what was
+		// written, so Close makes it durable and starts the tail at the
+		// restored height (and the next Open replays nothing).
+		err = db.journal.recoverHeight()
+	}
+	if err == nil {
+		err = db.journal.loadFirst()
 	}
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("badgerdb: restore into %s: close: %w", dir, cerr)
@@ -230,8 +236,6 @@ func Restore(dir string, r io.Reader) (BackupInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	// Open recovers the journal from what was written (there is no tail:
-	// it starts one at the height, after syncing Badger).
 	opened, err := Open(dir)
 	if err != nil {
 		return info, fmt.Errorf("badgerdb: open the restored store: %w", err)

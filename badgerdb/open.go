@@ -84,20 +84,7 @@ type DB struct {
 // durable with DB.Sync (see doc.go); Badger's own logging goes to slog.Default
 // at warn level and above. A directory held by another process gives ErrLocked.
 func Open(dir string) (*DB, error) {
-	db, err := badger.Open(badgerOptions(dir))
-	if err != nil {
-		if strings.Contains(err.Error(), badgerLockMsg) {
-			return nil, fmt.Errorf("%w: %s: another process has the world open (%v)", ErrLocked, dir, err)
-		}
-		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
-	}
-	return wrap(db, dir)
-}
-
-// badgerOptions are the Badger options of a world's directory, for Open and
-// Restore.
-func badgerOptions(dir string) badger.Options {
-	return badger.DefaultOptions(dir).
+	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
 		WithValueThreshold(valueThreshold).
 		WithBlockCacheSize(blockCacheSize).
@@ -106,6 +93,14 @@ func badgerOptions(dir string) badger.Options {
 		WithValueLogFileSize(valueLogFileSize).
 		WithCompression(options.None).
 		WithLogger(slogLogger{slog.Default()})
+	db, err := badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), badgerLockMsg) {
+			return nil, fmt.Errorf("%w: %s: another process has the world open (%v)", ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
+	}
+	return wrap(db, dir)
 }
 
 // OpenInMemory opens a database that lives in memory only, for unit tests.

@@ -211,9 +211,12 @@ func Backup(ctx context.Context, d Dir, opt ConnectOptions, path string) (*Backu
 	if err != nil {
 		return nil, err
 	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%s: the directory %s does not exist", path, filepath.Dir(path))
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
+		return nil, err
 	}
 	defer os.Remove(tmp.Name())
 	if found.client != nil {
@@ -264,7 +267,7 @@ func Restore(path, dir string) (*BackupInfo, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
