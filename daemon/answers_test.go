@@ -75,6 +75,8 @@ var answerRoutes = map[string]string{
 	"POST /v1/receipts":                  "/v1/receipts",
 	"POST /v1/frames":                    "/v1/frames",
 	"GET /metrics":                       "/metrics",
+	"GET /v1/backup":                     "/v1/backup",
+	"POST /v1/token/rotate":              "/v1/token/rotate",
 }
 
 // run sends p and checks its answer; it records what it provoked.
@@ -122,6 +124,11 @@ func checkAnswerShape(a httpAnswer, code string) error {
 			}
 			return nil
 		case strings.HasPrefix(ct, "text/plain"):
+			return nil
+		case strings.HasPrefix(ct, "application/gzip"): // a backup: gzip's magic
+			if !strings.HasPrefix(a.body, "\x1f\x8b") {
+				return fmt.Errorf("a gzip answer that is not gzip")
+			}
 			return nil
 		case !json.Valid([]byte(a.body)):
 			return fmt.Errorf("answer is not JSON (Content-Type %q)", ct)
@@ -386,6 +393,14 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot", status: 200, journals: true, says: `"object"`},
 		{name: "gc", route: "POST /v1/gc", path: "/v1/gc", body: `{}`, status: 200, says: `"freed_objects"`},
 		{name: "metrics", route: "GET /metrics", path: "/metrics", status: 200, says: "aos_journal_height"},
+		{name: "backup", route: "GET /v1/backup", path: "/v1/backup", status: 200},
+		{name: "backup without a store", route: "GET /v1/backup", path: "/v1/backup", base: aw.bare, status: 503, code: "unavailable"},
+		{name: "token rotate", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":60000}`, status: 200, says: `"grace_ms":60000`},
+		{name: "token rotate negative grace", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":-1}`, status: 400, code: "invalid_input", says: "grace_ms"},
+		{name: "token rotate grace over a day", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":86400001}`, status: 400, code: "invalid_input", says: "grace_ms"},
+		{name: "token rotate malformed", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace":1}`, status: 400, code: "invalid_input"},
+		{name: "token rotate too large", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "token rotate without a token file", route: "POST /v1/token/rotate", path: "/v1/token/rotate", base: aw.bare, body: `{}`, status: 503, code: "unavailable"},
 	} {
 		aw.run(t, p)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
@@ -130,7 +131,13 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	local := daemon.NewLocal(w, dir, kr)
 	local.Config = cfg
 	hs := httptest.NewServer((&daemon.Server{Backend: local, Token: tok, Metrics: metrics.Registry,
-		Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler())
+		Executors: &daemon.Executors{W: w, Dispatcher: disp},
+		Backup:    func(out io.Writer) error { return daemon.WriteBackup(dir, db, out) },
+		// A rotation to the same token: the answer's shape, not the file
+		// (TestTokenRotate in cmd/aosd rotates a real daemon's).
+		RotateToken: func(grace time.Duration) (*daemon.TokenRotation, error) {
+			return &daemon.TokenRotation{Token: tok, File: dir.Path(daemon.TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}, nil
+		}}).Handler())
 	bare := httptest.NewServer((&daemon.Server{Backend: local, Token: tok}).Handler())
 	t.Cleanup(func() {
 		hs.Close()

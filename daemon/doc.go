@@ -33,7 +33,10 @@
 // (journalcheck.go) reads the journal with package journalcheck;
 // CheckJournal runs it on a world no daemon serves by opening the store
 // alone, never the world, whose open replays the journal a broken journal
-// may not survive. ParseLimits is the JSON side of limits.
+// may not survive. ParseLimits is the JSON side of limits. Backup and
+// Restore (backup.go) copy a world, serving or not, from one read of its
+// store plus its own files; TokenSet (token.go) is the bearer tokens the API
+// accepts, which `aosd token rotate` and SIGHUP change while it serves.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon

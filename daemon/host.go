@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,6 +44,11 @@ type Options struct {
 	// Ready, when set, is called by Run with the HTTP API's address ("" when
 	// not served) once the host is open.
 	Ready func(addr string)
+	// Reload, when set, makes Run re-read the world's token file each time
+	// it receives a value (aosd serve sends SIGHUP's): the API then accepts
+	// the token the file holds, and no longer the one before it
+	// (Host.ReloadToken).
+	Reload <-chan os.Signal
 }
 
 // Host is a world this process runs: the kernel on the world's store, the
@@ -56,6 +62,8 @@ type Host struct {
 	disp   *effects.Dispatcher
 	local  *Local
 	token  string
+	tokens *TokenSet  // what the HTTP API accepts (token.go)
+	tokMu  sync.Mutex // serializes rotations and reloads of the token file
 	addr   string
 	srv    *http.Server
 	served chan struct{} // closed when the HTTP server returns
@@ -77,6 +85,11 @@ func Run(ctx context.Context, dir string, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready(h.Addr())
 	}
+	if opts.Reload != nil {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go h.reloadOn(rctx, opts.Reload)
+	}
 	serr := h.Wait(ctx)
 	h.log.Info("shutting down")
 	cerr := h.Close()
@@ -88,6 +101,22 @@ func Run(ctx context.Context, dir string, opts Options) error {
 	}
 	h.log.Info("stopped")
 	return nil
+}
+
+// reloadOn re-reads the token file on every value from sig until ctx ends.
+func (h *Host) reloadOn(ctx context.Context, sig <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			if changed, err := h.ReloadToken(0); err != nil {
+				h.log.Error("token not reloaded; the API keeps accepting the token it had", "err", err)
+			} else if !changed {
+				h.log.Info("token file unchanged", "file", h.dir.Path(TokenFile))
+			}
+		}
+	}
 }
 
 // Open opens the world in directory dir (creating it first with
@@ -149,7 +178,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
 	disp.Start(k)
 	metrics.Watch(k)
-	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok}
+	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok, tokens: NewTokenSet(tok, nil)}
 	h.local.Config = cfg
 	if opts.Listen != "" {
 		if err := h.serve(opts.Listen, metrics); err != nil {
@@ -176,7 +205,9 @@ func (h *Host) serve(listen string, metrics *Metrics) error {
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler: (&Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
-			Executors: &Executors{W: h.k, Dispatcher: h.disp}}).Handler(),
+			Executors: &Executors{W: h.k, Dispatcher: h.disp},
+			Backup:    func(w io.Writer) error { return WriteBackup(h.dir, h.store.db, w) },
+			Tokens:    h.tokens, RotateToken: h.rotateToken}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Streams (journal follow, claim long polls) end when Close cancels it.
 		BaseContext: func(net.Listener) context.Context { return base },
@@ -201,8 +232,8 @@ func (h *Host) Dir() Dir { return h.dir }
 // Addr is the HTTP API's address (host:port), "" when it is not served.
 func (h *Host) Addr() string { return h.addr }
 
-// Token is the HTTP API's bearer token.
-func (h *Host) Token() string { return h.token }
+// Token is the HTTP API's bearer token: the current one, after rotations.
+func (h *Host) Token() string { return h.tokens.Current() }
 
 // Kernel is the open kernel world.
 func (h *Host) Kernel() *kernel.World { return h.k }

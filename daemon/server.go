@@ -2,8 +2,8 @@ package daemon
 
 import (
 	"bufio"
-	"crypto/subtle"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -35,6 +35,14 @@ type Server struct {
 	// Executors, when set, serves the external executor protocol
 	// (claim, receipts, frames); without it those routes answer 503.
 	Executors *Executors
+	// Backup, when set, writes the world's backup (BackupFormat) for GET
+	// /v1/backup; without it that route answers 503.
+	Backup func(w io.Writer) error
+	// Tokens, when set, are the bearer tokens accepted instead of Token,
+	// so the token can be rotated while the server runs; RotateToken, when
+	// set, serves POST /v1/token/rotate (without it that route answers 503).
+	Tokens      *TokenSet
+	RotateToken func(grace time.Duration) (*TokenRotation, error)
 }
 
 // route is one API endpoint. Handler builds the mux from routes() alone, and
@@ -76,6 +84,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/keys", s.keysRoute},
 		{"POST", "/v1/keys", s.addKeyRoute},
 		{"DELETE", "/v1/keys/{id}", s.removeKeyRoute},
+		{"GET", "/v1/backup", s.backupRoute},
+		{"POST", "/v1/token/rotate", s.rotateTokenRoute},
 		{"POST", "/v1/effects/claim", s.needsExecutors(s.claimRoute)},
 		{"POST", "/v1/receipts", s.needsExecutors(s.receiptRoute)},
 		{"POST", "/v1/frames", s.needsExecutors(s.frameRoute)},
@@ -152,10 +162,13 @@ func isAPIPath(p string) bool {
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.Token)
+	tokens := s.Tokens
+	if tokens == nil {
+		tokens = NewTokenSet(s.Token, nil)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
-		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+		if !tokens.Check(string(got)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aos"`)
 			msg := "missing bearer token (send Authorization: Bearer <token from the world's token file>)"
 			if len(got) > 0 {

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -18,6 +20,7 @@ import (
 func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
 	prof := fs.String("pprof", "", "also serve Go's profiles (net/http/pprof, no token) on this loopback address, e.g. 127.0.0.1:6060")
+	create := fs.Bool("init", false, "create the world first (as aosd init) when --world holds none: for containers and service units")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
@@ -31,7 +34,7 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			defer stop()
 		}
-		return serve(a, *listen)
+		return serve(a, *listen, *create)
 	}
 }
 
@@ -117,13 +120,18 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 // serve is daemon.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
-func serve(a *app, listen string) error {
+func serve(a *app, listen string, create bool) error {
 	cfg, err := envConfig()
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the token file (docs/operations.md, "Rotating the API
+	// token").
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	return daemon.Run(a.ctx, a.world, daemon.Options{
-		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg,
+		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
 			if f, ok := a.stdout.(*os.File); ok {
