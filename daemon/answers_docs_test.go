@@ -194,3 +194,22 @@ func hasErrorMember(doc map[string]any, schema any) bool {
 	}
 	return false
 }
+
+// BodyRoutes are the routes ("METHOD /pattern") whose operation in
+// docs/openapi.json has a request body, sorted. Exported for
+// answers_test.go, which sends each a valid body with trailing data.
+func BodyRoutes(t testing.TB) []string {
+	t.Helper()
+	tt, ok := t.(*testing.T)
+	if !ok {
+		t.Fatal("BodyRoutes needs a *testing.T")
+	}
+	var out []string
+	for key, op := range operations(tt, loadOpenAPI(tt)) {
+		if op["requestBody"] != nil {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

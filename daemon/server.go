@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -35,6 +37,12 @@ type Server struct {
 	// Executors, when set, serves the external executor protocol
 	// (claim, receipts, frames); without it those routes answer 503.
 	Executors *Executors
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// its headers are in (408 beyond); default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// MaxBatchEvents bounds the events of one POST /v1/events (413
+	// beyond); default DefaultMaxBatchEvents.
+	MaxBatchEvents int
 }
 
 // route is one API endpoint. Handler builds the mux from routes() alone, and
@@ -104,6 +112,12 @@ func (s *Server) Handler() http.Handler {
 	if s.MaxBodyBytes == 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if s.BodyTimeout == 0 {
+		s.BodyTimeout = DefaultBodyTimeout
+	}
+	if s.MaxBatchEvents == 0 {
+		s.MaxBatchEvents = DefaultMaxBatchEvents
+	}
 	mux := http.NewServeMux()
 	allowed := map[string][]string{} // pattern -> methods, for 405 answers
 	var patterns []string
@@ -134,13 +148,52 @@ func (s *Server) Handler() http.Handler {
 	})
 	api := s.auth(s.logRequests(mux))
 	ui := s.logRequests(inspector.Handler())
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.bodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isAPIPath(r.URL.Path) {
 			api.ServeHTTP(w, r)
 			return
 		}
 		ui.ServeHTTP(w, r)
+	}))
+}
+
+// bodyDeadline bounds how long a request's body may take to arrive: a
+// request that has one (declared, or chunked) gets a read deadline of
+// BodyTimeout from when its handler starts, cleared once the body has been
+// read to its end. The connection's own ReadTimeout would also cut what
+// must stay open, a journal follow stream and a claim's long poll (the
+// server's read that notices a client going away would fail at it); a
+// request without a body gets no deadline, and one whose body was read
+// whole has none left. A body the handler does not read (a route that
+// takes none) is still bounded: the server reads and discards it before it
+// answers, under the deadline.
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && s.BodyTimeout > 0 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(s.BodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// deadlineBody is a request body under a read deadline, which it clears at
+// the body's end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	cleared bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.cleared {
+		b.cleared = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // isAPIPath says whether a request goes to the API (behind the token) rather
@@ -152,14 +205,18 @@ func isAPIPath(p string) bool {
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.Token)
+	want := []byte(s.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+		h := r.Header.Get("Authorization")
+		got, bearer := bearerToken(h)
+		if s.Token == "" || !bearer || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aos"`)
 			msg := "missing bearer token (send Authorization: Bearer <token from the world's token file>)"
-			if len(got) > 0 {
+			switch {
+			case bearer:
 				msg = "wrong bearer token"
+			case h != "":
+				msg = "the Authorization header is not a bearer token (send Authorization: Bearer <token from the world's token file>)"
 			}
 			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "Authorization header", "%s", msg))
 			return
@@ -168,12 +225,28 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
+// bearerToken is the token of an Authorization header value of the Bearer
+// scheme. The scheme's name is case-insensitive (RFC 9110 section 11.1:
+// "bearer", "BEARER" and "Bearer" are one scheme), and one or more spaces
+// separate it from the token.
+func bearerToken(h string) (token string, ok bool) {
+	scheme, rest, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(rest, " "), true
+}
+
 type statusRecorder struct {
 	http.ResponseWriter
 	code int
 }
 
 func (r *statusRecorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the connection (a body's read
+// deadline, readBody).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
@@ -204,7 +277,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	batch := false
 	decode := func(b []byte) error {
 		var err error
-		if wire, batch, err = parseEvents(b); err != nil {
+		if wire, batch, err = parseEvents(b, s.MaxBatchEvents); err != nil {
+			var trailing *trailingError
+			var tooMany *batchTooLarge
+			switch {
+			case errors.As(err, &tooMany):
+				return newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body", "%v", err)
+			case errors.As(err, &trailing):
+				return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err)
+			}
 			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%s: %v", eventsShape, err)
 		}
 		return nil
