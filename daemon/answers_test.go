@@ -205,6 +205,19 @@ func TestAPIAnswers(t *testing.T) {
 		}
 	}
 
+	// The scheme's name is case-insensitive and spaces may be several; a
+	// scheme other than Bearer is refused as such.
+	for _, auth := range []string{"bearer " + aw.token, "BEARER " + aw.token, "Bearer   " + aw.token} {
+		aw.run(t, probe{name: "auth " + strings.Fields(auth)[0], route: "GET /v1/status", path: "/v1/status", hdr: map[string]string{"Authorization": auth}, status: 200})
+	}
+	for _, c := range []struct{ auth, says string }{
+		{"Basic " + aw.token, "is not a bearer token"},
+		{"Bearer", "is not a bearer token"},
+		{"bearer x" + aw.token, "wrong bearer token"},
+	} {
+		aw.run(t, probe{name: "auth " + c.auth, route: "GET /v1/status", path: "/v1/status", hdr: map[string]string{"Authorization": c.auth}, status: 401, code: "unauthorized", says: c.says})
+	}
+
 	// Before the first apply.
 	for _, p := range []probe{
 		{name: "event before apply", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 409, code: "no_manifest"},
