@@ -194,28 +194,35 @@ func TestHostStreamsOutliveTheBodyTimeout(t *testing.T) {
 	defer follow.Body.Close()
 	lines := bufio.NewScanner(follow.Body)
 
-	type answer struct {
-		code int
-		body string
+	// The claim goes first, on a connection of its own, with Expect:
+	// 100-continue: the server says "100 Continue" when the handler first
+	// reads the body, so once it is read here the claim's body deadline is
+	// set, before the slow request below starts.
+	claim := dial(t, h)
+	cbody := `{"executor":"payments","effects":["t/work@1"],"wait_ms":50000}`
+	fmt.Fprintf(claim, "POST /v1/effects/claim HTTP/1.1\r\nHost: aos\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n", h.Token(), len(cbody))
+	cr := bufio.NewReader(claim)
+	if line, err := cr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("the claim: %q %v, want 100 Continue", line, err)
 	}
-	claimed := make(chan answer, 1)
-	go func() {
-		code, body := hostPost(h, "/v1/effects/claim", `{"executor":"payments","effects":["t/work@1"],"wait_ms":50000}`)
-		claimed <- answer{code, body}
-	}()
-	slow408(t, h) // the body timeout has now passed for both
+	if _, err := cr.ReadString('\n'); err != nil { // the blank line after it
+		t.Fatal(err)
+	}
+	io.WriteString(claim, cbody)
+	slow408(t, h) // started after the claim's deadline was set: it has passed
 
 	if code, body := hostPost(h, "/v1/events", `{"schema":"t/Start@1","value":{"id":"j1"}}`); code != 200 {
 		t.Fatalf("start j1: %d %s", code, body)
 	}
-	var a answer
-	select {
-	case a = <-claimed:
-	case <-ctx.Done():
-		t.Fatal("the claim's long poll did not answer")
+	resp, err := http.ReadResponse(cr, nil)
+	if err != nil {
+		t.Fatalf("the claim's long poll: %v", err)
 	}
-	if a.code != 200 || !strings.Contains(a.body, `"effect":"t/work@1"`) {
-		t.Fatalf("the claim's long poll: %d %s, want j1's intent", a.code, a.body)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"effect":"t/work@1"`) {
+		t.Fatalf("the claim's long poll: %d %s, want j1's intent", resp.StatusCode, b)
 	}
 	if !lines.Scan() || !strings.Contains(lines.Text(), `"kind":"event"`) {
 		t.Fatalf("the follow stream after the body timeout: %q, %v", lines.Text(), lines.Err())

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -159,41 +158,31 @@ func (s *Server) Handler() http.Handler {
 
 // bodyDeadline bounds how long a request's body may take to arrive: a
 // request that has one (declared, or chunked) gets a read deadline of
-// BodyTimeout from when its handler starts, cleared once the body has been
-// read to its end. The connection's own ReadTimeout would also cut what
-// must stay open, a journal follow stream and a claim's long poll (the
-// server's read that notices a client going away would fail at it); a
-// request without a body gets no deadline, and one whose body was read
-// whole has none left. A body the handler does not read (a route that
-// takes none) is still bounded: the server reads and discards it before it
-// answers, under the deadline.
+// BodyTimeout from when its handler starts. It is the Server's, not only
+// the http.Server's (ReadTimeout), so that it holds wherever the handler is
+// mounted and a late body is answered 408 with the API's error body.
+// net/http clears a connection's read deadline when it starts the read that
+// notices a client going away, at once for a request without a body and at
+// the end of the body otherwise, so neither a journal follow stream nor a
+// claim's long poll is cut by it (TestHostStreamsOutliveTheBodyTimeout). A
+// body the handler does not read (a route that takes none) is still
+// bounded: the server reads and discards it before it answers, under the
+// deadline.
 func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && s.BodyTimeout > 0 {
-			rc := http.NewResponseController(w)
-			if rc.SetReadDeadline(time.Now().Add(s.BodyTimeout)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-			}
+		// w is net/http's own writer here, which has SetReadDeadline (what
+		// http.ResponseController would find, without allocating one).
+		if d, ok := w.(readDeadliner); ok && r.ContentLength != 0 && s.BodyTimeout > 0 {
+			_ = d.SetReadDeadline(time.Now().Add(s.BodyTimeout))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// deadlineBody is a request body under a read deadline, which it clears at
-// the body's end.
-type deadlineBody struct {
-	io.ReadCloser
-	rc      *http.ResponseController
-	cleared bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.cleared {
-		b.cleared = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
+// readDeadliner is a ResponseWriter that sets its connection's read
+// deadline (net/http's, over HTTP/1 and HTTP/2).
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
 }
 
 // isAPIPath says whether a request goes to the API (behind the token) rather

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
@@ -54,9 +53,9 @@ func strictDecode(b []byte, v any) error {
 	if err := exactKeys(reflect.TypeOf(v), parsed, nil); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	// Unknown keys are refused above, case included; encoding/json's own
+	// DisallowUnknownFields would match them case-insensitively.
+	return json.Unmarshal(b, v)
 }
 
 // jsonProblem words a refusal by jsonx for an API answer: trailing data as
