@@ -433,6 +433,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "cells unknown workflow", route: "GET /v1/cells/{workflow}", path: "/v1/cells/t%2Fnope@1", status: 404, code: "not_found"},
 		{name: "cell", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a", status: 200, says: `"state"`},
 		{name: "cell bad key", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%22%22", status: 400, code: "invalid_input"},
+		{name: "cell key with a lone surrogate", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%22%5Cud800%22", status: 400, code: "invalid_input", says: "lone UTF-16 surrogate"},
+		{name: "cell key not UTF-8", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%ED%A0%80", status: 400, code: "invalid_input", says: "not valid UTF-8"},
 		{name: "cell none", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/zzz", status: 404, code: "not_found"},
 		{name: "cell unknown workflow", route: "GET /v1/cells/{workflow}/{key}", path: "/v1/cells/t%2Fnope@1/a", status: 404, code: "not_found"},
 		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 200, says: `"kind":"step"`},

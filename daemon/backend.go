@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -294,6 +295,10 @@ func ParseKey(m *manifest.Manifest, def *manifest.WorkflowDef, text string) ([]b
 	}
 	if text == "" {
 		return nil, fmt.Errorf("%w: workflow %s is keyed by %s; give a key", kernel.ErrInvalid, def.Name, def.KeySchema)
+	}
+	if !utf8.ValidString(text) {
+		// json.Marshal would make it U+FFFD and find another key's cell.
+		return nil, fmt.Errorf("%w: key %q is not valid UTF-8", kernel.ErrInvalid, text)
 	}
 	asString, _ := json.Marshal(text)
 	var v any
