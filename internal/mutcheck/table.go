@@ -1164,6 +1164,11 @@ var mutations = []mutation{
 		from: "_ = d.SetReadDeadline(time.Now().Add(s.BodyTimeout))",
 		to:   "_ = d",
 		pkg:  "./daemon", run: "TestHostHTTPLimits"},
+	// A cell key that is not UTF-8 is refused, not read as another key.
+	{name: "daemon/cell-key-utf8", file: "daemon/backend.go",
+		from: "if !utf8.ValidString(text) {",
+		to:   "if !utf8.ValidString(text) && false {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
 	// A daemon that refuses the token is said to, naming the token file.
 	{name: "daemon/wrong-token-said", file: "daemon/world.go",
 		from: "if errors.Is(found.probeErr, errTokenRefused) {",
