@@ -233,10 +233,14 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'aosd COMMAND --help' for a command's flags and an example.\n"+
-		"Exit codes: 0 ok, 1 error, 2 usage, 3 refused because the world is not quiescent (apply)\n"+
-		"or a snapshot is still being written (snapshot).\n")
+	fmt.Fprintf(w, "\nRun 'aosd COMMAND --help' for a command's flags and an example.\n%s\n", exitCodes)
 }
+
+// exitCodes is the usage's line on exit codes, docs/CLI.md's words
+// (TestUsageExitCodesAsDocumented holds them equal).
+const exitCodes = "Exit codes: 0 success, 1 error (stderr says what and where), 2 usage\n" +
+	"error, 3 refused because the world is not quiescent (apply, shadow) or a\n" +
+	"snapshot is still being written (snapshot)."
 
 func wantArgs(pos []string, min, max int, synopsis string) error {
 	if len(pos) < min || len(pos) > max {
