@@ -337,6 +337,7 @@ func TestAPIAnswers(t *testing.T) {
 		"POST /v1/effects/claim":             {path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
 		"POST /v1/receipts":                  {path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true})},
 		"POST /v1/frames":                    {path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 2)},
+		"POST /v1/token/rotate":              {path: "/v1/token/rotate", body: `{"grace_ms":1000}`},
 	}
 	bodyRoutes := daemon.BodyRoutes(t)
 	if len(bodyRoutes) != len(validBodies) {
