@@ -125,6 +125,12 @@ type Config struct {
 	// Progress, when set, is told how replay and snapshots advance (the
 	// CLI draws bars on a terminal).
 	Progress Progress
+
+	// scratch marks a world on ScratchStores (scratchConfig): it journals no
+	// identity of its own, and takes scratchWorld, in memory, when its copy
+	// of the journal holds none (identity.go).
+	scratch      bool
+	scratchWorld string
 }
 
 // ProgressBar follows one long operation.
