@@ -201,10 +201,11 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	}
 	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["com.example/payment.charge@1"]}`)
 	var claim struct {
+		World   string
 		Intents []struct{ Hash, Effect string }
 	}
-	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 1 {
-		t.Fatalf("claim: %d %s", code, body)
+	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 1 || claim.World != s.w.Identity() {
+		t.Fatalf("claim: %d %s (the world is %s)", code, body, s.w.Identity())
 	}
 	h, err := schemas.ParseHash(claim.Intents[0].Hash)
 	if err != nil {
@@ -213,7 +214,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	stranger, _ := receipts.GenerateKey()
 	const charge = "com.example/payment.charge@1"
 	signedFor := func(priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash) string {
-		sr := receipts.Sign(priv, receipts.Receipt{Intent: intent, Effect: effect, Executor: executor,
+		sr := receipts.Sign(priv, receipts.Receipt{World: claim.World, Intent: intent, Effect: effect, Executor: executor,
 			Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"charge_id": "x", "status": "succeeded"})})
 		js, err := receipts.ToJSON(sr)
 		if err != nil {
@@ -223,7 +224,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	}
 	signed := func(priv ed25519.PrivateKey, executor string) string { return signedFor(priv, executor, charge, h) }
 	frame := func(priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, seq uint64) string {
-		js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{Intent: intent, Effect: effect, Seq: seq,
+		js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{World: claim.World, Intent: intent, Effect: effect, Seq: seq,
 			Executor: executor, Payload: schemas.MustMarshal(map[string]any{"pct": uint64(seq)})}))
 		if err != nil {
 			t.Fatal(err)
