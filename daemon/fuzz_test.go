@@ -316,7 +316,9 @@ func FuzzFramesBody(f *testing.F) {
 		}
 		return string(js)
 	}
-	sign := func(intent schemas.Hash, effect string, seq uint64) string { return signFor(fw.w.Identity(), intent, effect, seq) }
+	sign := func(intent schemas.Hash, effect string, seq uint64) string {
+		return signFor(fw.w.Identity(), intent, effect, seq)
+	}
 	fuzzBody(f, fw, "POST /v1/frames", "/v1/frames", nil, append(commonSeeds,
 		signFor("world:00112233445566778899aabbccddeeff", fw.intent, workFx, 1), signFor("", fw.intent, workFx, 1),
 		sign(fw.intent, workFx, 1), sign(fw.intent, workFx, 2), sign(fw.intent, workFx, 0),
