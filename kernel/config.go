@@ -126,11 +126,11 @@ type Config struct {
 	// CLI draws bars on a terminal).
 	Progress Progress
 
-	// scratch marks a world on ScratchStores (scratchConfig): it journals no
-	// identity of its own, and takes scratchWorld, in memory, when its copy
-	// of the journal holds none (identity.go).
-	scratch      bool
-	scratchWorld string
+	// noIdentity: the world journals no identity of its own (a world on
+	// ScratchStores, scratchConfig); it takes borrowedWorld, in memory
+	// only, when its journal holds none (identity.go).
+	noIdentity    bool
+	borrowedWorld string
 }
 
 // ProgressBar follows one long operation.

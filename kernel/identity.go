@@ -65,10 +65,10 @@ func (st *state) adoptWorld(id string) error {
 // world's, in memory, if its copy of the journal has none.
 func (st *state) openIdentity() error {
 	w := st.w
-	if st.world == "" && w.cfg.scratch {
-		st.world = w.cfg.scratchWorld
+	if st.world == "" && w.cfg.noIdentity {
+		st.world = w.cfg.borrowedWorld
 	}
-	if st.world != "" || w.cfg.scratch {
+	if st.world != "" || w.cfg.noIdentity {
 		w.identity = st.world
 		return nil
 	}

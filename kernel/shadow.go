@@ -248,7 +248,7 @@ func (w *World) Shadow(ctx context.Context, req ShadowRequest) (*ShadowReport, e
 	// A copy from before the world record of a world made before
 	// identities existed takes the world's identity, as the world's own
 	// intents now would.
-	cfg.scratchWorld = w.identity
+	cfg.borrowedWorld = w.identity
 	cw, err := openCopy(s, cfg, rep.Start)
 	if err != nil {
 		return nil, fmt.Errorf("shadow: open the copy as of seq %d: %w", rep.Start, err)
