@@ -59,6 +59,31 @@ var mutations = []mutation{
 		from: "\t\tif mr.Limits != nil {\n\t\t\tst.setLimits(*mr.Limits)\n\t\t}\n",
 		to:   "",
 		pkg:  "./kernel", run: "TestLimitsAreJournaled|TestDoublingCascadeStoppedByBudget"},
+	// Apply changes the world only when it applies: refused unless
+	// quiescent, a dry run never, and a proposal is bound beside the world,
+	// never into it (kernel/apply.go).
+	{name: "apply/quiescent-only", file: "kernel/apply.go",
+		from: "case len(res.BlockedBy) > 0:",
+		to:   "case false && len(res.BlockedBy) > 0:",
+		pkg:  "./kernel", run: "TestProposedManifestLeavesLiveState"},
+	{name: "apply/dry-run", file: "kernel/apply.go",
+		from: "	case dryRun:\n",
+		to:   "	case false && dryRun:\n",
+		pkg:  "./kernel", run: "TestProposedManifestLeavesLiveState"},
+	{name: "apply/proposal-beside-world", file: "kernel/apply.go",
+		from: "		out[n] = rt\n",
+		to:   "		if st.heads[n] == nil {\n			st.addHead(n, rt.head)\n		}\n		out[n] = rt\n",
+		pkg:  "./kernel", run: "TestProposedManifestLeavesLiveState"},
+	// A cycle of in-place schema references is refused at definition
+	// (schemas/cycles.go), through every in-place keyword.
+	{name: "schemas/ref-cycles", file: "schemas/compile.go",
+		from: "	refCycles(order, out, fail)\n",
+		to:   "\n",
+		pkg:  "./schemas", run: "TestDefineRefusesRefCycles"},
+	{name: "schemas/ref-cycles-applicators", file: "schemas/cycles.go",
+		from: "for _, cs := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf} {",
+		to:   "for _, cs := range [][]*jsonschema.Schema{s.AllOf} {",
+		pkg:  "./schemas", run: "TestDefineRefusesRefCycles"},
 	// Storage failures stop the world (kernel/failstop.go).
 	{name: "failstop/discard-turn", file: "kernel/world.go",
 		from: "\t\tif st.stopped != nil {\n\t\t\t// Nothing of this turn",
