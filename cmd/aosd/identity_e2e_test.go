@@ -47,6 +47,9 @@ func TestTwoWorldsKeepTheirReceipts(t *testing.T) {
 		if st := getStatus(t, dir); st.World != s.id || !strings.HasPrefix(s.id, "world:") {
 			t.Fatalf("world %d: init says identity %q, status %q", i, s.id, st.World)
 		}
+		if out := ok(t, dir, "journal", "--kind", "world"); !strings.Contains(out, "identity "+s.id) || !strings.HasPrefix(strings.TrimSpace(strings.SplitN(out, "\n", 2)[1]), "1 ") {
+			t.Fatalf("world %d: journal --kind world:\n%s", i, out)
+		}
 		ok(t, dir, "apply", examples.Path(t, "orders"))
 		ok(t, dir, "send", "com.example/OrderCreated@1", `{"order_id":"o-1","amount_cents":1250,"customer":"ada"}`)
 		code, body := post(t, s.d, s.tok, "/v1/effects/claim", []byte(`{"executor":"payments","effects":["com.example/payment.charge@1"],"wait_ms":10000}`))
