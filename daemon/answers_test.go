@@ -296,7 +296,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "key too large", route: "POST /v1/keys", path: "/v1/keys", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
 		{name: "remove unknown key", route: "DELETE /v1/keys/{id}", path: "/v1/keys/ed25519:" + strings.Repeat("0", 32), status: 404, code: "not_found"},
 		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"max":5000}`, status: 200, says: i1.String()},
-		{name: "claim names the world", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}`, status: 200, says: `"world":"` + world + `"`},
+		{name: "claim names the world", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"wait_ms":0}`, status: 200, says: `"world":"` + world + `"`},
 		{name: "claim stray brace after the body", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}}`, status: 400, code: "invalid_input", says: "trailing data after the JSON value"},
 		{name: "claim nothing open", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`, status: 200, says: `"intents":[]`},
 		{name: "claim an effect the executor's keys may not settle", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1","t/other@1"]}`, status: 403, code: "untrusted",
