@@ -93,6 +93,7 @@ func (d *DB) CloseKeepTail() error {
 	d.journal.stopSyncer()
 	err := d.db.Close()
 	d.journal.closeTail()
+	d.space.close()
 	return err
 }
 
@@ -180,3 +181,9 @@ func OpenWithFree(dir string, o Options, free func() int64) (*DB, error) {
 
 // NoSpace is how the store reports a write the operating system refused.
 func (d *DB) NoSpace(err error) error { return d.space.noSpace(err) }
+
+// WithoutGuard turns the free-space guard off, for the benchmarks that
+// measure what it costs.
+func (d *DB) WithoutGuard() {
+	d.journal.space, d.cas.space = nil, nil
+}

@@ -101,14 +101,19 @@ func Open(dir string) (*DB, error) { return OpenWith(dir, Options{}) }
 // OpenWith is Open with options. Before Badger writes anything it checks
 // that the filesystem holding dir keeps the reserve and the store's tables
 // free, or fails with ErrDiskFull (space.go).
-func OpenWith(dir string, o Options) (*DB, error) { return openWith(dir, o, freeSpace) }
+func OpenWith(dir string, o Options) (*DB, error) { return openWith(dir, o, nil) }
 
-// openWith is OpenWith with free as the free bytes of a filesystem.
+// openWith is OpenWith with free as the free bytes of a filesystem; nil
+// reads the filesystem's: statfs(2) before Badger opens (the directory may
+// not exist yet), then fstatfs(2) on the directory, open while the store is.
 func openWith(dir string, o Options, free func(string) (int64, error)) (*DB, error) {
 	if o.DiskReserve < 0 {
 		return nil, fmt.Errorf("badgerdb: open %s: disk reserve %d bytes is negative", dir, o.DiskReserve)
 	}
 	sp := &space{dir: dir, reserve: o.DiskReserve, free: free}
+	if free == nil {
+		sp.free = freeSpace
+	}
 	if sp.reserve == 0 {
 		sp.reserve = DefaultDiskReserve
 	}
@@ -130,6 +135,12 @@ func openWith(dir string, o Options, free func(string) (int64, error)) (*DB, err
 			return nil, fmt.Errorf("%w: %s: another process has the world open (%v)", ErrLocked, dir, err)
 		}
 		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
+	}
+	if free == nil {
+		if sp.free, sp.closeDir, err = dirFreeSpace(dir); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
+		}
 	}
 	sp.tables = func() int64 { return tableBytes(db) }
 	sp.measure()
@@ -159,6 +170,7 @@ func wrap(db *badger.DB, dir string, sp *space) (*DB, error) {
 	j, err := openJournal(db, dir, writes, sp)
 	if err != nil {
 		db.Close()
+		sp.close()
 		return nil, err
 	}
 	return &DB{db: db, cas: &CAS{db: db, writes: writes, space: sp}, journal: j, space: sp}, nil
@@ -185,6 +197,7 @@ func (d *DB) Close() error {
 	err := d.journal.settle()
 	err = errors.Join(err, d.db.Close())
 	d.journal.closeTail()
+	d.space.close()
 	return err
 }
 

@@ -88,8 +88,10 @@ type space struct {
 	reserve int64
 
 	// free reports the bytes an unprivileged writer may still allocate on
-	// the filesystem holding dir (statfs); tests replace it.
-	free func(dir string) (int64, error)
+	// the filesystem holding dir (statfs); tests replace it. closeDir, when
+	// set, releases what it holds (the directory it asks fstatfs about).
+	free     func(dir string) (int64, error)
+	closeDir func()
 	// tables measures the LSM's table bytes (Badger's levels); nil until
 	// Badger is open.
 	tables func() int64
@@ -119,6 +121,14 @@ func (c *cost) add(key, value int) {
 	ptr := int64(key + valuePointerLen + entryOverhead)
 	c.disk += ptr + int64(key+value+entryOverhead) // write-ahead log and value log
 	c.lsm += ptr
+}
+
+// close releases the directory free reads, if it holds one.
+func (s *space) close() {
+	if s != nil && s.closeDir != nil {
+		s.closeDir()
+		s.closeDir = nil
+	}
 }
 
 // plus is the cost of both writes.

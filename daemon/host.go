@@ -43,6 +43,8 @@ type Options struct {
 	// Ready, when set, is called by Run with the HTTP API's address ("" when
 	// not served) once the host is open.
 	Ready func(addr string)
+	// Store are the choices about the world's store (its disk reserve).
+	Store StoreOptions
 }
 
 // Host is a world this process runs: the kernel on the world's store, the
@@ -114,7 +116,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	cfg = d.Config(cfg)
 	if opts.Create {
 		if _, err := os.Stat(d.Store()); errors.Is(err, os.ErrNotExist) {
-			if _, err := Init(d, cfg); err != nil {
+			if _, err := InitWith(d, cfg, opts.Store); err != nil {
 				return nil, err
 			}
 			log.Info("created world", "world", dir)
@@ -129,7 +131,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	// The store opens first so the built-in blob executors share its CAS;
 	// the dispatcher must exist before the kernel opens, because opening
 	// republishes every intent still in flight.
-	st, err := openStore(d)
+	st, err := openStore(d, opts.Store)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,10 @@ func (d Dir) Config(cfg kernel.Config) kernel.Config {
 // Init creates a new world directory: the store, a bearer token and an
 // executor signing key. It refuses a directory that already holds a world.
 // It returns the executor's public key, hex-encoded.
-func Init(d Dir, cfg kernel.Config) (string, error) {
+func Init(d Dir, cfg kernel.Config) (string, error) { return InitWith(d, cfg, StoreOptions{}) }
+
+// InitWith is Init with store options.
+func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (string, error) {
 	for _, n := range []string{StoreDir, TokenFile, ExecutorKey} {
 		if _, err := os.Stat(d.Path(n)); err == nil {
 			return "", fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
@@ -81,7 +84,7 @@ func Init(d Dir, cfg kernel.Config) (string, error) {
 	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
 		return "", err
 	}
-	w, db, err := openWorld(d.Store(), d.Config(cfg))
+	w, db, err := openWorld(d.Store(), d.Config(cfg), so)
 	if err != nil {
 		return "", fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
@@ -213,6 +216,7 @@ func (c *Conn) Close() error {
 type ConnectOptions struct {
 	Direct bool          // never use a daemon; open the store (fails while one holds it)
 	Config kernel.Config // for a direct open
+	Store  StoreOptions  // for a direct open
 }
 
 // Connect reaches the world in d: through its daemon when daemon.json names
@@ -231,7 +235,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 		return &Conn{Backend: found.client, Remote: true, Addr: found.info.Addr}, nil
 	}
 	cfg := d.Config(opt.Config)
-	w, db, err := openWorld(d.Store(), cfg)
+	w, db, err := openWorld(d.Store(), cfg, opt.Store)
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}

@@ -122,8 +122,12 @@ func serve(a *app, listen string) error {
 	if err != nil {
 		return err
 	}
+	so, err := envStore()
+	if err != nil {
+		return err
+	}
 	return daemon.Run(a.ctx, a.world, daemon.Options{
-		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg,
+		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Store: so,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
 			if f, ok := a.stdout.(*os.File); ok {

@@ -51,9 +51,18 @@ func Resize(t testing.TB, dir string, size int64) {
 // Free is the bytes still free on the filesystem holding dir.
 func Free(t testing.TB, dir string) int64 {
 	t.Helper()
+	n, err := FreeBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// FreeBytes is Free for goroutines other than the test's.
+func FreeBytes(dir string) (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatalf("statfs %s: %v", dir, err)
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	return int64(st.Bavail) * int64(st.Bsize)
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
