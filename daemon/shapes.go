@@ -100,9 +100,12 @@ func FailedInfoOf(fi *kernel.FailedInfo) FailedInfo {
 // kernel.Status as JSON. Cells is the kernel's map as is (null when it is
 // nil).
 type Status struct {
-	ManifestHash  *schemas.Hash  `json:"manifest_hash"`
-	ManifestName  string         `json:"manifest_name,omitempty"`
-	JournalHeight uint64         `json:"journal_height"`
+	ManifestHash  *schemas.Hash `json:"manifest_hash"`
+	ManifestName  string        `json:"manifest_name,omitempty"`
+	JournalHeight uint64        `json:"journal_height"`
+	// JournalFirst is the lowest seq the journal holds: 1, unless
+	// retention (aosd gc --drop-journal) dropped the records before it.
+	JournalFirst  uint64         `json:"journal_first"`
 	Quiescent     bool           `json:"quiescent"`
 	Instances     InstanceCounts `json:"instances"`
 	Inflight      int            `json:"inflight"`
@@ -251,7 +254,7 @@ type ReceiptResult struct {
 // StatusOf renders the kernel's status.
 func StatusOf(s *kernel.Status) *Status {
 	return &Status{ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
-		Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
+		JournalFirst: s.JournalFirst, Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
 		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled}
 }
 

@@ -1143,4 +1143,29 @@ var mutations = []mutation{
 		from: "case errors.Is(err, kernel.ErrBroken):",
 		to:   "case false && errors.Is(err, kernel.ErrBroken):",
 		pkg:  "./daemon", run: "TestStoppedWorldLogsTheCauseOnce"},
+	// Reading the journal after retention (journal.ReadRetained): a read
+	// from the start begins at the first record held, and follows a drop
+	// that moves it as the read starts; a listing from a dropped seq is
+	// refused before a follow stream is answered 200; traces read what is
+	// left instead of failing.
+	{name: "retention/read-retained-follows-drop", file: "journal/retention.go",
+		from: "if err == nil || seen || !errors.As(err, &tr) || tr.First <= start {",
+		to:   "if err == nil || seen || !errors.As(err, &tr) || tr.First <= start || true {",
+		pkg:  "./journal", run: "TestReadRetained"},
+	{name: "retention/journal-from-start", file: "daemon/backend.go",
+		from: "start, err = journal.ReadRetained(log, next, read)",
+		to:   "start, err = next, log.Read(next, read)",
+		pkg:  "./daemon", run: "TestAPIAnswers"},
+	{name: "retention/journal-refused-before-stream", file: "daemon/backend.go",
+		from: "if q.From > 1 && q.From < first {",
+		to:   "if false {",
+		pkg:  "./daemon", run: "TestAPIAnswers"},
+	{name: "retention/trace-from-first", file: "records/trace.go",
+		from: "out := []TraceEntry{}\n\t_, err := journal.ReadRetained(src, from, func(r journal.Record) (bool, error) {",
+		to:   "out := []TraceEntry{}\n\terr := src.Read(max(from, 1), func(r journal.Record) (bool, error) {",
+		pkg:  "./daemon", run: "TestAPIAnswers"},
+	{name: "retention/cli-trace-from-first", file: "records/trace.go",
+		from: "out := []TraceEntry{}\n\t_, err := journal.ReadRetained(src, from, func(r journal.Record) (bool, error) {",
+		to:   "out := []TraceEntry{}\n\terr := src.Read(max(from, 1), func(r journal.Record) (bool, error) {",
+		pkg:  "./cmd/aosd", run: "TestJournalReadersAfterRetention"},
 }
