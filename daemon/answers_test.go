@@ -513,6 +513,8 @@ func probeRetention(t *testing.T, manifest string, add func(string, int) string,
 		{name: "trace after retention", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 200},
 		{name: "timeline after retention", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 200, says: `"first":` + firstText},
 		{name: "dropped intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + dropped.String(), status: 404, code: "not_found", says: "starts at seq " + firstText},
+		{name: "manifest after retention", route: "GET /v1/manifest", path: "/v1/manifest", status: 200},
+		{name: "status after retention", route: "GET /v1/status", path: "/v1/status", status: 200, says: `"journal_first":` + firstText},
 	}
 	for _, p := range retained {
 		a := aw.run(t, p)
