@@ -58,12 +58,12 @@ type Retained interface {
 // below it: a reader that wants whatever the journal holds from a point
 // (a trace, a listing from the start) skips what retention dropped instead
 // of failing. It returns the seq the read started at. A drop that moves
-// First as the read starts is met by starting again at the new First; one
-// that comes later cannot reach the read, for a backend's Read either
-// refuses at its start (ErrTruncated, before fn saw a record) or reads one
-// snapshot to its end, so nothing is skipped in the middle. A reader that
-// must not skip anything (a follower resuming at a seq) calls Read and
-// meets ErrTruncated instead.
+// First as the read starts (ErrTruncated before fn saw a record) is met by
+// starting again at the new First. One that overtakes the read once fn has
+// seen records (a backend reading in chunks may meet it) is returned as the
+// error it is: records are never skipped in the middle. A reader that must
+// not skip anything (a follower resuming at a seq) calls Read and meets
+// ErrTruncated instead.
 func ReadRetained(j Retained, from uint64, fn func(Record) (bool, error)) (uint64, error) {
 	seen := false
 	seeing := func(r Record) (bool, error) {

@@ -114,7 +114,8 @@ func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime
 	}
 	closeModules(st.mods)
 	resetModules(mods)
-	st.man, st.manText, st.router, st.wfs, st.mods = m, m.Hash.String(), router, wfs, mods
+	st.adoptRuntimes(wfs, mods)
+	st.man, st.manText, st.router = m, m.Hash.String(), router
 	st.w.current.Store(&installed{m: m, r: router})
 	return seq
 }
@@ -122,11 +123,16 @@ func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime
 // runtimes binds every workflow of m to its module and cell head. It
 // compiles what is not compiled yet but starts no instance: apply validates
 // with it before deciding, and only installManifest makes the result live.
-func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[string]*boundModule, error) {
+func (st *state) runtimes(m *manifest.Manifest) (_ map[string]*wfRuntime, _ map[string]*boundModule, err error) {
 	mods, err := st.bindModules(context.Background(), m)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer func() {
+		if err != nil {
+			closeModules(mods)
+		}
+	}()
 	names := slices.Sorted(maps.Keys(m.Workflows))
 	out := make(map[string]*wfRuntime, len(names))
 	for _, n := range names {
@@ -144,19 +150,31 @@ func (st *state) runtimes(m *manifest.Manifest) (map[string]*wfRuntime, map[stri
 			}
 			rt.fn = fn
 		}
-		head := st.heads[n]
-		if head == nil {
-			h, err := cells.NewHead(st.w.cas, schemas.Hash{}, st.w.cfg.Cells)
-			if err != nil {
+		rt.head = st.heads[n]
+		if rt.head == nil {
+			// An empty head beside the world's: only adoptRuntimes makes
+			// it one of the world's heads (snapshots write every head).
+			if rt.head, err = cells.NewHead(st.w.cas, schemas.Hash{}, st.w.cfg.Cells); err != nil {
 				return nil, nil, fmt.Errorf("workflow %s: cells: %w", n, err)
 			}
-			head = h
-			st.addHead(n, h)
 		}
-		rt.head = head
 		out[n] = rt
 	}
 	return out, mods, nil
+}
+
+// adoptRuntimes makes what runtimes bound for a manifest the world's own:
+// the heads of workflows the world had none for join its heads, and wfs and
+// mods become the live runtimes. Only a manifest being installed gets here;
+// one that is only checked (a dry run, a refused or failing apply) leaves
+// the world as it was.
+func (st *state) adoptRuntimes(wfs map[string]*wfRuntime, mods map[string]*boundModule) {
+	for _, n := range slices.Sorted(maps.Keys(wfs)) {
+		if st.heads[n] == nil {
+			st.addHead(n, wfs[n].head)
+		}
+	}
+	st.wfs, st.mods = wfs, mods
 }
 
 // blockers lists what stands between the world and quiescence, sorted.

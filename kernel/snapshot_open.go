@@ -128,7 +128,8 @@ func (st *state) restore(s *snapshot.State) error {
 			return bad("router: %v", err)
 		}
 		resetModules(mods)
-		st.man, st.router, st.wfs, st.mods = m, router, wfs, mods
+		st.adoptRuntimes(wfs, mods)
+		st.man, st.router = m, router
 		st.w.current.Store(&installed{m: m, r: router})
 	}
 	for _, wf := range s.Workflows {

@@ -279,11 +279,19 @@ func (r *Registry) define(defs []SchemaDef, sys bool) error {
 			if p.def.Variant != nil {
 				ptr = "/variant"
 			}
-			fail(p, p.def.Name, ptr, "%s", compileMsg(err))
+			msg := compileMsg(err)
+			if loop, ok := strings.CutPrefix(msg, "infinite loop "); ok {
+				// The compiler's word for a def that refers to itself
+				// in place; refCycles words the longer cycles alike.
+				msg = fmt.Sprintf("$ref cycle: %s refers to itself at the same place in a value (%s), so no value could ever be validated; "+
+					"break the cycle, or refer through a keyword that descends into the value (properties, items)", p.def.Name, loop)
+			}
+			fail(p, p.def.Name, ptr, "%s", msg)
 			continue
 		}
 		out[p.def.Name] = newCompiled(p.def.Name, p.src, p.doc, append([]Arm(nil), p.def.Variant...), s, buildPlan(s, variants))
 	}
+	refCycles(order, out, fail)
 	if len(errs) > 0 {
 		idx := map[string]int{}
 		for i, d := range defs {

@@ -37,11 +37,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("AOS_WASM_CACHE", examples.WasmCache(built))
-	// AOS_E2E_NORACE=1 builds it without -race, for figures that time the
-	// daemon (the inspector's timeline, docs/PERFORMANCE.md).
-	race := []string{"-race"}
-	if os.Getenv("AOS_E2E_NORACE") == "1" {
-		race = nil
+	// The daemon under test is built the way this test binary was: with
+	// -race only under -race. AOS_E2E_NORACE=1 builds it without -race
+	// even then, for figures that time the daemon (the inspector's
+	// timeline, docs/PERFORMANCE.md).
+	var race []string
+	if raceEnabled && os.Getenv("AOS_E2E_NORACE") != "1" {
+		race = []string{"-race"}
 	}
 	build := exec.Command("go", append(append([]string{"build"}, race...), "-o", aosdBin, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

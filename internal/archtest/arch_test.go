@@ -196,14 +196,14 @@ func TestImportsFollowTheLayers(t *testing.T) {
 
 // forbidden lists imports a package's files, tests included, must not have.
 var forbidden = map[string][]string{
-	"kernel":  {"encoding/json", "github.com/dgraph-io/badger/v4"},
-	"journal": {"github.com/dgraph-io/badger/v4"},
-	"cas":     {"github.com/dgraph-io/badger/v4"},
+	"kernel":  {"encoding/json", "github.com/dgraph-io/badger/v4", "github.com/jackc/pgx/v5"},
+	"journal": {"github.com/dgraph-io/badger/v4", "github.com/jackc/pgx/v5"},
+	"cas":     {"github.com/dgraph-io/badger/v4", "github.com/jackc/pgx/v5"},
 }
 
 // TestKernelNamesNoEngine: no file under kernel/ (tests included) imports
-// Badger or encoding/json; the journal and CAS ports' packages do not know
-// Badger either.
+// Badger, PostgreSQL's driver or encoding/json; the journal and CAS ports'
+// packages know neither engine either.
 func TestKernelNamesNoEngine(t *testing.T) {
 	for _, p := range listPackages(t) {
 		name, _ := rel(p.ImportPath)
