@@ -96,7 +96,8 @@ type space struct {
 	// Badger is open.
 	tables func() int64
 
-	inflight atomic.Int64 // bytes admitted and not yet written
+	inflight    atomic.Int64 // bytes admitted and not yet written
+	inflightLSM atomic.Int64 // their LSM bytes
 	// measured are the table bytes at the last measurement; pending what
 	// may become tables beyond them: the memtables' write-ahead logs then,
 	// and the LSM bytes admitted since. Their sum bounds the tables.
@@ -156,6 +157,7 @@ func (s *space) admit(c cost) error {
 		s.inflight.Add(-c.disk)
 		return s.fullError(free, need, tables, inflight)
 	}
+	s.inflightLSM.Add(c.lsm)
 	s.pending.Add(c.lsm)
 	s.since.Add(c.lsm)
 	return nil
@@ -166,28 +168,29 @@ func (s *space) admit(c cost) error {
 func (s *space) release(c cost) {
 	if s != nil {
 		s.inflight.Add(-c.disk)
+		s.inflightLSM.Add(-c.lsm)
 	}
 }
 
 // measure sets the bound from the disk: the table bytes from Badger's
 // levels, and as pending what the memtables' write-ahead logs hold (the
-// LSM bytes admitted before are in one or the other) plus what is
-// admitted meanwhile. The logs are read first: a memtable Badger flushes
-// in between is then counted twice (its log is deleted after its table
-// is in the levels), never missed. A failed read of the directory keeps
-// the bound as it was.
+// LSM bytes admitted before are in one or the other, or in a write still
+// under way, counted too) plus what is admitted meanwhile. The logs are
+// read first: a memtable Badger flushes in between is then counted twice
+// (its log is deleted after its table is in the levels), never missed. A
+// failed read of the directory keeps the bound as it was.
 func (s *space) measure() {
 	if !s.measuring.CompareAndSwap(false, true) {
 		return // another admit is measuring; the bound stands meanwhile
 	}
 	defer s.measuring.Store(false)
-	since, pending := s.since.Load(), s.pending.Load()
+	since, pending, under := s.since.Load(), s.pending.Load(), s.inflightLSM.Load()
 	wal, err := walBytes(s.dir)
 	if err != nil {
 		return
 	}
 	s.measured.Store(s.tables())
-	s.pending.Add(wal - pending)
+	s.pending.Add(wal + under - pending)
 	s.since.Add(-since)
 }
 
