@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -193,4 +194,71 @@ func hasErrorMember(doc map[string]any, schema any) bool {
 		}
 	}
 	return false
+}
+
+// BodyRoutes are the routes ("METHOD /pattern") whose operation in
+// docs/openapi.json has a request body, sorted. Exported for
+// answers_test.go, which sends each a valid body with trailing data.
+func BodyRoutes(t testing.TB) []string {
+	t.Helper()
+	tt, ok := t.(*testing.T)
+	if !ok {
+		t.Fatal("BodyRoutes needs a *testing.T")
+	}
+	var out []string
+	for key, op := range operations(tt, loadOpenAPI(tt)) {
+		if op["requestBody"] != nil {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTrailingDataAsDocumented: docs/API.md quotes the refusal of trailing
+// data in the words every route answers it with (trailingData, which the
+// answers test checks on each route that takes a body).
+func TestTrailingDataAsDocumented(t *testing.T) {
+	b, err := os.ReadFile(apiDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := "`" + strings.Replace(trailingData, "%d", "N", 1) + "`"
+	if !strings.Contains(string(b), quoted) {
+		t.Fatalf("%s does not quote the trailing-data refusal %s", apiDoc, quoted)
+	}
+	if got, want := (&trailingError{57}).Error(), "trailing data after the JSON value (at byte 57)"; got != want {
+		t.Fatalf("trailing data at 57: %q, want %q", got, want)
+	}
+}
+
+// TestCurlExamplesSendJSON: every curl example in the docs that sends a
+// body (-d, --data...) declares it JSON (or uses --json): curl -d alone
+// sends a form type, which the API refuses with 415.
+func TestCurlExamplesSendJSON(t *testing.T) {
+	files, _ := filepath.Glob("../docs/*.md")
+	files = append(files, "../README.md", "../examples/README.md")
+	body := regexp.MustCompile(`(^|\s)(-d|--data(-raw|-binary)?)(\s|=)`)
+	declares := regexp.MustCompile(`Content-Type: application/json|--json(\s|$)`)
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An example is a line with curl and its continuations.
+		text := strings.ReplaceAll(string(b), "\\\n", " ")
+		for i, line := range strings.Split(text, "\n") {
+			if !strings.Contains(line, "curl ") || !body.MatchString(line) {
+				continue
+			}
+			n++
+			if !declares.MatchString(line) {
+				t.Errorf("%s: example %d sends a body without Content-Type: application/json: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no curl example with a body found in the docs")
+	}
 }

@@ -1,15 +1,21 @@
 package daemon_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/storefault"
@@ -76,6 +82,8 @@ var answerRoutes = map[string]string{
 	"POST /v1/receipts":                  "/v1/receipts",
 	"POST /v1/frames":                    "/v1/frames",
 	"GET /metrics":                       "/metrics",
+	"GET /v1/backup":                     "/v1/backup",
+	"POST /v1/token/rotate":              "/v1/token/rotate",
 }
 
 // run sends p and checks its answer; it records what it provoked.
@@ -123,6 +131,11 @@ func checkAnswerShape(a httpAnswer, code string) error {
 			}
 			return nil
 		case strings.HasPrefix(ct, "text/plain"):
+			return nil
+		case strings.HasPrefix(ct, "application/gzip"): // a backup: gzip's magic
+			if !strings.HasPrefix(a.body, "\x1f\x8b") {
+				return fmt.Errorf("a gzip answer that is not gzip")
+			}
 			return nil
 		case !json.Valid([]byte(a.body)):
 			return fmt.Errorf("answer is not JSON (Content-Type %q)", ct)
@@ -200,6 +213,19 @@ func TestAPIAnswers(t *testing.T) {
 		}
 	}
 
+	// The scheme's name is case-insensitive and spaces may be several; a
+	// scheme other than Bearer is refused as such.
+	for _, auth := range []string{"bearer " + aw.token, "BEARER " + aw.token, "Bearer   " + aw.token} {
+		aw.run(t, probe{name: "auth " + strings.Fields(auth)[0], route: "GET /v1/status", path: "/v1/status", hdr: map[string]string{"Authorization": auth}, status: 200})
+	}
+	for _, c := range []struct{ auth, says string }{
+		{"Basic " + aw.token, "is not a bearer token"},
+		{"Bearer", "is not a bearer token"},
+		{"bearer x" + aw.token, "wrong bearer token"},
+	} {
+		aw.run(t, probe{name: "auth " + c.auth, route: "GET /v1/status", path: "/v1/status", hdr: map[string]string{"Authorization": c.auth}, status: 401, code: "unauthorized", says: c.says})
+	}
+
 	// Before the first apply.
 	for _, p := range []probe{
 		{name: "event before apply", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 409, code: "no_manifest"},
@@ -228,7 +254,10 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "malformed", route: "POST /v1/events", path: "/v1/events", body: `{"schema":`, status: 400, code: "invalid_input"},
 		{name: "unknown field", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Add@1","value":{},"x":1}`, status: 400, code: "invalid_input"},
 		{name: "unknown schema", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Nope@1","value":{}}`, status: 400, code: "invalid_input"},
-		{name: "stray brace after the body", route: "POST /v1/events", path: "/v1/events", body: add("a", 1) + "}", status: 400, code: "invalid_input", says: "after the value"},
+		{name: "stray brace after the body", route: "POST /v1/events", path: "/v1/events", body: add("a", 1) + "}", status: 400, code: "invalid_input", says: `"trailing data after the JSON value (at byte 47)"`},
+		{name: "lone surrogate in a key", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Add@1","value":{"key":"\ud800","by":1}}`, status: 400, code: "invalid_input", says: `lone UTF-16 surrogate \\ud800`},
+		{name: "batch over the bound", route: "POST /v1/events", path: "/v1/events", body: batchOf(daemon.DefaultMaxBatchEvents+1, add("a", 1)), status: 413, code: "too_large", says: fmt.Sprintf("a batch holds at most %d events", daemon.DefaultMaxBatchEvents)},
+		{name: "batch at the bound", route: "POST /v1/events", path: "/v1/events", body: batchOf(daemon.DefaultMaxBatchEvents, add("c", 1)), status: 200, journals: true, says: `"seqs"`},
 		{name: "envelope key twice", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Add@1","schema":"t/Add@1","value":{"key":"a","by":1}}`, status: 400, code: "invalid_input", says: `duplicate object key \"schema\"`},
 		{name: "envelope key in another case", route: "POST /v1/events", path: "/v1/events", body: `{"Schema":"t/Add@1","value":{"key":"a","by":1}}`, status: 400, code: "invalid_input", says: `unknown field \"Schema\"`},
 		{name: "batch element not an event", route: "POST /v1/events", path: "/v1/events", body: "[" + add("a", 1) + ",5]", status: 400, code: "invalid_input", says: "events[1]: json: at byte"},
@@ -265,7 +294,12 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "remove unknown key", route: "DELETE /v1/keys/{id}", path: "/v1/keys/ed25519:" + strings.Repeat("0", 32), status: 404, code: "not_found"},
 		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"max":5000}`, status: 200, says: i1.String()},
 		{name: "claim stray brace after the body", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}}`, status: 400, code: "invalid_input", says: "trailing data after the JSON value"},
-		{name: "claim nothing open", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}`, status: 200, says: `"intents":[]`},
+		{name: "claim nothing open", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`, status: 200, says: `"intents":[]`},
+		{name: "claim an effect the executor's keys may not settle", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1","t/other@1"]}`, status: 403, code: "untrusted",
+			says: `executor payments may not claim t/other@1: its keys may settle t/work@1`},
+		{name: "claim by an executor no key is trusted for", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"squatter","effects":["t/work@1"],"lease_ms":3600000}`, status: 403, code: "untrusted",
+			says: `executor squatter may not claim t/work@1: no key is trusted under that name`},
+		{name: "claim as the built-in executors", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"` + daemon.BuiltinExecutor + `","effects":["t/work@1"]}`, status: 403, code: "untrusted"},
 		{name: "claim without effects", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments"}`, status: 400, code: "invalid_input"},
 		{name: "claim negative", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"lease_ms":-1}`, status: 400, code: "invalid_input", says: "lease_ms"},
 		{name: "claim too large", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
@@ -287,6 +321,65 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "intent unknown", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + ghost.String(), status: 404, code: "not_found"},
 	} {
 		aw.run(t, p)
+	}
+
+	// Every route that takes a body reads it with the one strict reader:
+	// its valid body with a stray ']' after it is refused, journaling
+	// nothing; a body declared as something other than JSON is 415; one
+	// that does not arrive within the body timeout is 408.
+	validBodies := map[string]probe{
+		"POST /v1/events":                    {path: "/v1/events", body: add("a", 1)},
+		"POST /v1/limits":                    {path: "/v1/limits", body: `{"max_effects":15}`},
+		"POST /v1/failed/{workflow}/recover": {path: recoverTally, body: fmt.Sprintf(`{"key":"bad","action":"skip","fault_seq":%d}`, badFault)},
+		"POST /v1/apply":                     {path: "/v1/apply", body: files(answersManifest)},
+		"POST /v1/gc":                        {path: "/v1/gc", body: `{}`},
+		"POST /v1/shadow":                    {path: "/v1/shadow", body: files(answersManifest)},
+		"POST /v1/keys":                      {path: "/v1/keys", body: keyBody("payments2", workFx)},
+		"POST /v1/effects/claim":             {path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
+		"POST /v1/receipts":                  {path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true})},
+		"POST /v1/frames":                    {path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 2)},
+	}
+	bodyRoutes := daemon.BodyRoutes(t)
+	if len(bodyRoutes) != len(validBodies) {
+		t.Errorf("docs/openapi.json has %d routes with a request body, the table here %d: %v", len(bodyRoutes), len(validBodies), bodyRoutes)
+	}
+	for _, route := range bodyRoutes {
+		v, ok := validBodies[route]
+		if !ok {
+			t.Errorf("%s takes a body (docs/openapi.json): give it a valid body here", route)
+			continue
+		}
+		aw.run(t, probe{name: "trailing ]", route: route, path: v.path, body: v.body + "]", status: 400, code: "invalid_input",
+			says: fmt.Sprintf(`trailing data after the JSON value (at byte %d)"`, len(v.body))})
+		aw.run(t, probe{name: "declared text/xml", route: route, path: v.path, body: v.body, hdr: map[string]string{"Content-Type": "text/xml"},
+			status: 415, code: "unsupported_media_type", says: "send Content-Type: application/json"})
+		aw.slowBody(t, route, v.path, v.body)
+	}
+	// What is JSON: application/json (with a UTF-8 charset or none) and the
+	// +json types; no Content-Type reads as JSON too (every probe above
+	// sends none). curl -d's form type is refused with a hint.
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8", "application/merge-patch+json"} {
+		aw.run(t, probe{name: "limits as " + ct, route: "POST /v1/limits", path: "/v1/limits", body: `{"max_effects":16}`, hdr: map[string]string{"Content-Type": ct}, status: 200})
+	}
+	for _, c := range []struct{ ct, says string }{
+		{"application/x-www-form-urlencoded", "curl -d sends application/x-www-form-urlencoded"},
+		{"application/json; charset=latin1", "a JSON body is UTF-8"},
+		{"text/plain", `declared \"text/plain\"`},
+		{"json", "not JSON"},
+	} {
+		aw.run(t, probe{name: "limits as " + c.ct, route: "POST /v1/limits", path: "/v1/limits", body: `{"max_effects":17}`, hdr: map[string]string{"Content-Type": c.ct},
+			status: 415, code: "unsupported_media_type", says: c.says})
+	}
+	// A route that reads no body is not refused for one that is not JSON:
+	// the routes above are exactly those that read one.
+	for _, route := range slices.Sorted(mapsKeys(answerRoutes)) {
+		if slices.Contains(bodyRoutes, route) || strings.HasPrefix(route, "POST /v1/snapshot") || strings.HasPrefix(route, "POST /v1/replay") {
+			continue
+		}
+		method, _, _ := strings.Cut(route, " ")
+		if a := aw.call(t, "", method, answerRoutes[route], "<x/>", map[string]string{"Content-Type": "text/xml"}); a.status == 415 {
+			t.Errorf("%s reads a body (415 for text/xml) but docs/openapi.json gives it no requestBody", route)
+		}
 	}
 
 	// Apply and shadow refused while j1's intent is in flight.
@@ -348,6 +441,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "cells unknown workflow", route: "GET /v1/cells/{workflow}", path: "/v1/cells/t%2Fnope@1", status: 404, code: "not_found"},
 		{name: "cell", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a", status: 200, says: `"state"`},
 		{name: "cell bad key", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%22%22", status: 400, code: "invalid_input"},
+		{name: "cell key with a lone surrogate", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%22%5Cud800%22", status: 400, code: "invalid_input", says: "lone UTF-16 surrogate"},
+		{name: "cell key not UTF-8", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/%ED%A0%80", status: 400, code: "invalid_input", says: "not valid UTF-8"},
 		{name: "cell none", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/zzz", status: 404, code: "not_found"},
 		{name: "cell unknown workflow", route: "GET /v1/cells/{workflow}/{key}", path: "/v1/cells/t%2Fnope@1/a", status: 404, code: "not_found"},
 		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 200, says: `"kind":"step"`},
@@ -387,6 +482,14 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot", status: 200, journals: true, says: `"object"`},
 		{name: "gc", route: "POST /v1/gc", path: "/v1/gc", body: `{}`, status: 200, says: `"freed_objects"`},
 		{name: "metrics", route: "GET /metrics", path: "/metrics", status: 200, says: "aos_journal_height"},
+		{name: "backup", route: "GET /v1/backup", path: "/v1/backup", status: 200},
+		{name: "backup without a store", route: "GET /v1/backup", path: "/v1/backup", base: aw.bare, status: 503, code: "unavailable"},
+		{name: "token rotate", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":60000}`, status: 200, says: `"grace_ms":60000`},
+		{name: "token rotate negative grace", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":-1}`, status: 400, code: "invalid_input", says: "grace_ms"},
+		{name: "token rotate grace over a day", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":86400001}`, status: 400, code: "invalid_input", says: "grace_ms"},
+		{name: "token rotate malformed", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace":1}`, status: 400, code: "invalid_input"},
+		{name: "token rotate too large", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "token rotate without a token file", route: "POST /v1/token/rotate", path: "/v1/token/rotate", base: aw.bare, body: `{}`, status: 503, code: "unavailable"},
 	} {
 		aw.run(t, p)
 	}
@@ -550,6 +653,60 @@ func (aw *answersWorld) whileHeld(t *testing.T, op storefault.Op, journals bool,
 	if a := <-first; a.status != 200 {
 		t.Errorf("the held %s: %d %s", path, a.status, a.body)
 	}
+}
+
+// slowBody sends route (at path) on the short server the start of body,
+// declaring all of it, and waits: the server answers 408 timeout once its
+// body timeout passes, and then closes the connection. Nothing is
+// journaled.
+func (aw *answersWorld) slowBody(t *testing.T, route, path, body string) {
+	t.Helper()
+	before := aw.height()
+	u, err := url.Parse(aw.short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A bound on the test, not on the server: the server answers after
+	// shortBodyTimeout.
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	method, _, _ := strings.Cut(route, " ")
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		method, path, u.Host, aw.token, len(body), body[:len(body)/2])
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Errorf("%s with a slow body: no answer: %v", route, err)
+		return
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	a := httpAnswer{status: resp.StatusCode, body: string(b), header: resp.Header}
+	if a.status != http.StatusRequestTimeout {
+		t.Errorf("%s with a slow body: %d %s, want 408", route, a.status, a.body)
+		return
+	}
+	if err := checkAnswerShape(a, "timeout"); err != nil || !strings.Contains(a.body, "did not arrive within "+shortBodyTimeout.String()) {
+		t.Errorf("%s with a slow body: %v: %s", route, err, a.body)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Errorf("%s with a slow body: after the 408 the connection gave %q, %v; want it closed", route, rest, err)
+	}
+	if after := aw.height(); after != before {
+		t.Errorf("%s with a slow body: journal height %d -> %d", route, before, after)
+	}
+	provokedMu.Lock()
+	provoked[daemon.AnswerKey{Route: route, Status: http.StatusRequestTimeout, Code: "timeout"}] = true
+	provokedMu.Unlock()
+}
+
+// batchOf is a POST /v1/events batch of n copies of event.
+func batchOf(n int, event string) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(event+",", n), ",") + "]"
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {

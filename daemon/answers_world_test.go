@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
@@ -75,13 +76,16 @@ func jobStep(in *modules.Input) (*modules.Output, error) {
 // world without executors.
 type answersWorld struct {
 	url, bare, token string
-	dir              daemon.Dir
-	w                *kernel.World
-	log              *storefault.Journal
-	casFaults        *storefault.Injector
-	logFaults        *storefault.Injector
-	casGate          atomic.Pointer[func(storefault.Op)] // BeforeWrite and BeforeRead hook, nil: none
-	builtinKey       ed25519.PrivateKey
+	// short serves as url does, with a body timeout short enough to
+	// provoke 408 (shortBodyTimeout).
+	short      string
+	dir        daemon.Dir
+	w          *kernel.World
+	log        *storefault.Journal
+	casFaults  *storefault.Injector
+	logFaults  *storefault.Injector
+	casGate    atomic.Pointer[func(storefault.Op)] // BeforeWrite and BeforeRead hook, nil: none
+	builtinKey ed25519.PrivateKey
 }
 
 func newAnswersWorld(t *testing.T) *answersWorld {
@@ -130,21 +134,33 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	local := daemon.NewLocal(w, dir, kr)
 	local.Config = cfg
 	hs := httptest.NewServer((&daemon.Server{Backend: local, Token: tok, Metrics: metrics.Registry,
-		Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler())
+		Executors: &daemon.Executors{W: w, Dispatcher: disp, Keyring: kr},
+		Backup:    func(out io.Writer) error { return daemon.WriteBackup(dir, db, out) },
+		// A rotation to the same token: the answer's shape, not the file
+		// (TestTokenRotate in cmd/aosd rotates a real daemon's).
+		RotateToken: func(grace time.Duration) (*daemon.TokenRotation, error) {
+			return &daemon.TokenRotation{Token: tok, File: dir.Path(daemon.TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}, nil
+		}}).Handler())
 	bare := httptest.NewServer((&daemon.Server{Backend: local, Token: tok}).Handler())
+	short := httptest.NewServer((&daemon.Server{Backend: local, Token: tok, BodyTimeout: shortBodyTimeout,
+		Executors: &daemon.Executors{W: w, Dispatcher: disp, Keyring: kr}}).Handler())
 	t.Cleanup(func() {
 		hs.Close()
 		bare.Close()
+		short.Close()
 		w.Close()
 		disp.Stop()
 		db.Close()
 	})
-	aw.url, aw.bare, aw.token, aw.w = hs.URL, bare.URL, tok, w
+	aw.url, aw.bare, aw.short, aw.token, aw.w = hs.URL, bare.URL, short.URL, tok, w
 	if aw.builtinKey, err = dir.LoadExecutorKey(); err != nil {
 		t.Fatal(err)
 	}
 	return aw
 }
+
+// shortBodyTimeout is the body timeout of answersWorld.short.
+const shortBodyTimeout = 100 * time.Millisecond
 
 // height is the journal's height, read from the store (it works on a world
 // that stopped).

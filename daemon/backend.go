@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -302,6 +304,10 @@ func ParseKey(m *manifest.Manifest, def *manifest.WorkflowDef, text string) ([]b
 	if text == "" {
 		return nil, fmt.Errorf("%w: workflow %s is keyed by %s; give a key", kernel.ErrInvalid, def.Name, def.KeySchema)
 	}
+	if !utf8.ValidString(text) {
+		// json.Marshal would make it U+FFFD and find another key's cell.
+		return nil, fmt.Errorf("%w: key %q is not valid UTF-8", kernel.ErrInvalid, text)
+	}
 	asString, _ := json.Marshal(text)
 	var v any
 	if json.Unmarshal([]byte(text), &v) != nil {
@@ -560,8 +566,14 @@ func nonNilSubs(s []manifest.Subscription) []manifest.Subscription {
 // name the files as the request named them. Wasm artifacts come from the
 // request's base64 files, else from stored (the world's CAS: a world that
 // holds an artifact needs it uploaded only once), else from disk for Path.
+//
+// A manifest sent as files is confined to what was sent: its wasm artifacts
+// come from the upload (matched by hash, or by name to report a hash
+// mismatch) or the world, never from the server's disk, whatever their
+// paths say ("../../etc/passwd", absolute paths and symlinks alike), so a
+// refusal never reveals anything of a file the client did not send.
 func LoadManifest(req ApplyRequest, stored func(schemas.Hash) ([]byte, error)) (*manifest.Manifest, error) {
-	uploaded := map[schemas.Hash][]byte{}
+	up := upload{byHash: map[schemas.Hash][]byte{}, byName: map[string][]byte{}}
 	var jsonFiles []File
 	var jsonIdx []int
 	for i, f := range req.Files {
@@ -576,10 +588,12 @@ func LoadManifest(req ApplyRequest, stored func(schemas.Hash) ([]byte, error)) (
 		if err != nil {
 			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("files[%d].base64", i), "artifact %q is not standard base64: %v", f.Name, err)
 		}
-		uploaded[schemas.HashBytes(b)] = b
+		up.byHash[schemas.HashBytes(b)] = b
+		up.byName[path.Clean(f.Name)] = b
 	}
+	up.stored = stored
 	artifacts := func(h schemas.Hash) ([]byte, error) {
-		if b, ok := uploaded[h]; ok {
+		if b, ok := up.byHash[h]; ok {
 			return b, nil
 		}
 		if stored != nil {
@@ -621,7 +635,7 @@ func LoadManifest(req ApplyRequest, stored func(schemas.Hash) ([]byte, error)) (
 			return nil, AsError(err, "apply")
 		}
 	}
-	m, err := manifest.LoadWith(dir, artifacts)
+	m, err := manifest.LoadArtifacts(dir, "DIR", up.artifact)
 	if err != nil {
 		var ps manifest.Problems
 		if errors.As(err, &ps) {
@@ -637,6 +651,40 @@ func LoadManifest(req ApplyRequest, stored func(schemas.Hash) ([]byte, error)) (
 		return nil, AsError(err, "apply")
 	}
 	return m, nil
+}
+
+// upload is what a POST /v1/apply sent as artifacts, and the world's
+// stored artifacts: the only places a manifest sent as files may take its
+// wasm modules from.
+type upload struct {
+	byHash map[schemas.Hash][]byte
+	byName map[string][]byte // by the name sent, path.Clean'ed
+	stored func(schemas.Hash) ([]byte, error)
+}
+
+// artifact is the manifest.ArtifactFunc of a manifest sent as files: the
+// artifact of the hash the def declares, uploaded or stored; else one
+// uploaded under the def's artifact name, whose other hash the loader
+// reports as a mismatch; else a refusal that says what to send. Nothing
+// is read from disk.
+func (u upload) artifact(name, _ string, want schemas.Hash) ([]byte, string) {
+	if b, ok := u.byHash[want]; ok {
+		return b, ""
+	}
+	if u.stored != nil {
+		if b, err := u.stored(want); err == nil {
+			return b, ""
+		}
+	}
+	if b, ok := u.byName[path.Clean(name)]; ok {
+		return b, ""
+	}
+	if path.IsAbs(name) || filepath.IsAbs(name) || !filepath.IsLocal(filepath.FromSlash(name)) {
+		return nil, fmt.Sprintf("wasm artifact %q was not uploaded, and the world does not hold %s; a path outside the upload is never read on the server: send the module in \"files\" as {\"name\": %q, \"base64\": ...}",
+			name, want, name)
+	}
+	return nil, fmt.Sprintf("wasm artifact %s was not uploaded, and the world does not hold %s: send it in \"files\" as {\"name\": %q, \"base64\": ...} (aosd apply DIR sends the artifacts its manifest names)",
+		name, want, name)
 }
 
 // ReadManifestFiles reads path (a manifest file or directory) as the files

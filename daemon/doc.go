@@ -33,7 +33,10 @@
 // (journalcheck.go) reads the journal with package journalcheck;
 // CheckJournal runs it on a world no daemon serves by opening the store
 // alone, never the world, whose open replays the journal a broken journal
-// may not survive. ParseLimits is the JSON side of limits.
+// may not survive. ParseLimits is the JSON side of limits. Backup and
+// Restore (backup.go) copy a world, serving or not, from one read of its
+// store plus its own files; TokenSet (token.go) is the bearer tokens the API
+// accepts, which `aosd token rotate` and SIGHUP change while it serves.
 //
 // Invariants:
 //   - Two processes never open one Badger directory: Connect uses the daemon
@@ -46,6 +49,16 @@
 //   - Event input is checked once, by the kernel: the server only checks the
 //     request's shape (JSON, idempotency key given as "") and maps the
 //     kernel's *kernel.InputError to its answer.
+//   - Every request body is read by one strict reader (strict.go, on
+//     internal/jsonx): declared JSON or undeclared (415 otherwise), one
+//     value and nothing after it, no duplicate key, no lone surrogate,
+//     exact keys where the body has a Go struct's shape; a body must arrive
+//     within Server.BodyTimeout (408), and the Host's http.Server bounds
+//     headers and idle connections (HTTPLimits).
+//   - A claim leases intents only to an executor with a key trusted for
+//     every effect it names (Executors.Keyring); a manifest sent as files
+//     takes its wasm artifacts from the request or the world's store, never
+//     from the server's disk.
 //   - The journal's export is lossless: ParseRecord(Describe(r)) gives r's
 //     body byte for byte, for every kind journal.Kinds lists
 //     (TestExportLossless).

@@ -13,25 +13,28 @@ import (
 
 // Error codes, stable across versions (clients branch on them).
 const (
-	CodeInvalidInput     = "invalid_input"
-	CodeInvalidManifest  = "invalid_manifest"
-	CodeNotFound         = "not_found"
-	CodeNoManifest       = "no_manifest"
-	CodeNotQuiescent     = "not_quiescent"
-	CodeNotIdle          = "not_idle" // a snapshot refused: another is still being written
-	CodeUnauthorized     = "unauthorized"
-	CodeTooLarge         = "too_large"
-	CodeUnavailable      = "unavailable"
-	CodeTimeout          = "timeout"
-	CodeInternal         = "internal"
-	CodeLocked           = "locked"
-	CodeConflict         = "conflict" // the thing already exists (a key already trusted)
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeUntrusted        = "untrusted"      // a receipt not signed by a trusted executor key
-	CodeDropped          = "dropped"        // a late receipt journaled as dropped (once per intent)
-	CodeDuplicate        = "duplicate"      // a receipt for an intent already settled by a receipt, or already dropped once
-	CodeUnknownIntent    = "unknown_intent" // a receipt for an intent not pending and not settled recently
-	CodeFrameRefused     = "frame_refused"  // a stream frame for an intent not pending, or out of order
+	CodeInvalidInput    = "invalid_input"
+	CodeInvalidManifest = "invalid_manifest"
+	CodeNotFound        = "not_found"
+	CodeNoManifest      = "no_manifest"
+	CodeNotQuiescent    = "not_quiescent"
+	CodeNotIdle         = "not_idle" // a snapshot refused: another is still being written
+	CodeUnauthorized    = "unauthorized"
+	CodeTooLarge        = "too_large"
+	// CodeUnsupportedMediaType: a request body declared as something other
+	// than JSON (415).
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeUnavailable          = "unavailable"
+	CodeTimeout              = "timeout"
+	CodeInternal             = "internal"
+	CodeLocked               = "locked"
+	CodeConflict             = "conflict" // the thing already exists (a key already trusted)
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeUntrusted            = "untrusted"      // a receipt not signed by a trusted executor key
+	CodeDropped              = "dropped"        // a late receipt journaled as dropped (once per intent)
+	CodeDuplicate            = "duplicate"      // a receipt for an intent already settled by a receipt, or already dropped once
+	CodeUnknownIntent        = "unknown_intent" // a receipt for an intent not pending and not settled recently
+	CodeFrameRefused         = "frame_refused"  // a stream frame for an intent not pending, or out of order
 	// CodeIdempotencyConflict: an event reuses an idempotency key the world
 	// remembers (or one given twice in the request) for another event.
 	CodeIdempotencyConflict = "idempotency_conflict"

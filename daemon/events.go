@@ -12,10 +12,6 @@ import (
 // eventsShape leads the answer to a POST /v1/events body that is not one.
 const eventsShape = `body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them`
 
-// maxBodyDepth is encoding/json's nesting limit, which the events body kept
-// when encoding/json read it: a deeper value is refused at the envelope.
-const maxBodyDepth = 10000
-
 // parseEvents reads a POST /v1/events body: one event object, or an array
 // of them (batch). It reads the envelope once, with jsonx's scanner, and
 // keeps each value as the bytes the body gives (checked against the JSON
@@ -24,16 +20,23 @@ const maxBodyDepth = 10000
 // of the wrong type and anything after the body are refused. A null event
 // or a null schema or idempotency_key reads as absent, as encoding/json
 // read them; a null value is the value null.
-func parseEvents(b []byte) (wire []eventWire, batch bool, err error) {
+//
+// A batch holds at most maxBatch events (0: no bound): the next one is
+// refused as soon as it starts (batchTooLarge), before anything else of it
+// is read. What jsonx refuses is worded by jsonProblem.
+func parseEvents(b []byte, maxBatch int) (wire []eventWire, batch bool, err error) {
 	var scanner jsonx.Scanner
 	if err := scanner.Reset(b, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
-		return nil, false, err
+		return nil, false, jsonProblem(err)
 	}
 	sc := &scanner
 	if c, ok := sc.Peek(); ok && c == '[' {
 		batch = true
 		wire = make([]eventWire, 0, 8)
 		err = sc.Array("an array of events", func(i int) error {
+			if maxBatch > 0 && i >= maxBatch {
+				return &batchTooLarge{max: maxBatch}
+			}
 			wire = append(wire, eventWire{})
 			if err := readEvent(sc, &wire[i]); err != nil {
 				return fmt.Errorf("events[%d]: %w", i, err)
@@ -48,9 +51,18 @@ func parseEvents(b []byte) (wire []eventWire, batch bool, err error) {
 		err = sc.End()
 	}
 	if err != nil {
-		return nil, batch, err
+		return nil, batch, jsonProblem(err)
 	}
 	return wire, batch, nil
+}
+
+// batchTooLarge refuses a POST /v1/events batch of more than max events.
+// One request is one turn of the world's loop, which other clients' events
+// wait behind: a batch is bounded so that the wait is (docs/DECISIONS.md).
+type batchTooLarge struct{ max int }
+
+func (e *batchTooLarge) Error() string {
+	return fmt.Sprintf("a batch holds at most %d events (the server's max batch); send the rest in further requests", e.max)
 }
 
 // readEvent reads one event object (or null) of an events body into ev.

@@ -15,33 +15,63 @@ import (
 )
 
 // oldParseEvents is how POST /v1/events read its body before parseEvents:
-// encoding/json, strictly (strictDecode: unknown fields and trailing data
-// refused), into eventWire. The differential tests hold parseEvents to it.
+// encoding/json, strictly (unknown fields and trailing data refused), into
+// eventWire. The differential tests hold parseEvents to it.
 func oldParseEvents(b []byte) ([]eventWire, bool, error) {
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var wire []eventWire
-		if err := strictDecode(b, &wire); err != nil {
+		if err := encodingJSONDecode(b, &wire); err != nil {
 			return nil, true, err
 		}
 		return wire, true, nil
 	}
 	var ev eventWire
-	if err := strictDecode(b, &ev); err != nil {
+	if err := encodingJSONDecode(b, &ev); err != nil {
 		return nil, false, err
 	}
 	return []eventWire{ev}, false, nil
+}
+
+// encodingJSONDecode is encoding/json's reading of one value b holds into
+// v, refusing unknown fields (case-insensitively, as encoding/json matches
+// them) and anything but whitespace after the value.
+func encodingJSONDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if rest := bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("trailing data at byte %d", len(b)-len(rest))
+	}
+	return nil
 }
 
 // tightened says why parseEvents may refuse a body encoding/json took, or
 // "": the places where the old reading was looser than the API means.
 // An envelope key given twice (encoding/json kept the last) or spelled in
 // another case (encoding/json matches keys case-insensitively) is refused
-// now, and a body that is not UTF-8 is refused at the envelope (encoding/json
-// put U+FFFD in its strings and the kernel refused the event).
+// now, and a body that is not UTF-8, or holds a lone surrogate escape, is
+// refused at the envelope (encoding/json put U+FFFD in its strings).
 func tightened(b []byte) string {
 	if !utf8.Valid(b) {
 		return "not UTF-8"
+	}
+	var sc jsonx.Scanner
+	if sc.Reset(b, jsonx.Options{}) == nil {
+		for {
+			if _, more := sc.Peek(); !more {
+				break
+			}
+			if _, err := sc.Skip(); err != nil {
+				var e *jsonx.Error
+				if errors.As(err, &e) && e.Kind == jsonx.LoneSurrogate {
+					return "lone surrogate"
+				}
+				break
+			}
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var why string
@@ -132,7 +162,7 @@ func sameEvents(a, b []eventWire) error {
 // accepted what tightened names. It returns what happened, for the table.
 func checkParseEvents(t *testing.T, body []byte) string {
 	t.Helper()
-	wire, batch, err := parseEvents(body)
+	wire, batch, err := parseEvents(body, 0)
 	owire, obatch, oerr := oldParseEvents(body)
 	switch {
 	case err == nil && oerr == nil:
@@ -153,8 +183,9 @@ func checkParseEvents(t *testing.T, body []byte) string {
 		return "tightened"
 	}
 	var je *jsonx.Error
-	if !errors.As(err, &je) && !strings.Contains(err.Error(), "unknown field") {
-		t.Fatalf("%q: refusal %v is neither a *jsonx.Error nor an unknown field", body, err)
+	var trailing *trailingError
+	if !errors.As(err, &je) && !errors.As(err, &trailing) && !strings.Contains(err.Error(), "unknown field") {
+		t.Fatalf("%q: refusal %v is neither a *jsonx.Error, trailing data nor an unknown field", body, err)
 	}
 	return "refused"
 }
@@ -171,7 +202,9 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 		{`{"schema":"t/Add@1","value":{"key":"a","by":1},"idempotency_key":"k1"}`, "accepted", ""},
 		{" \n\t{ \"value\" : [1, 2.5e3, -0, \"x\\u00e9\"] , \"schema\" : \"s\" }\r\n ", "accepted", ""},
 		{`{"schema":"s","value":{"a":{"b":[{"c":null}]},"d":true,"e":false}}`, "accepted", ""},
-		{`{"schema":"s","value":"\ud834\udd1e \ud800 \\ \/ \b\f\n\r\t"}`, "accepted", ""},
+		{`{"schema":"s","value":"\ud834\udd1e \\ \/ \b\f\n\r\t"}`, "accepted", ""},
+		{`{"schema":"s","value":{"k":"\ud834\udd1e \ud800"}}`, "tightened", `value: json: at byte 41: lone UTF-16 surrogate \ud800`},
+		{`{"schema":"s\udc00","value":1}`, "tightened", `schema: json: at byte 12: lone UTF-16 surrogate \udc00`},
 		{`{"sch\u0065ma":"s\u002f1","value":1,"idempotency_\u006bey":"\u006b"}`, "accepted", ""},
 		{`{"schema":null,"value":1,"idempotency_key":null}`, "accepted", ""},
 		{`{"schema":"s","value":null}`, "accepted", ""},
@@ -186,9 +219,9 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 		{``, "refused", "unexpected end of input"},
 		{`   `, "refused", "unexpected end of input"},
 		{`{"schema":"s","value":1`, "refused", "unexpected end of input"},
-		{`{"schema":"s","value":1}x`, "refused", "after the value"},
-		{`{"schema":"s","value":1} {}`, "refused", "after the value"},
-		{`[{"schema":"s","value":1}] []`, "refused", "after the value"},
+		{`{"schema":"s","value":1}x`, "refused", "trailing data after the JSON value (at byte 24)"},
+		{`{"schema":"s","value":1} {}`, "refused", "trailing data after the JSON value (at byte 25)"},
+		{`[{"schema":"s","value":1}] []`, "refused", "trailing data after the JSON value (at byte 27)"},
 		{`{"schema":"s","value":1,"extra":2}`, "refused", `unknown field "extra"`},
 		{`[{"schema":"s","value":1},{"schema":"s","value":1,"Extra":2}]`, "refused", `events[1]: json: at byte 50: unknown field "Extra"`},
 		{`{"schema":"s","value":1,}`, "refused", "beginning of object key string"},
@@ -217,8 +250,8 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 		{`{"schema":"a","value":1,"value":2}`, "tightened", `duplicate object key "value"`},
 		{`{"schema":"a","value":1,"idempotency_key":"k","idempotency_key":"k"}`, "tightened", `duplicate object key "idempotency_key"`},
 		{`{"sch\u0065ma":"a","schema":"b","value":1}`, "tightened", `duplicate object key "schema"`},
-		{`{"schema":"a","value":1}}`, "refused", "json: at byte 24: invalid character '}' after the value"},
-		{`[{"schema":"a","value":1}] ]`, "refused", "invalid character ']' after the value"},
+		{`{"schema":"a","value":1}}`, "refused", "trailing data after the JSON value (at byte 24)"},
+		{`[{"schema":"a","value":1}] ]`, "refused", "trailing data after the JSON value (at byte 27)"},
 		{`{"Schema":"a","value":1}`, "tightened", `unknown field "Schema"`},
 		{`{"schema":"a","VALUE":1}`, "tightened", `unknown field "VALUE"`},
 		{"{\"schema\":\"a\xff\",\"value\":1}", "tightened", "json: at byte 12: input is not valid UTF-8"},
@@ -229,7 +262,7 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 				t.Fatalf("%q: %s, want %s", c.body, got, c.want)
 			}
 			if c.msg != "" {
-				_, _, err := parseEvents([]byte(c.body))
+				_, _, err := parseEvents([]byte(c.body), 0)
 				if !strings.Contains(err.Error(), c.msg) {
 					t.Fatalf("%q: refusal %q does not say %q", c.body, err, c.msg)
 				}

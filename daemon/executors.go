@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,6 +160,10 @@ func (k *keyStore) remove(id string) error {
 type Executors struct {
 	W          *kernel.World
 	Dispatcher *effects.Dispatcher
+	// Keyring is the world's trusted executor keys (the kernel's): a claim
+	// is leased only to an executor with a key trusted for every effect it
+	// names. Nil: no executor is trusted, and every claim is refused.
+	Keyring *receipts.Keyring
 }
 
 // maxLeaseMs caps a claim's lease (one hour): a crashed executor must not
@@ -210,6 +216,9 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 	if err := x.W.Usable(); err != nil { // checked before the claim
 		return nil, err
 	}
+	if err := x.trusted(req.Executor, req.Effects); err != nil {
+		return nil, err
+	}
 	// Over their caps, max, lease_ms and wait_ms are capped (documented):
 	// the answer's lease_until says what lease was granted.
 	if req.Max == 0 {
@@ -236,6 +245,39 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 			OriginKey: KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil, Retry: c.Retry})
 	}
 	return out, nil
+}
+
+// trusted refuses a claim by executor for effects unless a key trusted under
+// that name may settle each of them (403 untrusted, naming the executor and
+// the effects). A claim leases intents away from the executors that could
+// settle them: an executor whose receipts would be refused would only hold
+// them until its leases ran out.
+func (x *Executors) trusted(executor string, effects []string) error {
+	var refused []string
+	for _, e := range effects {
+		if x.Keyring == nil || !x.Keyring.Trusts(executor, e) {
+			refused = append(refused, e)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	var allowed []string
+	if x.Keyring != nil {
+		for _, k := range x.Keyring.List() {
+			if k.Name == executor {
+				allowed = append(allowed, k.Effects...)
+			}
+		}
+	}
+	slices.Sort(allowed)
+	has := "no key is trusted under that name"
+	if len(allowed) > 0 {
+		has = "its keys may settle " + strings.Join(slices.Compact(allowed), ", ")
+	}
+	return newError(http.StatusForbidden, CodeUntrusted, "executor "+executor,
+		"executor %s may not claim %s: %s; trust a key for it first (aosd keys add %s PUBLIC_KEY_FILE --effects %s)",
+		executor, strings.Join(refused, ", "), has, executor, strings.Join(refused, ","))
 }
 
 // receiptError maps the kernel's receipt and frame outcomes to API errors.

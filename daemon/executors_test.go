@@ -72,7 +72,7 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 	local.Config = cfg // as aosd serve does: timelines recompute states with it
 	srv := &daemon.Server{Backend: local, Token: tok}
 	if withExecutors {
-		srv.Executors = &daemon.Executors{W: w, Dispatcher: disp}
+		srv.Executors = &daemon.Executors{W: w, Dispatcher: disp, Keyring: kr}
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
@@ -107,6 +107,21 @@ func (s *served) do(t *testing.T, method, path, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// trust adds a fresh key for executor, allowed effects, as `aosd keys add`
+// does: claims are leased only to executors with a key trusted for them.
+func (s *served) trust(t *testing.T, executor string, effects ...string) ed25519.PrivateKey {
+	t.Helper()
+	priv, err := receipts.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(daemon.AddKeyRequest{Name: executor, PublicKey: pubPEM(t, priv.Public().(ed25519.PublicKey)), Effects: effects})
+	if code, body := s.do(t, "POST", "/v1/keys", string(b)); code != 200 {
+		t.Fatalf("trust %s for %v: %d %s", executor, effects, code, body)
+	}
+	return priv
 }
 
 func (s *served) height(t *testing.T) uint64 {
@@ -172,6 +187,7 @@ func TestClaimCarriesRetryPolicy(t *testing.T) {
 		JSON: json.RawMessage(`{"order_id":"o1","amount_cents":100,"customer":"c"}`)}); err != nil {
 		t.Fatal(err)
 	}
+	s.trust(t, "payments", "com.example/payment.charge@1")
 	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["com.example/payment.charge@1"]}`)
 	var claim struct {
 		Intents []struct{ Retry *manifest.RetryPolicy }
@@ -199,12 +215,17 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 		JSON: json.RawMessage(`{"order_id":"o1","amount_cents":100,"customer":"c"}`)}); err != nil {
 		t.Fatal(err)
 	}
+	claimer := s.trust(t, "payments", "com.example/payment.charge@1")
 	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["com.example/payment.charge@1"]}`)
 	var claim struct {
 		Intents []struct{ Hash, Effect string }
 	}
 	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 1 {
 		t.Fatalf("claim: %d %s", code, body)
+	}
+	// The rest starts from the built-in key alone.
+	if code, body := s.do(t, "DELETE", "/v1/keys/"+receipts.KeyID(claimer.Public().(ed25519.PublicKey)), ""); code != 200 {
+		t.Fatalf("remove the claimer's key: %d %s", code, body)
 	}
 	h, err := schemas.ParseHash(claim.Intents[0].Hash)
 	if err != nil {

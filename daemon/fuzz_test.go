@@ -85,7 +85,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 		f.Fatal(err)
 	}
 	fw := &fuzzWorld{token: tok, log: log, w: w, documented: daemon.DocumentedAnswers(f)}
-	fw.h = (&daemon.Server{Backend: local, Token: tok, Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler()
+	fw.h = (&daemon.Server{Backend: local, Token: tok, Executors: &daemon.Executors{W: w, Dispatcher: disp, Keyring: kr}}).Handler()
 	// A tally that failed, and a job with its intent in flight, signed for
 	// by "payments".
 	for _, ev := range []kernel.Event{

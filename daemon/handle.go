@@ -1,13 +1,12 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/aos-kernel/aos/kernel"
 )
@@ -66,7 +65,8 @@ func (b body) decode(raw []byte) error {
 		return b.parse(raw)
 	}
 	if err := strictDecode(raw, b.into); err != nil {
-		if b.shape != "" {
+		var trailing *trailingError
+		if b.shape != "" && !errors.As(err, &trailing) {
 			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%s: %v", b.shape, err)
 		}
 		return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err)
@@ -79,21 +79,35 @@ func (b body) decode(raw []byte) error {
 // sends a trickle holds at most this much until it sends more.
 const maxPresize = 256 << 10
 
-// readBody reads at most limit bytes (0: MaxBodyBytes): 413 beyond.
+// readBody reads a JSON request body of at most limit bytes (0:
+// MaxBodyBytes): 415 unless it is declared JSON (checkContentType), 413
+// beyond the limit, 408 when it does not arrive within BodyTimeout
+// (bodyDeadline).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if err := checkContentType(r); err != nil {
+		return nil, err
+	}
 	if limit == 0 {
 		limit = s.MaxBodyBytes
 	}
 	b, err := readAll(http.MaxBytesReader(w, r.Body, limit), presize(r.ContentLength, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body",
-				"body exceeds the %d-byte limit", limit)
-		}
-		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err)
+	if err == nil {
+		return b, nil
 	}
-	return b, nil
+	// On a refusal the body's deadline (bodyDeadline) stays: the server
+	// would otherwise wait, with no bound, for the rest of a body it will
+	// not read before it answers.
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body",
+			"body exceeds the %d-byte limit", limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		return nil, newError(http.StatusRequestTimeout, CodeTimeout, "request body",
+			"the body did not arrive within %s (the server's body timeout); %d bytes came", s.BodyTimeout, len(b))
+	}
+	return nil, newError(http.StatusBadRequest, CodeInvalidInput, "request body", "cannot read body: %v", err)
 }
 
 // presize is the buffer to read a body of declared length n (-1: unknown)
@@ -123,26 +137,6 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 			b = append(b, 0)[:len(b)] // grow as io.ReadAll does
 		}
 	}
-}
-
-// strictDecode decodes the one JSON value b holds into v, refusing fields
-// v does not have and anything but whitespace after the value (Decoder.More
-// alone would let a stray ']' or '}' pass as the end of it).
-func strictDecode(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	return nothingAfter(b, dec.InputOffset())
-}
-
-// nothingAfter refuses anything but JSON whitespace in b from offset on.
-func nothingAfter(b []byte, offset int64) error {
-	if rest := bytes.TrimLeft(b[offset:], " \t\r\n"); len(rest) > 0 {
-		return fmt.Errorf("trailing data after the JSON value (at byte %d)", len(b)-len(rest))
-	}
-	return nil
 }
 
 // refusal is an error whose answer carries a result beside the error: the

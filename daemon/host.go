@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,8 +44,63 @@ type Options struct {
 	// Ready, when set, is called by Run with the HTTP API's address ("" when
 	// not served) once the host is open.
 	Ready func(addr string)
+	// Reload, when set, makes Run re-read the world's token file each time
+	// it receives a value (aosd serve sends SIGHUP's): the API then accepts
+	// the token the file holds, and no longer the one before it
+	// (Host.ReloadToken).
+	Reload <-chan os.Signal
+	// HTTP bounds what one client of the HTTP API may hold (zero fields:
+	// the defaults).
+	HTTP HTTPLimits
 	// Store are the choices about the world's store (its disk reserve).
 	Store StoreOptions
+}
+
+// HTTPLimits bound the HTTP API's connections and requests, so that clients
+// that send slowly, or not at all, cannot hold the server's connections
+// (and file descriptors) for as long as they like, and one request cannot
+// hold the world's loop for long. Zero fields take the defaults.
+type HTTPLimits struct {
+	// HeaderTimeout: a request's line and headers must arrive within it
+	// (DefaultHeaderTimeout); the server closes a connection that sends
+	// them too slowly, without an answer.
+	HeaderTimeout time.Duration
+	// BodyTimeout: once its headers are in, a request's body must arrive
+	// within it (DefaultBodyTimeout), else 408. Requests without a body
+	// (a journal follow stream, a claim's long poll once its body is in)
+	// are not cut by it.
+	BodyTimeout time.Duration
+	// IdleTimeout: a kept-alive connection without a request in flight is
+	// closed after it (DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxBatchEvents bounds the events of one POST /v1/events
+	// (DefaultMaxBatchEvents), else 413.
+	MaxBatchEvents int
+}
+
+// The HTTP API's default limits (docs/API.md, "Limits of a connection").
+const (
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultBodyTimeout    = time.Minute
+	DefaultIdleTimeout    = 2 * time.Minute
+	DefaultMaxBatchEvents = 1000
+)
+
+// withDefaults fills l's zero fields with the defaults.
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	if l.HeaderTimeout == 0 {
+		l.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if l.BodyTimeout == 0 {
+		l.BodyTimeout = DefaultBodyTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxBatchEvents == 0 {
+		l.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	return l
 }
 
 // Host is a world this process runs: the kernel on the world's store, the
@@ -58,6 +114,8 @@ type Host struct {
 	disp   *effects.Dispatcher
 	local  *Local
 	token  string
+	tokens *TokenSet  // what the HTTP API accepts (token.go)
+	tokMu  sync.Mutex // serializes rotations and reloads of the token file
 	addr   string
 	srv    *http.Server
 	served chan struct{} // closed when the HTTP server returns
@@ -79,6 +137,11 @@ func Run(ctx context.Context, dir string, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready(h.Addr())
 	}
+	if opts.Reload != nil {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go h.reloadOn(rctx, opts.Reload)
+	}
 	serr := h.Wait(ctx)
 	h.log.Info("shutting down")
 	cerr := h.Close()
@@ -90,6 +153,22 @@ func Run(ctx context.Context, dir string, opts Options) error {
 	}
 	h.log.Info("stopped")
 	return nil
+}
+
+// reloadOn re-reads the token file on every value from sig until ctx ends.
+func (h *Host) reloadOn(ctx context.Context, sig <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			if changed, err := h.ReloadToken(0); err != nil {
+				h.log.Error("token not reloaded; the API keeps accepting the token it had", "err", err)
+			} else if !changed {
+				h.log.Info("token file unchanged", "file", h.dir.Path(TokenFile))
+			}
+		}
+	}
 }
 
 // Open opens the world in directory dir (creating it first with
@@ -151,10 +230,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
 	disp.Start(k)
 	metrics.Watch(k)
-	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok}
+	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok, tokens: NewTokenSet(tok, nil)}
 	h.local.Config = cfg
 	if opts.Listen != "" {
-		if err := h.serve(opts.Listen, metrics); err != nil {
+		if err := h.serve(opts.Listen, metrics, opts.HTTP.withDefaults()); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -163,7 +242,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 }
 
 // serve starts the HTTP API and names this process in daemon.json.
-func (h *Host) serve(listen string, metrics *Metrics) error {
+func (h *Host) serve(listen string, metrics *Metrics, lim HTTPLimits) error {
 	if info, err := h.dir.ReadDaemonInfo(); err == nil && info.PID != os.Getpid() {
 		h.log.Info("replacing daemon.json of an earlier daemon", "pid", info.PID, "addr", info.Addr)
 	}
@@ -178,8 +257,14 @@ func (h *Host) serve(listen string, metrics *Metrics) error {
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler: (&Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
-			Executors: &Executors{W: h.k, Dispatcher: h.disp}}).Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+			Executors: &Executors{W: h.k, Dispatcher: h.disp, Keyring: h.local.keys.kr},
+			Backup:    func(w io.Writer) error { return WriteBackup(h.dir, h.store.db, w) },
+			Tokens:    h.tokens, RotateToken: h.rotateToken,
+			BodyTimeout: lim.BodyTimeout, MaxBatchEvents: lim.MaxBatchEvents}).Handler(),
+		// No ReadTimeout: it would also end a journal follow stream; the
+		// body's deadline is set per request (Server.BodyTimeout).
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
 		// Streams (journal follow, claim long polls) end when Close cancels it.
 		BaseContext: func(net.Listener) context.Context { return base },
 	}
@@ -203,8 +288,8 @@ func (h *Host) Dir() Dir { return h.dir }
 // Addr is the HTTP API's address (host:port), "" when it is not served.
 func (h *Host) Addr() string { return h.addr }
 
-// Token is the HTTP API's bearer token.
-func (h *Host) Token() string { return h.token }
+// Token is the HTTP API's bearer token: the current one, after rotations.
+func (h *Host) Token() string { return h.tokens.Current() }
 
 // Kernel is the open kernel world.
 func (h *Host) Kernel() *kernel.World { return h.k }

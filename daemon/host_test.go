@@ -2,9 +2,12 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aos-kernel/aos/daemon"
@@ -57,4 +60,36 @@ func TestRun(t *testing.T) {
 		t.Fatalf("reopen after Run: %v", err)
 	}
 	c.Close()
+}
+
+// TestConnectWithAWrongToken: when the world's daemon answers but refuses
+// the token file's token, Connect says that, naming the daemon and the
+// token file it read, instead of that the daemon "does not answer".
+func TestConnectWithAWrongToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "w")
+	if _, err := daemon.Init(daemon.Dir(dir), kernel.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := daemon.Open(context.Background(), dir, daemon.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	tokenFile := daemon.Dir(dir).Path(daemon.TokenFile)
+	if err := os.WriteFile(tokenFile, []byte("not the daemon's token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = daemon.Connect(context.Background(), daemon.Dir(dir), daemon.ConnectOptions{})
+	var de *daemon.Error
+	if !errors.As(err, &de) || de.Code != daemon.CodeUnauthorized {
+		t.Fatalf("Connect with a wrong token: %v, want an unauthorized error", err)
+	}
+	for _, want := range []string{"refuses the token read from " + tokenFile, h.Addr(), fmt.Sprintf("pid %d", os.Getpid())} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("%q says the daemon does not answer", err)
+	}
 }

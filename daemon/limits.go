@@ -1,14 +1,11 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/aos-kernel/aos/kernel"
-	"github.com/aos-kernel/aos/records"
 )
 
 // Limits implements Backend.
@@ -70,16 +67,16 @@ func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
 	s.handle(w, r, "limits", body{parse: parse}, func() (any, error) { return s.Backend.SetLimits(r.Context(), lim) })
 }
 
-// ParseLimits reads limits from JSON ({"max_steps_per_input": 100, ...}),
-// refusing unknown names (kernel.ErrInvalid): a misspelt limit must not be
-// silently ignored. The JSON side of limits lives here (Limits); the kernel
-// checks the values (kernel.CheckLimits).
+// ParseLimits reads limits from JSON ({"max_steps_per_input": 100, ...})
+// with the API's strict reader (strictDecode), refusing unknown names,
+// names in another case and anything after the object (kernel.ErrInvalid):
+// a misspelt limit must not be silently ignored, nor a stray character
+// taken for the end of the body. The JSON side of limits lives here
+// (Limits); the kernel checks the values (kernel.CheckLimits).
 func ParseLimits(b []byte) (kernel.Limits, error) {
 	var v Limits
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return kernel.Limits{}, fmt.Errorf("%w: limits: %v (known limits: %v)", kernel.ErrInvalid, err, records.LimitNames())
+	if err := strictDecode(b, &v); err != nil {
+		return kernel.Limits{}, fmt.Errorf("%w: limits: %v", kernel.ErrInvalid, err)
 	}
 	l := kernel.Limits(v)
 	if err := kernel.CheckLimits(l); err != nil {

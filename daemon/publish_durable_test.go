@@ -80,7 +80,7 @@ func openDurableWorld(t *testing.T, dir daemon.Dir) *durableWorld {
 	local := daemon.NewLocal(w, dir, kr)
 	local.Config = cfg
 	hs := httptest.NewServer((&daemon.Server{Backend: local, Token: tok,
-		Executors: &daemon.Executors{W: w, Dispatcher: disp}}).Handler())
+		Executors: &daemon.Executors{W: w, Dispatcher: disp, Keyring: kr}}).Handler())
 	var once sync.Once
 	dw.close = func() {
 		once.Do(func() {

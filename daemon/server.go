@@ -2,9 +2,9 @@ package daemon
 
 import (
 	"bufio"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -37,6 +37,20 @@ type Server struct {
 	// Executors, when set, serves the external executor protocol
 	// (claim, receipts, frames); without it those routes answer 503.
 	Executors *Executors
+	// Backup, when set, writes the world's backup (BackupFormat) for GET
+	// /v1/backup; without it that route answers 503.
+	Backup func(w io.Writer) error
+	// Tokens, when set, are the bearer tokens accepted instead of Token,
+	// so the token can be rotated while the server runs; RotateToken, when
+	// set, serves POST /v1/token/rotate (without it that route answers 503).
+	Tokens      *TokenSet
+	RotateToken func(grace time.Duration) (*TokenRotation, error)
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// its headers are in (408 beyond); default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// MaxBatchEvents bounds the events of one POST /v1/events (413
+	// beyond); default DefaultMaxBatchEvents.
+	MaxBatchEvents int
 }
 
 // route is one API endpoint. Handler builds the mux from routes() alone, and
@@ -78,6 +92,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/keys", s.keysRoute},
 		{"POST", "/v1/keys", s.addKeyRoute},
 		{"DELETE", "/v1/keys/{id}", s.removeKeyRoute},
+		{"GET", "/v1/backup", s.backupRoute},
+		{"POST", "/v1/token/rotate", s.rotateTokenRoute},
 		{"POST", "/v1/effects/claim", s.needsExecutors(s.claimRoute)},
 		{"POST", "/v1/receipts", s.needsExecutors(s.receiptRoute)},
 		{"POST", "/v1/frames", s.needsExecutors(s.frameRoute)},
@@ -105,6 +121,12 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.MaxBodyBytes == 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.BodyTimeout == 0 {
+		s.BodyTimeout = DefaultBodyTimeout
+	}
+	if s.MaxBatchEvents == 0 {
+		s.MaxBatchEvents = DefaultMaxBatchEvents
 	}
 	mux := http.NewServeMux()
 	allowed := map[string][]string{} // pattern -> methods, for 405 answers
@@ -136,13 +158,42 @@ func (s *Server) Handler() http.Handler {
 	})
 	api := s.auth(s.logRequests(mux))
 	ui := s.logRequests(inspector.Handler())
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.bodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isAPIPath(r.URL.Path) {
 			api.ServeHTTP(w, r)
 			return
 		}
 		ui.ServeHTTP(w, r)
+	}))
+}
+
+// bodyDeadline bounds how long a request's body may take to arrive: a
+// request that has one (declared, or chunked) gets a read deadline of
+// BodyTimeout from when its handler starts. It is the Server's, not only
+// the http.Server's (ReadTimeout), so that it holds wherever the handler is
+// mounted and a late body is answered 408 with the API's error body.
+// net/http clears a connection's read deadline when it starts the read that
+// notices a client going away, at once for a request without a body and at
+// the end of the body otherwise, so neither a journal follow stream nor a
+// claim's long poll is cut by it (TestHostStreamsOutliveTheBodyTimeout). A
+// body the handler does not read (a route that takes none) is still
+// bounded: the server reads and discards it before it answers, under the
+// deadline.
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// w is net/http's own writer here, which has SetReadDeadline (what
+		// http.ResponseController would find, without allocating one).
+		if d, ok := w.(readDeadliner); ok && r.ContentLength != 0 && s.BodyTimeout > 0 {
+			_ = d.SetReadDeadline(time.Now().Add(s.BodyTimeout))
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// readDeadliner is a ResponseWriter that sets its connection's read
+// deadline (net/http's, over HTTP/1 and HTTP/2).
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
 }
 
 // isAPIPath says whether a request goes to the API (behind the token) rather
@@ -154,14 +205,21 @@ func isAPIPath(p string) bool {
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.Token)
+	tokens := s.Tokens
+	if tokens == nil {
+		tokens = NewTokenSet(s.Token, nil)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+		h := r.Header.Get("Authorization")
+		got, bearer := bearerToken(h)
+		if !bearer || !tokens.Check("Bearer "+got) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aos"`)
 			msg := "missing bearer token (send Authorization: Bearer <token from the world's token file>)"
-			if len(got) > 0 {
+			switch {
+			case bearer:
 				msg = "wrong bearer token"
+			case h != "":
+				msg = "the Authorization header is not a bearer token (send Authorization: Bearer <token from the world's token file>)"
 			}
 			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "Authorization header", "%s", msg))
 			return
@@ -170,12 +228,28 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
+// bearerToken is the token of an Authorization header value of the Bearer
+// scheme. The scheme's name is case-insensitive (RFC 9110 section 11.1:
+// "bearer", "BEARER" and "Bearer" are one scheme), and one or more spaces
+// separate it from the token.
+func bearerToken(h string) (token string, ok bool) {
+	scheme, rest, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(rest, " "), true
+}
+
 type statusRecorder struct {
 	http.ResponseWriter
 	code int
 }
 
 func (r *statusRecorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the connection (a body's read
+// deadline, readBody).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
@@ -206,7 +280,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	batch := false
 	decode := func(b []byte) error {
 		var err error
-		if wire, batch, err = parseEvents(b); err != nil {
+		if wire, batch, err = parseEvents(b, s.MaxBatchEvents); err != nil {
+			var trailing *trailingError
+			var tooMany *batchTooLarge
+			switch {
+			case errors.As(err, &tooMany):
+				return newError(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body", "%v", err)
+			case errors.As(err, &trailing):
+				return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%v", err)
+			}
 			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%s: %v", eventsShape, err)
 		}
 		return nil

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
+	"github.com/aos-kernel/aos/internal/jsonx"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
@@ -307,38 +306,45 @@ func (s *Server) shadowRoute(w http.ResponseWriter, r *http.Request) {
 // ParseEvents reads events for a shadow: a JSON array of {"schema",
 // "value", "idempotency_key"?} objects, or such objects one after another
 // (JSON lines). name names the source in errors, which give the event's
-// place and byte offset.
+// place and byte offset. It reads them as POST /v1/events reads its body
+// (the jsonx Scanner, readEvent): exact keys, no key twice, nothing after
+// the array, no lone surrogate escapes.
 func ParseEvents(name string, data []byte) ([]EventIn, error) {
-	trimmed := strings.TrimLeft(string(data), " \t\r\n")
-	bad := func(i int, off int64, err error) error {
-		return fmt.Errorf("%w: %s: event %d (byte %d): %v; want {\"schema\": NAME, \"value\": JSON, \"idempotency_key\"?: KEY}",
-			kernel.ErrInvalid, name, i, off, err)
+	var sc jsonx.Scanner
+	if err := sc.Reset(data, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", kernel.ErrInvalid, name, jsonProblem(err))
 	}
-	dec := json.NewDecoder(strings.NewReader(trimmed))
-	dec.DisallowUnknownFields()
+	bad := func(i int, err error) error {
+		return fmt.Errorf("%w: %s: event %d: %v; want {\"schema\": NAME, \"value\": JSON, \"idempotency_key\"?: KEY}",
+			kernel.ErrInvalid, name, i, jsonProblem(err))
+	}
 	var wire []eventWire
-	if strings.HasPrefix(trimmed, "[") {
-		if err := dec.Decode(&wire); err != nil {
-			return nil, fmt.Errorf("%w: %s: not a JSON array of events: %v", kernel.ErrInvalid, name, err)
+	if c, ok := sc.Peek(); ok && c == '[' {
+		err := sc.Array("an array of events", func(i int) error {
+			wire = append(wire, eventWire{})
+			if err := readEvent(&sc, &wire[i]); err != nil {
+				return bad(i, err)
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, kernel.ErrInvalid):
+			return nil, err
+		case err != nil:
+			return nil, fmt.Errorf("%w: %s: not a JSON array of events: %v", kernel.ErrInvalid, name, jsonProblem(err))
 		}
-		if err := nothingAfter([]byte(trimmed), dec.InputOffset()); err != nil {
-			return nil, fmt.Errorf("%w: %s: data after the array of events", kernel.ErrInvalid, name)
+		if err := sc.End(); err != nil {
+			return nil, fmt.Errorf("%w: %s: data after the array of events: %v", kernel.ErrInvalid, name, jsonProblem(err))
 		}
 	} else {
-		for {
-			off := dec.InputOffset()
-			for off < int64(len(trimmed)) && strings.ContainsRune(" \t\r\n", rune(trimmed[off])) {
-				off++ // name where the event starts, not the line break before it
-			}
-			var ev eventWire
-			err := dec.Decode(&ev)
-			if err == io.EOF {
+		for i := 0; ; i++ {
+			if _, more := sc.Peek(); !more {
 				break
 			}
-			if err != nil {
-				return nil, bad(len(wire), off, err)
+			wire = append(wire, eventWire{})
+			if err := readEvent(&sc, &wire[i]); err != nil {
+				return nil, bad(i, err)
 			}
-			wire = append(wire, ev)
 		}
 	}
 	out := make([]EventIn, len(wire))

@@ -114,9 +114,12 @@ func TestParseEvents(t *testing.T) {
 		{"no value", `[{"schema":"a/B@1"}]`, 0, "event 0 (a/B@1) has no value"},
 		{"no schema", "{\"schema\":\"a/B@1\",\"value\":1}\n{\"value\":1}", 0, "event 1 has no schema"},
 		{"empty key", `{"schema":"a/B@1","value":1,"idempotency_key":""}`, 0, "idempotency_key is empty"},
-		{"bad json", "{\"schema\":\"a/B@1\",\"value\":1}\n{\"schema\":", 0, "event 1 (byte 29)"},
-		{"after array", `[] {}`, 0, "after the array"},
-		{"stray bracket after array", `[{"schema":"a/B@1","value":1}]]`, 0, "after the array"},
+		{"bad json", "{\"schema\":\"a/B@1\",\"value\":1}\n{\"schema\":", 0, "event 1: schema: json: at byte 39: unexpected end of input"},
+		{"after array", `[] {}`, 0, "data after the array of events: trailing data after the JSON value (at byte 3)"},
+		{"stray bracket after array", `[{"schema":"a/B@1","value":1}]]`, 0, "data after the array of events: trailing data after the JSON value (at byte 30)"},
+		{"key in another case", `[{"schema":"a/B@1","Value":1}]`, 0, `event 0: json: at byte 19: unknown field "Value"`},
+		{"key twice", "{\"schema\":\"a/B@1\",\"value\":1}\n{\"schema\":\"a/B@1\",\"value\":1,\"value\":2}", 0, `event 1: json: at byte 57: duplicate object key "value"`},
+		{"lone surrogate", `[{"schema":"a/B@1","value":{"k":"\udc00"}}]`, 0, `event 0: value: json: at byte 33: lone UTF-16 surrogate \udc00`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			evs, err := daemon.ParseEvents("evs.json", []byte(tc.data))

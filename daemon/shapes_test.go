@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,15 +131,21 @@ func TestLimitsView(t *testing.T) {
 	}
 }
 
-// TestParseLimitsErrors pins the words of refused limits.
+// TestParseLimitsErrors pins the words of refused limits: the API's strict
+// reader's (names exact, each once, nothing after the object), then the
+// kernel's check of the values.
 func TestParseLimitsErrors(t *testing.T) {
+	keys := slices.Sorted(slices.Values(records.LimitNames()))
 	for _, c := range []struct{ in, want string }{
-		{`{"max_stepz_per_input": 3}`, `kernel: invalid input: limits: json: unknown field "max_stepz_per_input" (known limits: ` + limitNames + `)`},
-		{`{"max_effects": "x"}`, `kernel: invalid input: limits: json: cannot unmarshal string into Go struct field Limits.max_effects of type int (known limits: ` + limitNames + `)`},
+		{`{"max_stepz_per_input": 3}`, `kernel: invalid input: limits: json: unknown field "max_stepz_per_input" in the object at / (its keys: ` + strings.Join(keys, ", ") + `)`},
+		{`{"Max_Effects": 3}`, `kernel: invalid input: limits: json: unknown field "Max_Effects" in the object at /: did you mean "max_effects"? (keys are exact, case included)`},
+		{`{"max_effects": 3, "max_effects": 4}`, `kernel: invalid input: limits: json: at byte 19: duplicate object key "max_effects"`},
+		{`{"max_effects":15}]`, `kernel: invalid input: limits: trailing data after the JSON value (at byte 18)`},
+		{`{"max_effects": "x"}`, `kernel: invalid input: limits: json: cannot unmarshal string into Go struct field Limits.max_effects of type int`},
 		{`{"max_effects": -2}`, `kernel: invalid input: limit max_effects is -2; limits are positive (0 keeps the current value)`},
-		{`[1]`, `kernel: invalid input: limits: json: cannot unmarshal array into Go value of type daemon.Limits (known limits: ` + limitNames + `)`},
-		{`{"max_effects": 1.5}`, `kernel: invalid input: limits: json: cannot unmarshal number 1.5 into Go struct field Limits.max_effects of type int (known limits: ` + limitNames + `)`},
-		{`{"max_effects": 1e30}`, `kernel: invalid input: limits: json: cannot unmarshal number 1e30 into Go struct field Limits.max_effects of type int (known limits: ` + limitNames + `)`},
+		{`[1]`, `kernel: invalid input: limits: json: cannot unmarshal array into Go value of type daemon.Limits`},
+		{`{"max_effects": 1.5}`, `kernel: invalid input: limits: json: cannot unmarshal number 1.5 into Go struct field Limits.max_effects of type int`},
+		{`{"max_effects": 1e30}`, `kernel: invalid input: limits: json: cannot unmarshal number 1e30 into Go struct field Limits.max_effects of type int`},
 	} {
 		_, err := daemon.ParseLimits([]byte(c.in))
 		if err == nil || err.Error() != c.want {

@@ -269,11 +269,22 @@ func findDaemon(ctx context.Context, d Dir, opt ConnectOptions) (daemonFound, er
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	found.probeErr = probe(pctx, cl)
 	cancel()
+	if errors.Is(found.probeErr, errTokenRefused) {
+		// The daemon answers: it is the token that is wrong, and the store
+		// stays locked, so opening it would only fail less clearly.
+		return found, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Where: string(d), err: found.probeErr,
+			Message: fmt.Sprintf("the daemon serving this world (aosd serve, pid %d, %s) refuses the token read from %s: "+
+				"the file does not hold the token the daemon accepts (was it replaced after the daemon started?); restore it, or restart the daemon",
+				i.PID, i.Addr, d.Path(TokenFile))}
+	}
 	if found.probeErr == nil {
 		found.client = cl
 	}
 	return found, nil
 }
+
+// errTokenRefused: a daemon answered the probe 401, refusing the token.
+var errTokenRefused = errors.New("daemon: the daemon refuses the token")
 
 // openError says why the store of d did not open: a store another process
 // holds gets a message naming who, as far as daemon.json tells.
@@ -298,8 +309,11 @@ func probe(ctx context.Context, cl *Client) error {
 		return err
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /v1/status: HTTP %d", resp.StatusCode)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusUnauthorized:
+		return fmt.Errorf("GET /v1/status: HTTP 401: %w", errTokenRefused)
 	}
-	return nil
+	return fmt.Errorf("GET /v1/status: HTTP %d", resp.StatusCode)
 }

@@ -157,7 +157,11 @@ func (l *loader) checkModule(d *rawDef) {
 		return
 	}
 	if got := schemas.HashBytes(b); got != want {
-		l.bad(d, "/runtime/hash", "wasm artifact %s has hash %s but the def declares %s; rebuild the artifact or update \"hash\"", rt.Artifact, got, want)
+		fix := fmt.Sprintf("if this artifact is the one you mean, set \"hash\" to %s; else rebuild it", got)
+		if rt.Source != "" {
+			fix = "rebuild it and pin its hash with: aosd build " + l.root
+		}
+		l.bad(d, "/runtime/hash", "wasm artifact %s has hash %s but the def declares %s; %s", rt.Artifact, got, want, fix)
 		return
 	}
 	l.artifacts[d] = b

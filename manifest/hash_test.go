@@ -283,14 +283,32 @@ func TestWasmModules(t *testing.T) {
 		}
 	})
 
+	// A missing artifact: where it was looked for, once, and the command
+	// that builds it: aosd build on the manifest when the def names its
+	// source, else the go build line a module needs (-buildmode=c-shared).
 	t.Run("missing artifact", func(t *testing.T) {
-		_, err := manifest.Load(write(wasmWorld("build/missing.wasm", h.String())))
-		ps := problemsOf(t, err)
-		want := filepath.Join(dir, "build", "missing.wasm")
-		if len(ps) != 1 || !strings.HasSuffix(ps[0].Pointer, "/runtime/artifact") ||
-			!strings.Contains(ps[0].Msg, "wasm artifact not found: expected file "+want) ||
-			!strings.Contains(ps[0].Msg, "build it first") {
-			t.Fatalf("got %v", ps)
+		full := filepath.Join(dir, "build", "missing.wasm")
+		for _, c := range []struct{ source, want string }{
+			{"", "wasm artifact build/missing.wasm not found (looked for " + full + "); build it with: " +
+				"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o " + full + ` PACKAGE (or name PACKAGE in "source" and run: aosd build ` + filepath.Join(dir, "world.json") + ")"},
+			{"../src/wf", "wasm artifact build/missing.wasm not found (looked for " + full + "); build it from its source ../src/wf with: aosd build " + filepath.Join(dir, "world.json")},
+		} {
+			text := wasmWorld("build/missing.wasm", h.String())
+			if c.source != "" {
+				text = strings.Replace(text, `"kind":"wasm",`, `"kind":"wasm","source":"`+c.source+`",`, 1)
+			}
+			_, err := manifest.Load(write(text))
+			ps := problemsOf(t, err)
+			if len(ps) != 1 || !strings.HasSuffix(ps[0].Pointer, "/runtime/artifact") || ps[0].Msg != c.want {
+				t.Fatalf("source %q: got %v\nwant %s", c.source, ps, c.want)
+			}
+			inCommand := 0
+			if c.source == "" {
+				inCommand = 1 // go build -o FULL
+			}
+			if n := strings.Count(ps[0].String(), full); n != 1+inCommand {
+				t.Fatalf("the location is given %d times (want once, and in the command to run): %s", n, ps[0])
+			}
 		}
 	})
 
@@ -299,8 +317,41 @@ func TestWasmModules(t *testing.T) {
 		_, err := manifest.Load(write(wasmWorld("build/order.wasm", wrong.String())))
 		ps := problemsOf(t, err)
 		if len(ps) != 1 || !strings.HasSuffix(ps[0].Pointer, "/runtime/hash") ||
-			!strings.Contains(ps[0].Msg, "has hash "+h.String()+" but the def declares "+wrong.String()) {
+			ps[0].Msg != "wasm artifact build/order.wasm has hash "+h.String()+" but the def declares "+wrong.String()+
+				`; if this artifact is the one you mean, set "hash" to `+h.String()+"; else rebuild it" {
 			t.Fatalf("got %v", ps)
+		}
+		text := strings.Replace(wasmWorld("build/order.wasm", wrong.String()), `"kind":"wasm",`, `"kind":"wasm","source":"src",`, 1)
+		_, err = manifest.Load(write(text))
+		ps = problemsOf(t, err)
+		if len(ps) != 1 || !strings.HasSuffix(ps[0].Msg, "; rebuild it and pin its hash with: aosd build "+filepath.Join(dir, "world.json")) {
+			t.Fatalf("with a source: got %v", ps)
+		}
+	})
+
+	// LoadArtifacts reads no artifact from disk: the bytes come from the
+	// function, its refusal is the problem, and a file beside the manifest
+	// (or anywhere its path points) is never read.
+	t.Run("LoadArtifacts", func(t *testing.T) {
+		p := write(wasmWorld("build/order.wasm", h.String()))
+		var asked []string
+		m, err := manifest.LoadArtifacts(p, "DIR", func(path, source string, want schemas.Hash) ([]byte, string) {
+			asked = append(asked, path+" "+want.String())
+			return code, ""
+		})
+		if err != nil || !bytes.Equal(m.Modules["com.t/mod@1"].Runtime.Bytes, code) || len(asked) != 1 || asked[0] != "build/order.wasm "+h.String() {
+			t.Fatalf("LoadArtifacts: %v, asked %v", err, asked)
+		}
+		_, err = manifest.LoadArtifacts(p, "DIR", func(string, string, schemas.Hash) ([]byte, string) { return nil, "not sent" })
+		ps := problemsOf(t, err)
+		if len(ps) != 1 || ps[0].Msg != "not sent" || !strings.HasSuffix(ps[0].Pointer, "/runtime/artifact") {
+			t.Fatalf("a refused artifact: %v", ps)
+		}
+		_, err = manifest.LoadArtifacts(write(strings.Replace(wasmWorld("build/order.wasm", h.String()), `"kind":"wasm",`, `"kind":"wasm","source":"src",`, 1)), "DIR",
+			func(string, string, schemas.Hash) ([]byte, string) { return []byte("other bytes"), "" })
+		ps = problemsOf(t, err)
+		if len(ps) != 1 || !strings.HasSuffix(ps[0].Msg, "rebuild it and pin its hash with: aosd build DIR") {
+			t.Fatalf("other bytes: %v", ps)
 		}
 	})
 }

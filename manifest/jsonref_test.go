@@ -42,6 +42,17 @@ type refParser struct {
 	dups []dupKey
 }
 
+// token is dec.Token, refusing a string token that holds a lone surrogate
+// escape.
+func (p *refParser) token() (json.Token, error) {
+	from := p.dec.InputOffset()
+	tok, err := p.dec.Token()
+	if _, isStr := tok.(string); err == nil && isStr && loneSurrogate(p.data[from:p.dec.InputOffset()]) {
+		return nil, errors.New("lone UTF-16 surrogate in string escape")
+	}
+	return tok, err
+}
+
 // located prefixes err with the line and column where the decoder stopped.
 func (p *refParser) located(err error) error {
 	off := p.dec.InputOffset()
@@ -68,7 +79,7 @@ func (p *refParser) located(err error) error {
 }
 
 func (p *refParser) value(ptr string, depth int) (any, error) {
-	tok, err := p.dec.Token()
+	tok, err := p.token()
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +109,7 @@ func (p *refParser) value(ptr string, depth int) (any, error) {
 func (p *refParser) object(ptr string, depth int) (any, error) {
 	m := map[string]any{}
 	for p.dec.More() {
-		tok, err := p.dec.Token()
+		tok, err := p.token()
 		if err != nil {
 			return nil, err
 		}
@@ -135,4 +146,43 @@ func (p *refParser) array(ptr string, depth int) (any, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// loneSurrogate reports whether raw, the bytes of one token (and the
+// separators before it), holds a \u escape of a UTF-16 surrogate that is
+// not a high one followed at once by a low one: encoding/json reads it as
+// U+FFFD, the strict parser refuses it.
+func loneSurrogate(raw []byte) bool {
+	hex := func(i int) rune {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // the escaped character
+			continue
+		}
+		r := hex(i)
+		if r >= 0xd800 && r <= 0xdbff {
+			if lo := hex(i + 6); lo >= 0xdc00 && lo <= 0xdfff {
+				i += 11
+				continue
+			}
+			return true
+		}
+		if r >= 0xdc00 && r <= 0xdfff {
+			return true
+		}
+		i += 5
+	}
+	return false
 }

@@ -37,7 +37,8 @@ var ErrNoArtifact = errors.New("manifest: no such artifact")
 // reads it. artifacts answers ErrNoArtifact for a hash it does not hold.
 func LoadWith(path string, artifacts func(h schemas.Hash) ([]byte, error)) (*Manifest, error) {
 	l := newLoader()
-	l.readArtifact = readArtifactFile
+	l.root = path
+	l.readArtifact = l.readArtifactFile
 	if artifacts != nil {
 		l.readArtifact = func(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string) {
 			b, err := artifacts(want)
@@ -45,12 +46,40 @@ func LoadWith(path string, artifacts func(h schemas.Hash) ([]byte, error)) (*Man
 			case err == nil:
 				return b, ""
 			case errors.Is(err, ErrNoArtifact):
-				return readArtifactFile(d, rt, want)
+				return l.readArtifactFile(d, rt, want)
 			default:
 				return nil, fmt.Sprintf("cannot fetch wasm artifact %s (%s): %v", rt.Artifact, want, err)
 			}
 		}
 	}
+	return l.load(path)
+}
+
+// ArtifactFunc supplies a wasm module's artifact for LoadArtifacts: path is
+// the def's "artifact" as written, source its "source" ("" when it names
+// none), want the hash it declares. It returns the bytes, or a message
+// saying why not (the problem the load reports at /runtime/artifact). Bytes
+// of another hash are reported as a hash mismatch.
+type ArtifactFunc func(path, source string, want schemas.Hash) ([]byte, string)
+
+// LoadArtifacts is Load with every wasm artifact taken from artifact and
+// none read from disk: for manifests whose files were sent from elsewhere
+// (POST /v1/apply), where an artifact path means nothing on this machine
+// and must not be read on it. root is the manifest's path as its sender
+// knows it, for the commands problems suggest (path is where its files
+// were put here).
+func LoadArtifacts(path, root string, artifact ArtifactFunc) (*Manifest, error) {
+	l := newLoader()
+	l.root = root
+	l.readArtifact = func(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string) {
+		return artifact(rt.Artifact, rt.Source, want)
+	}
+	return l.load(path)
+}
+
+// load reads the manifest file or directory at path with l's artifact
+// source.
+func (l *loader) load(path string) (*Manifest, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		l.c.addf(path, "", "", "cannot read manifest: %v", unwrapPathError(err))
@@ -90,7 +119,8 @@ func LoadWith(path string, artifacts func(h schemas.Hash) ([]byte, error)) (*Man
 // artifact paths are still resolved on disk, relative to filepath.Dir(name).
 func LoadBytes(name string, data []byte) (*Manifest, error) {
 	l := newLoader()
-	l.readArtifact = readArtifactFile
+	l.root = name
+	l.readArtifact = l.readArtifactFile
 	l.addFile(name, filepath.Dir(name), data)
 	return l.finish(name)
 }
@@ -178,9 +208,10 @@ func readFileBounded(name string) ([]byte, error) {
 }
 
 // readArtifactFile reads a wasm artifact relative to the directory of the file
-// that declared it. The message for a missing artifact says exactly where it
-// was expected, because the usual cause is that nobody built it yet.
-func readArtifactFile(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string) {
+// that declared it. The message for a missing artifact says where it was
+// looked for and the command that builds it, because the usual cause is that
+// nobody built it yet.
+func (l *loader) readArtifactFile(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string) {
 	if filepath.IsAbs(rt.Artifact) || strings.HasPrefix(rt.Artifact, "/") {
 		return nil, fmt.Sprintf("artifact path %q must be relative to the manifest file that declares it", rt.Artifact)
 	}
@@ -188,15 +219,27 @@ func readArtifactFile(d *rawDef, rt *Runtime, want schemas.Hash) ([]byte, string
 	b, err := readFileBounded(full)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Sprintf("wasm artifact not found: expected file %s (%q relative to the directory of %s); build it first, e.g. GOOS=wasip1 GOARCH=wasm go build -o %s <your workflow package>",
-			full, rt.Artifact, d.file, full)
+		return nil, fmt.Sprintf("wasm artifact %s not found (looked for %s); %s", rt.Artifact, full, BuildHint(l.root, rt.Source, full))
 	case err != nil:
 		return nil, fmt.Sprintf("cannot read wasm artifact %s: %v", full, unwrapPathError(err))
 	}
 	return b, ""
 }
 
+// BuildHint is the command that builds a wasm module's artifact: with a
+// "source", `aosd build` on the manifest at root (it compiles the source
+// with the flags a module needs and pins the hash); without one, the go
+// build line (a module is a wasip1 reactor: -buildmode=c-shared) writing
+// out, and the advice to name the package in "source".
+func BuildHint(root, source, out string) string {
+	if source != "" {
+		return fmt.Sprintf("build it from its source %s with: aosd build %s", source, root)
+	}
+	return fmt.Sprintf("build it with: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o %s PACKAGE (or name PACKAGE in \"source\" and run: aosd build %s)", out, root)
+}
+
 type loader struct {
+	root  string // the path Load was given, for the commands problems suggest
 	c     collector
 	files map[string]int // file -> order, for sorting problems
 	// unreadable is set when some file could not be parsed: its defs are

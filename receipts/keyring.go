@@ -206,6 +206,20 @@ func (k *Keyring) List() []Key {
 	return out
 }
 
+// Trusts reports whether a key trusted under executor name may settle
+// effect (Key.Allows): only then may that executor claim its intents, since
+// whatever it did with them could never be settled.
+func (k *Keyring) Trusts(executor, effect string) bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	for _, e := range k.keys {
+		if e.Name == executor && e.Allows(effect) {
+			return true
+		}
+	}
+	return false
+}
+
 func sortKeys(ks []Key) {
 	sort.Slice(ks, func(i, j int) bool {
 		if ks[i].Name != ks[j].Name {

@@ -113,7 +113,7 @@ var vectorPayloads = []struct{ name, json string }{
 	{"integral values beyond the integer range are floats", `[18446744073709551616, 1e20, 3.4028234663852886e38, 1e300]`},
 	{"decimals that round to integers are integers", `[12345678901234567890.5, -18446744073709551617]`},
 	{"floats in their shortest exact form", `[0.5, 1.5, -2.5, 65504.5, 0.1, 1.1, 123456789.125, 6.103515625e-5, 5.960464477539063e-8, 1.7881393432617188e-7, 1.401298464324817e-45, 1e-320]`},
-	{"strings and escapes", `["", "a", "é", "\u00e9", "😀", "\ud83d\ude00", "\ud800", "a\nb\t\"\\\/", "Grüße, 世界"]`},
+	{"strings and escapes", `["", "a", "é", "\u00e9", "😀", "\ud83d\ude00", "\ufffd", "a\nb\t\"\\\/", "Grüße, 世界"]`},
 	{"string length heads", `["` + strings.Repeat("x", 23) + `", "` + strings.Repeat("y", 24) + `", "` + strings.Repeat("z", 256) + `"]`},
 	{"map keys sorted by their encoded bytes", `{"b": 1, "a": 2, "aa": 3, "": 4, "é": 5, "z": 6, "A": 7, "ab": 8, "~": 9}`},
 	{"nested maps and arrays", `{"order": {"total": {"currency": "EUR", "cents": 1250}, "lines": [{"sku": "x-1", "qty": 2}, {"qty": 1, "sku": "y"}]}, "tags": [], "meta": {}, "ok": true, "no": false, "none": null}`},
@@ -141,6 +141,8 @@ var vectorRefused = []refusedVector{
 	{Name: "single quotes", JSON: `'a'`},
 	{Name: "empty input", JSON: ``},
 	{Name: "invalid UTF-8", JSONHex: "22ff22"},
+	{Name: "lone surrogate escape", JSON: `"\ud800"`},
+	{Name: "surrogate escape not followed by its pair", JSON: `["\ud83d\u0041"]`},
 }
 
 func vectorIntent(name string) schemas.Hash {

@@ -139,8 +139,8 @@ func TestFromJSONRejects(t *testing.T) {
 	}{
 		{"duplicate key", "t/Any@1", `{"a":1,"a":2}`, "/", "duplicate object key"},
 		{"nested duplicate key", "t/Any@1", `{"x":[{"a":1,"a":1}]}`, "/x/0", "duplicate object key"},
-		{"trailing garbage", "t/Any@1", `{"a":1} x`, "/", "after the value"},
-		{"second value", "t/Any@1", `1 2`, "/", "after the value"},
+		{"trailing garbage", "t/Any@1", `{"a":1} x`, "/", "after the JSON value"},
+		{"second value", "t/Any@1", `1 2`, "/", "after the JSON value"},
 		{"truncated", "t/Any@1", `{"a":`, "/a", "unexpected end"},
 		{"empty", "t/Any@1", ``, "/", "unexpected end"},
 		{"bad utf8", "t/Any@1", "\"\xff\"", "/", "UTF-8"},

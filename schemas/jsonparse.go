@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/aos-kernel/aos/internal/jsonx"
 )
@@ -20,7 +21,12 @@ func DecodeJSON(js []byte) (any, error) {
 	v, _, err := jsonx.Parse(js, jsonx.Options{MaxDepth: maxDepth, MaxElems: maxElems, Number: jsonNumber})
 	if err != nil {
 		e := err.(*jsonx.Error)
-		return nil, &JSONError{Pointer: pointer(e.Path), Msg: e.Msg}
+		msg := e.Msg
+		if e.Kind == jsonx.Trailing {
+			// The HTTP API's words for it, on every route (docs/API.md).
+			msg = fmt.Sprintf("trailing data after the JSON value (at byte %d)", e.Offset)
+		}
+		return nil, &JSONError{Pointer: pointer(e.Path), Msg: msg}
 	}
 	return v, nil
 }

@@ -140,7 +140,7 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{"\"a\x01\"", "/", `invalid character '\x01' in string literal`},
 		{`"\x"`, "/", "invalid character 'x' in string escape code"},
 		{`"\u12G4"`, "/", `invalid character 'G' in \u hexadecimal character escape`},
-		{`01`, "/", "invalid character '1' after the value"},
+		{`01`, "/", "trailing data after the JSON value (at byte 1)"},
 		{`1.`, "/", "unexpected end of input"},
 		{`[1.]`, "/0", "invalid character ']' after decimal point in numeric literal"},
 		{`[1e]`, "/0", "invalid character ']' in exponent of numeric literal"},
@@ -150,7 +150,8 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{"\xef\xbb\xbf1", "/", "invalid character '\\ufeff' looking for beginning of value"},
 		{"\"\xff\"", "/", "input is not valid UTF-8"},
 		{nest("[", "]", 65, ""), strings.Repeat("/0", 64), "nesting deeper than 64"},
-		{`{} x`, "/", "invalid character 'x' after the value"},
+		{`{} x`, "/", "trailing data after the JSON value (at byte 3)"},
+		{`{"a":["\ud800"]}`, "/a/0", `lone UTF-16 surrogate \ud800 in string escape (a surrogate escape must be a pair: \ud800-\udbff followed by \udc00-\udfff)`},
 	}
 	for _, c := range cases {
 		_, err := schemas.DecodeJSON([]byte(c.js))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aos-kernel/aos/daemon"
@@ -36,8 +35,9 @@ func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.Ce
 }
 
 // printCells prints a page as a table, then how many rows it held and, when
-// more follow, the command that lists the next page.
-func (a *app) printCells(workflow string, q daemon.CellsQuery, p *daemon.CellPage) error {
+// more follow, the command that lists the next page (nextPageCommand on fs,
+// the flags of this command, and words, its positional arguments).
+func (a *app) printCells(fs *flag.FlagSet, words []string, p *daemon.CellPage) error {
 	w := newTable(a.stdout)
 	w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
 	for _, ci := range p.Cells {
@@ -56,11 +56,7 @@ func (a *app) printCells(workflow string, q daemon.CellsQuery, p *daemon.CellPag
 	}
 	fmt.Fprintf(a.stdout, "%d cell(s)\n", len(p.Cells))
 	if p.Next != "" {
-		filter := ""
-		if len(q.Status) > 0 {
-			filter = " --status " + strings.Join(q.Status, ",")
-		}
-		fmt.Fprintf(a.stdout, "next page: aosd cells ls %s%s --after %s\n", workflow, filter, p.Next)
+		fmt.Fprintf(a.stdout, "next page: %s\n", nextPageCommand(fs, append([]string{"cells"}, words...), p.Next))
 	}
 	return nil
 }
@@ -95,7 +91,7 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 				if a.json {
 					return a.printJSON(p)
 				}
-				return a.printCells(pos[1], q, p)
+				return a.printCells(fs, pos, p)
 			})
 		case "show":
 			if err := wantArgs(pos, 2, 3, "show WORKFLOW [KEY]"); err != nil {

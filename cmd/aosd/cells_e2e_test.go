@@ -64,14 +64,15 @@ func TestCellsLsPaging(t *testing.T) {
 			seen[k] = true
 		}
 
-		// The table says how to go on, and saying it again gives page 2.
+		// The table says how to go on, with the page size and the world
+		// given, and saying it again gives page 2 (of 2 rows).
 		out := ok(t, w, "cells", "ls", counterWF, "--limit", "2")
-		hint := "next page: aosd cells ls " + counterWF + " --after " + *pages[0].Next
+		hint := "next page: aosd cells ls " + counterWF + " --limit 2 --world " + w + " --after " + *pages[0].Next
 		if !strings.Contains(out, "2 cell(s)\n"+hint+"\n") {
 			t.Fatalf("cells ls --limit 2 printed:\n%s\nwant the line %q", out, hint)
 		}
 		var again cellsPage
-		jsonOut(t, w, &again, append(strings.Fields(strings.TrimPrefix(hint, "next page: aosd ")), "--limit", "2")...)
+		jsonOut(t, w, &again, strings.Fields(strings.TrimPrefix(hint, "next page: aosd "))...)
 		if strings.Join(again.keys(), ",") != strings.Join(pages[1].keys(), ",") {
 			t.Fatalf("following the hint: %v, want %v", again.keys(), pages[1].keys())
 		}
@@ -113,7 +114,7 @@ func TestCellsLsFilters(t *testing.T) {
 			t.Fatalf("--status running,completed: %+v", p)
 		}
 		out := ok(t, w, "cells", "ls", counterWF, "--status", "completed", "--limit", "2")
-		if !strings.Contains(out, "next page: aosd cells ls "+counterWF+" --status completed --after ") {
+		if !strings.Contains(out, "next page: aosd cells ls "+counterWF+" --limit 2 --status completed --world "+w+" --after ") {
 			t.Fatalf("--status --limit 2 printed:\n%s", out)
 		}
 		jsonOut(t, w, &p, "cells", "ls", counterWF, "--key", "b")

@@ -225,10 +225,10 @@ func startDaemon(t *testing.T, world string) *daemon {
 }
 
 // startDaemonEnv is startDaemon with env (NAME=VALUE) added to the
-// daemon's environment.
-func startDaemonEnv(t *testing.T, world string, env []string) *daemon {
+// daemon's environment and args added to serve's flags.
+func startDaemonEnv(t *testing.T, world string, env []string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(aosdBin, "serve", "--listen", "127.0.0.1:0", "--world", world)
+	cmd := exec.Command(aosdBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--world", world}, args...)...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}

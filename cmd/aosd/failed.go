@@ -38,7 +38,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 				wf = pos[0]
 			}
 			return a.withConn(a.ctx, func(c *daemon.Conn) error {
-				return a.failedList(c, daemon.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
+				return a.failedList(c, fs, daemon.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
 			})
 		}
 		if err := wantArgs(pos, 2, 3, pos[0]+" WORKFLOW [KEY]"); err != nil {
@@ -54,8 +54,10 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
-// failedList prints one page (or, with all, every page) of failed instances.
-func (a *app) failedList(c *daemon.Conn, q daemon.FailedQuery, all bool) error {
+// failedList prints one page (or, with all, every page) of failed instances
+// and, when more follow, the command that lists the next page (with the
+// flags set on fs).
+func (a *app) failedList(c *daemon.Conn, fs *flag.FlagSet, q daemon.FailedQuery, all bool) error {
 	page, err := c.Failed(a.ctx, q)
 	if err != nil {
 		return err
@@ -73,7 +75,11 @@ func (a *app) failedList(c *daemon.Conn, q daemon.FailedQuery, all bool) error {
 	}
 	printFailed(a.stdout, page.Failed)
 	if page.Next != "" {
-		fmt.Fprintf(a.stdout, "more: aosd failed ls %s--after %s (or --all)\n", strings.TrimSpace(q.Workflow+" "), page.Next)
+		words := []string{"failed", "ls"}
+		if q.Workflow != "" {
+			words = append(words, q.Workflow)
+		}
+		fmt.Fprintf(a.stdout, "more: %s (or --all)\n", nextPageCommand(fs, words, page.Next))
 	}
 	return nil
 }

@@ -114,6 +114,12 @@ func commands() []*command {
 			"aosd limits set max_steps_per_input=20000 --world /tmp/w", cmdLimits},
 		{"gc", "", "collect the CAS objects nothing reaches (kept snapshots, live cells, journaled manifests and blobs); --drop-journal applies retention",
 			"aosd gc --keep-snapshots 2 --world /tmp/w", cmdGC},
+		{"backup", "FILE", "write a consistent backup of the world to a new FILE, through the daemon while it serves (the world goes on) or from the store; read back and checked",
+			"aosd backup /backups/w-2026-11-27.aosbackup --world /tmp/w", cmdBackup},
+		{"restore", "FILE [DIR]", "make a new world directory (DIR, else --world) from a backup FILE and open it once (the same world: run only one of the two)",
+			"aosd restore /backups/w-2026-11-27.aosbackup /tmp/w2", cmdRestore},
+		{"token", "rotate [--grace DUR]", "write a fresh API token to the world's token file; a running daemon accepts it at once, and the old one for --grace",
+			"aosd token rotate --grace 10m --world /tmp/w", cmdToken},
 		{"keys", "ls | add NAME PUBLIC_KEY_FILE --effects E[,E...] | rm KEY_ID", "the executor keys whose signed receipts and frames the world trusts (PEM public keys), each for the effects it was added for",
 			"aosd keys add payments payments.pub.pem --effects com.example/payment.charge@1 --world /tmp/w", cmdKeys},
 		{"bench", "[--start DIR | --addr HOST:PORT]", benchSummary,
@@ -229,10 +235,14 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'aosd COMMAND --help' for a command's flags and an example.\n"+
-		"Exit codes: 0 ok, 1 error, 2 usage, 3 refused because the world is not quiescent (apply)\n"+
-		"or a snapshot is still being written (snapshot).\n")
+	fmt.Fprintf(w, "\nRun 'aosd COMMAND --help' for a command's flags and an example.\n%s\n", exitCodes)
 }
+
+// exitCodes is the usage's line on exit codes, docs/CLI.md's words
+// (TestUsageExitCodesAsDocumented holds them equal).
+const exitCodes = "Exit codes: 0 success, 1 error (stderr says what and where), 2 usage\n" +
+	"error, 3 refused because the world is not quiescent (apply, shadow) or a\n" +
+	"snapshot is still being written (snapshot)."
 
 func wantArgs(pos []string, min, max int, synopsis string) error {
 	if len(pos) < min || len(pos) > max {

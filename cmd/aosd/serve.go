@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"syscall"
+	"time"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -18,8 +21,17 @@ import (
 func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
 	prof := fs.String("pprof", "", "also serve Go's profiles (net/http/pprof, no token) on this loopback address, e.g. 127.0.0.1:6060")
+	create := fs.Bool("init", false, "create the world first (as aosd init) when --world holds none: for containers and service units")
+	var lim daemon.HTTPLimits
+	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", daemon.DefaultHeaderTimeout, "a request's line and headers must arrive within this, else the connection is closed")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", daemon.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "a kept-alive connection without a request is closed after this")
+	fs.IntVar(&lim.MaxBatchEvents, "max-batch", daemon.DefaultMaxBatchEvents, "events one POST /v1/events may carry, else 413")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+			return err
+		}
+		if err := checkHTTPLimits(lim); err != nil {
 			return err
 		}
 		raiseProcs(os.Getenv)
@@ -31,8 +43,25 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			defer stop()
 		}
-		return serve(a, *listen)
+		return serve(a, *listen, *create, lim)
 	}
+}
+
+// checkHTTPLimits refuses a limit that would not bound anything (usage
+// error, naming the flag).
+func checkHTTPLimits(lim daemon.HTTPLimits) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"header-timeout", lim.HeaderTimeout}, {"body-timeout", lim.BodyTimeout}, {"idle-timeout", lim.IdleTimeout}} {
+		if d.v <= 0 {
+			return usagef("--%s %s: want a duration above 0, such as 30s", d.flag, d.v)
+		}
+	}
+	if lim.MaxBatchEvents <= 0 {
+		return usagef("--max-batch %d: want a number of events above 0", lim.MaxBatchEvents)
+	}
+	return nil
 }
 
 // extraProcs is how many Ps aosd serve adds to Go's default GOMAXPROCS.
@@ -117,7 +146,7 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 // serve is daemon.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
-func serve(a *app, listen string) error {
+func serve(a *app, listen string, create bool, lim daemon.HTTPLimits) error {
 	cfg, err := envConfig()
 	if err != nil {
 		return err
@@ -126,8 +155,13 @@ func serve(a *app, listen string) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the token file (docs/operations.md, "Rotating the API
+	// token").
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	return daemon.Run(a.ctx, a.world, daemon.Options{
-		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Store: so,
+		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create, HTTP: lim, Store: so,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
 			if f, ok := a.stdout.(*os.File); ok {

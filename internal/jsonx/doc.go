@@ -12,10 +12,13 @@
 // (POST /v1/events reads its body this way; the kernel parses each value).
 //
 // Strict means: UTF-8 only, the JSON grammar exactly as encoding/json reads
-// it, strings unescaped exactly as encoding/json does (a lone or mismatched
-// UTF-16 surrogate escape becomes U+FFFD), nothing after the value, and no
-// duplicate object keys: encoding/json accepts them (last one wins) and
-// would let two spellings of one object hash apart. By default the first
+// it, strings unescaped exactly as encoding/json does, nothing after the
+// value, no lone UTF-16 surrogate escapes and no duplicate object keys.
+// encoding/json accepts both: duplicate keys (last one wins) would let two
+// spellings of one object hash apart, and a lone or mismatched surrogate
+// escape ("\ud800") becomes U+FFFD, so it would be the same string, key and
+// hash as "\ufffd". A surrogate escape must be a high one followed at once
+// by a low one; anything else is refused (Kind LoneSurrogate) at the escape. By default the first
 // duplicate stops the parse; with Options.CollectDuplicates every one is
 // reported and the first value is kept, so a loader can show every mistake
 // at once.
@@ -25,7 +28,8 @@
 //
 // Invariants:
 //   - It accepts exactly what encoding/json's decoder accepts, minus
-//     duplicate keys and what Options bound, with the same values
+//     duplicate keys, lone surrogate escapes and what Options bound, with
+//     the same values
 //     (differential tests and fuzz targets in schemas and manifest hold it
 //     to encoding/json's token walk).
 //   - An *Error names the byte offset where the problem is (the offending

@@ -48,13 +48,14 @@ type Dup struct {
 type Kind uint8
 
 const (
-	Syntax    Kind = iota // not JSON; Msg in encoding/json's words
-	EOF                   // the input ends inside the value
-	NotUTF8               // the input is not valid UTF-8 (Offset: first bad byte)
-	Trailing              // something follows the value
-	Duplicate             // a duplicate object key (without CollectDuplicates)
-	Limit                 // beyond MaxDepth or MaxElems
-	BadNumber             // Options.Number refused a literal; Err is its error
+	Syntax        Kind = iota // not JSON; Msg in encoding/json's words
+	EOF                       // the input ends inside the value
+	NotUTF8                   // the input is not valid UTF-8 (Offset: first bad byte)
+	Trailing                  // something follows the value
+	Duplicate                 // a duplicate object key (without CollectDuplicates)
+	Limit                     // beyond MaxDepth or MaxElems
+	BadNumber                 // Options.Number refused a literal; Err is its error
+	LoneSurrogate             // a \u escape of a UTF-16 surrogate that is not half of a pair
 )
 
 // Error is a refusal: what (Msg, Kind), where (Offset into the input, Path
@@ -415,18 +416,12 @@ func (d *decoder) unescape(start, i int) (string, *parseError) {
 			}
 			i += 6
 			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if x, bad := hex4(s, i+2); bad < 0 {
-						r2 = x
-					}
+				pair := utf16.DecodeRune(r, lowSurrogateAt(s, i))
+				if pair == utf8.RuneError {
+					return "", d.loneSurrogate(i-6, r)
 				}
-				if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
-					r = pair
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
+				r = pair
+				i += 6
 			}
 			buf = utf8.AppendRune(buf, r)
 			continue
@@ -438,6 +433,27 @@ func (d *decoder) unescape(start, i int) (string, *parseError) {
 	}
 	d.pos = len(s)
 	return "", d.errEOF()
+}
+
+// lowSurrogateAt is the rune of the \u escape at s[i:], if one is there
+// and well formed, else -1: what a high surrogate escape just before i
+// pairs with.
+func lowSurrogateAt(s []byte, i int) rune {
+	if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+		if x, bad := hex4(s, i+2); bad < 0 {
+			return x
+		}
+	}
+	return -1
+}
+
+// loneSurrogate refuses the \u escape at offset at, of surrogate r, which
+// is not the first half of a pair followed by its second. encoding/json
+// reads it as U+FFFD, so "\ud800" and "\ufffd" would be one string (one
+// cell key, one hash) though the texts differ: a lone surrogate is no
+// character, and no JSON text needs one.
+func (d *decoder) loneSurrogate(at int, r rune) *parseError {
+	return d.fail(LoneSurrogate, at, `lone UTF-16 surrogate \u%04x in string escape (a surrogate escape must be a pair: \ud800-\udbff followed by \udc00-\udfff)`, r)
 }
 
 // hex4 decodes the four hex digits at s[i:]. bad is the index of the

@@ -36,6 +36,10 @@ func TestErrors(t *testing.T) {
 		{`[[[]]]`, jsonx.Limit, 2, "0/0"},
 		{`[1,2,3]`, jsonx.Limit, 4, ""},
 		{`{"a":[1, -2]}`, jsonx.BadNumber, 9, "a/1"},
+		{`{"a":["x\ud800"]}`, jsonx.LoneSurrogate, 8, "a/0"},
+		{`{"a":"\udc00\ud800"}`, jsonx.LoneSurrogate, 6, "a"},
+		{`["\ud800\u0041"]`, jsonx.LoneSurrogate, 2, "0"},
+		{`{"\ud800":1}`, jsonx.LoneSurrogate, 2, ""},
 	} {
 		_, _, err := jsonx.Parse([]byte(c.js), o)
 		var e *jsonx.Error
@@ -86,6 +90,32 @@ func TestLineColumn(t *testing.T) {
 	for _, c := range []struct{ off, line, col int }{{0, 1, 1}, {2, 1, 3}, {3, 2, 1}, {6, 3, 1}, {99, 3, 1}, {-1, 1, 1}} {
 		if l, col := jsonx.LineColumn(data, c.off); l != c.line || col != c.col {
 			t.Errorf("LineColumn(%d) = %d:%d, want %d:%d", c.off, l, col, c.line, c.col)
+		}
+	}
+}
+
+// TestSurrogates: a surrogate pair escape is one character; a surrogate
+// escape that is not half of a pair is refused, wherever it is (encoding/json
+// would read it as U+FFFD, which "\ufffd" also is).
+func TestSurrogates(t *testing.T) {
+	for _, c := range []struct{ js, want string }{
+		{`"\ud83d\ude00"`, "\U0001F600"},
+		{`"\uDBFF\uDFFF"`, "\U0010FFFF"},
+		{`"a\ud800\udc00b"`, "a\U00010000b"},
+		{`"\ufffd"`, "\ufffd"},
+		{`"\ud7ff\ue000"`, "\ud7ff\ue000"},
+	} {
+		v, _, err := jsonx.Parse([]byte(c.js), jsonx.Options{})
+		if err != nil || v != c.want {
+			t.Errorf("Parse(%s) = %q, %v, want %q", c.js, v, err, c.want)
+		}
+	}
+	for _, js := range []string{`"\ud800"`, `"\udfff"`, `"\ud800\u0041"`, `"\udc00\ud800"`, `"\ud800\ud800\udc00"`,
+		`"\ud800\\udc00"`, `"\ud800x"`, `"\ud800\udbff"`, `"\ud800\u"`, `"\ud800\udc0"`, `"\ud83d\ude00\udc00"`} {
+		_, _, err := jsonx.Parse([]byte(js), jsonx.Options{})
+		var e *jsonx.Error
+		if !errors.As(err, &e) || e.Kind != jsonx.LoneSurrogate || !strings.Contains(e.Msg, "lone UTF-16 surrogate") {
+			t.Errorf("Parse(%s) = %v, want a lone surrogate refused", js, err)
 		}
 	}
 }

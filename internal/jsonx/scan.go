@@ -3,6 +3,7 @@ package jsonx
 import (
 	"math"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -385,13 +386,20 @@ func (d *decoder) skipStr() *parseError {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i++
 			case 'u':
-				if _, bad := hex4(s, i+2); bad >= 0 {
+				r, bad := hex4(s, i+2)
+				if bad >= 0 {
 					if bad >= len(s) {
 						d.pos = len(s)
 						return d.errEOF()
 					}
 					d.pos = bad
 					return d.invalid(`in \u hexadecimal character escape`)
+				}
+				if utf16.IsSurrogate(r) {
+					if utf16.DecodeRune(r, lowSurrogateAt(s, i+6)) == utf8.RuneError {
+						return d.loneSurrogate(i, r)
+					}
+					i += 6 // the low half, checked
 				}
 				i += 5
 			default:

@@ -574,6 +574,10 @@ var mutations = []mutation{
 		from: "if (typeof value === 'string' && !value.isWellFormed()) {",
 		to:   "if (false) {",
 		pkg:  "examples/executor-ts", run: "dist/test/canonical.test.js"},
+	{name: "executor-ts/json-lone-surrogate-escape", file: "examples/executor-ts/lib/canonical.ts",
+		from: "if (!s.isWellFormed()) {",
+		to:   "if (false) {",
+		pkg:  "examples/executor-ts", run: "dist/test/canonical.test.js dist/test/vectors.test.js"},
 	{name: "executor-ts/plain-objects-only", file: "examples/executor-ts/lib/canonical.ts",
 		from: "if (proto !== Object.prototype && proto !== null) {",
 		to:   "if (false) {",
@@ -771,9 +775,9 @@ var mutations = []mutation{
 		from: "if js != nil && !sameJSON(js, KeyJSON(b)) {",
 		to:   "if false {",
 		pkg:  "./daemon", run: "TestParseRecordRefuses"},
-	{name: "export/unknown-fields", file: "daemon/handle.go",
-		from: "\tdec.DisallowUnknownFields()\n\tif err := dec.Decode(v); err != nil {",
-		to:   "\tif err := dec.Decode(v); err != nil {",
+	{name: "export/unknown-fields", file: "daemon/strict.go",
+		from: "if err := exactKeys(reflect.TypeOf(v), parsed, nil); err != nil {",
+		to:   "if err := exactKeys(reflect.TypeOf(v), parsed, nil); false && err != nil {",
 		pkg:  "./daemon", run: "TestParseRecordRefuses"},
 	{name: "export/duplicate-keys", file: "daemon/export.go",
 		from: "if _, _, err := jsonx.Parse(line, jsonx.Options{}); err != nil {",
@@ -1041,13 +1045,18 @@ var mutations = []mutation{
 		from: "\tif s.depth >= s.d.maxDepth {",
 		to:   "\tif false {",
 		pkg:  "./internal/jsonx", run: "TestScannerObject"},
-	// Every strict JSON body (daemon/handle.go strictDecode, and shadow's
-	// events files) refuses anything after its value, a stray ']' or '}'
-	// included.
-	{name: "daemon/nothing-after-json", file: "daemon/handle.go",
-		from: "len(rest) > 0 {",
-		to:   "len(rest) > 0 && false {",
-		pkg:  "./daemon", run: "TestAPIAnswers|TestParseEvents$"},
+	// Every strict JSON body (daemon/strict.go strictDecode) is parsed
+	// whole by jsonx first, which refuses anything after its value, a stray
+	// ']' or '}' included (POST /v1/limits took {"max_effects":15}] and
+	// journaled it), and holds its keys to the struct's exactly.
+	{name: "daemon/strict-body-parsed-whole", file: "daemon/strict.go",
+		from: "parsed, _, err := jsonx.Parse(b, jsonx.Options{MaxDepth: maxBodyDepth})",
+		to:   "parsed, err := any(nil), error(nil)",
+		pkg:  "./daemon", run: "TestAPIAnswers$|TestParseLimitsErrors"},
+	{name: "daemon/strict-exact-keys", file: "daemon/strict.go",
+		from: "ft, ok := fields[k]\n\t\t\tif !ok {",
+		to:   "ft, ok := fields[k]\n\t\t\tif !ok {\n\t\t\t\tcontinue\n\t\t\t}\n\t\t\tif false {",
+		pkg:  "./daemon", run: "TestParseLimitsErrors"},
 	// A step's context carries the manifest in force and its workflow's
 	// hash (kernel/apply.go, made once per apply).
 	{name: "kernel/context-manifest-hash", file: "kernel/apply.go",
@@ -1126,6 +1135,75 @@ var mutations = []mutation{
 		from: "return nil, err // never a plan half compiled",
 		to:   "return p, err",
 		pkg:  "./sdk", run: "TestCodecUnsupportedGoesThroughLibrary"},
+	// The HTTP API's edges (issue 26). A claim is leased only to an
+	// executor with a key trusted for every effect it names.
+	{name: "daemon/claim-trusted-executor", file: "daemon/executors.go",
+		from: "if err := x.trusted(req.Executor, req.Effects); err != nil {",
+		to:   "if err := x.trusted(req.Executor, req.Effects); false && err != nil {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
+	{name: "receipts/trusts-by-name", file: "receipts/keyring.go",
+		from: "if e.Name == executor && e.Allows(effect) {",
+		to:   "if e.Allows(effect) {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
+	// The bearer scheme's name is case-insensitive.
+	{name: "daemon/auth-scheme-fold", file: "daemon/server.go",
+		from: "if !found || !strings.EqualFold(scheme, \"Bearer\") {",
+		to:   "if !found || scheme != \"Bearer\" {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
+	// A body declared as something other than JSON is 415.
+	{name: "daemon/content-type-json", file: "daemon/handle.go",
+		from: "if err := checkContentType(r); err != nil {",
+		to:   "if err := checkContentType(r); false && err != nil {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
+	// A batch of events is bounded.
+	{name: "daemon/events-batch-bound", file: "daemon/events.go",
+		from: "if maxBatch > 0 && i >= maxBatch {",
+		to:   "if false {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
+	// A lone surrogate escape is refused by Parse and by the Scanner's Skip
+	// (the events route's values).
+	{name: "jsonx/lone-surrogate", file: "internal/jsonx/jsonx.go",
+		from: "if pair == utf8.RuneError {\n\t\t\t\t\treturn \"\", d.loneSurrogate(i-6, r)\n\t\t\t\t}\n\t\t\t\tr = pair\n\t\t\t\ti += 6",
+		to:   "if pair == utf8.RuneError {\n\t\t\t\t\tr = pair\n\t\t\t\t} else {\n\t\t\t\t\tr = pair\n\t\t\t\t\ti += 6\n\t\t\t\t}",
+		pkg:  "./internal/jsonx", run: "TestSurrogates|TestErrors"},
+	{name: "jsonx/skip-lone-surrogate", file: "internal/jsonx/scan.go",
+		from: "\t\t\t\t\t\treturn d.loneSurrogate(i, r)\n",
+		to:   "\t\t\t\t\t\ti -= 6\n",
+		pkg:  "./daemon", run: "TestAPIAnswers$|TestParseEventsAsEncodingJSON"},
+	// A manifest sent as files takes its artifacts from the upload or the
+	// world, never from the server's disk.
+	{name: "daemon/artifacts-confined-to-upload", file: "daemon/backend.go",
+		from: "m, err := manifest.LoadArtifacts(dir, \"DIR\", up.artifact)",
+		to:   "m, err := manifest.LoadWith(dir, artifacts)",
+		pkg:  "./daemon", run: "TestApplyConfinesArtifacts"},
+	// The server's header and idle timeouts, and the body's deadline.
+	{name: "host/header-timeout", file: "daemon/host.go",
+		from: "ReadHeaderTimeout: lim.HeaderTimeout,",
+		to:   "ReadHeaderTimeout: 0,",
+		pkg:  "./daemon", run: "TestHostHTTPLimits"},
+	{name: "host/idle-timeout", file: "daemon/host.go",
+		from: "IdleTimeout:       lim.IdleTimeout,",
+		to:   "IdleTimeout:       -1,",
+		pkg:  "./daemon", run: "TestHostHTTPLimits"},
+	{name: "daemon/body-deadline", file: "daemon/server.go",
+		from: "_ = d.SetReadDeadline(time.Now().Add(s.BodyTimeout))",
+		to:   "_ = d",
+		pkg:  "./daemon", run: "TestHostHTTPLimits"},
+	// A cell key that is not UTF-8 is refused, not read as another key.
+	{name: "daemon/cell-key-utf8", file: "daemon/backend.go",
+		from: "if !utf8.ValidString(text) {",
+		to:   "if !utf8.ValidString(text) && false {",
+		pkg:  "./daemon", run: "TestAPIAnswers$"},
+	// A daemon that refuses the token is said to, naming the token file.
+	{name: "daemon/wrong-token-said", file: "daemon/world.go",
+		from: "if errors.Is(found.probeErr, errTokenRefused) {",
+		to:   "if false {",
+		pkg:  "./daemon", run: "TestConnectWithAWrongToken"},
+	// The next-page hint repeats the flags given.
+	{name: "cli/next-page-keeps-flags", file: "cmd/aosd/hint.go",
+		from: "parts = append(parts, \"--\"+f.Name, f.Value.String())",
+		to:   "_ = parts",
+		pkg:  "./cmd/aosd", run: "TestNextPageCommand"},
 	// The Postgres backend (pgdb): every write of the journal is fenced by
 	// the owner's lease epoch and an append by the expected height, in the
 	// statement that writes; the CAS's deletes are fenced too; a newer
@@ -1202,6 +1280,44 @@ var mutations = []mutation{
 		from: "if os.Getenv(\"CI\") == \"true\" {",
 		to:   "if false {",
 		pkg:  "./internal/pgtest", run: "TestWithoutPostgres"},
+	// Backup and restore (badgerdb/backup.go, daemon/backup.go).
+	{name: "backup/keys-increasing", file: "badgerdb/backup.go",
+		from: "if prev != nil && bytes.Compare(key, prev) <= 0 {",
+		to:   "if false {",
+		pkg:  "./badgerdb", run: "TestRestoreRefusesDamage"},
+	{name: "backup/checksum", file: "badgerdb/backup.go",
+		from: "if !bytes.Equal(got, want) {",
+		to:   "if len(want) == 0 {",
+		pkg:  "./badgerdb", run: "TestRestoreRefusesDamage"},
+	{name: "backup/restore-into-empty-dir", file: "badgerdb/backup.go",
+		from: "if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {",
+		to:   "if ents, err := os.ReadDir(dir); err == nil && len(ents) > 1<<30 {",
+		pkg:  "./badgerdb", run: "TestRestoreRefusesDamage"},
+	{name: "backup/refused-restore-leaves-nothing", file: "daemon/backup.go",
+		from: "\t\tif !done {\n\t\t\tos.RemoveAll(tmp)",
+		to:   "\t\tif !done && false {\n\t\t\tos.RemoveAll(tmp)",
+		pkg:  "./cmd/aosd", run: "TestBackupWithoutDaemon"},
+	// Token rotation (daemon/token.go).
+	{name: "token/grace-ends", file: "daemon/token.go",
+		from: "return s.old != nil && s.now().Before(s.oldUntil) && subtle.ConstantTimeCompare(got, s.old) == 1",
+		to:   "return s.old != nil && subtle.ConstantTimeCompare(got, s.old) == 1",
+		pkg:  "./daemon", run: "TestTokenSetGrace"},
+	{name: "token/one-old-token-at-most", file: "daemon/token.go",
+		from: "\ts.old, s.oldUntil = nil, time.Time{}\n",
+		to:   "\n",
+		pkg:  "./daemon", run: "TestTokenSetGrace"},
+	{name: "token/empty-never-kept", file: "daemon/token.go",
+		from: "if grace > 0 && len(prev) > len(\"Bearer \") &&",
+		to:   "if grace > 0 &&",
+		pkg:  "./daemon", run: "TestTokenSetGrace"},
+	{name: "token/daemon-accepts-rotated", file: "daemon/token.go",
+		from: "until := h.tokens.Rotate(tok, grace)",
+		to:   "until := time.Time{}",
+		pkg:  "./cmd/aosd", run: "TestTokenRotate"},
+	{name: "token/reload-refuses-empty-file", file: "daemon/token.go",
+		from: "if err := checkTokenText(h.dir.Path(TokenFile), tok); err != nil {",
+		to:   "if err := error(nil); err != nil {",
+		pkg:  "./cmd/aosd", run: "TestTokenRotate"},
 	// A full disk fails a write instead of faulting it (badgerdb/space.go):
 	// the guard refuses, before it starts, a write that would leave less
 	// free than the reserve, the tables and the writes under way; append

@@ -265,8 +265,8 @@ export function numberFromLiteral (s: string, ptr = ''): number | bigint {
  * parseJSON reads one JSON value strictly, as the daemon does: duplicate
  * keys, trailing content, nesting beyond 64 and invalid UTF-8 (when given
  * bytes) are errors; numbers follow numberFromLiteral, so integers keep
- * every digit (as bigints beyond 2^53); a lone surrogate escape becomes
- * U+FFFD, as Go's decoder makes it. Errors are CanonicalErrors naming the
+ * every digit (as bigints beyond 2^53); a lone surrogate escape is
+ * refused, as the daemon refuses it. Errors are CanonicalErrors naming the
  * pointer and the offset.
  */
 export function parseJSON (input: string | Uint8Array): JSONValue {
@@ -382,7 +382,12 @@ class JSONReader {
     if (typeof s !== 'string') {
       this.fail(ptr, 'bad string')
     }
-    return s.toWellFormed()
+    if (!s.isWellFormed()) {
+      // JSON.parse reads "\ud800" as a lone surrogate, Go's encoding/json as
+      // U+FFFD; the daemon refuses it, since it is no text.
+      this.fail(ptr, 'lone UTF-16 surrogate escape in a string (a surrogate escape must be a pair)')
+    }
+    return s
   }
 
   private array (ptr: string, depth: number): JSONValue[] {

@@ -75,7 +75,9 @@ test('JSON is read strictly, errors name the pointer', () => {
   assert.equal(parseJSON('9007199254740993'), 9007199254740993n, 'integers keep every digit')
   assert.equal(parseJSON('9007199254740991'), 9007199254740991)
   assert.equal(parseJSON(' -0.0 '), 0)
-  assert.equal(parseJSON('"\\ud800x"'), '\ufffdx', 'a lone surrogate escape is U+FFFD, as in Go')
+  refuses(() => parseJSON('{"k": ["\\ud800x"]}'), '/k/0', /lone UTF-16 surrogate/)
+  refuses(() => parseJSON('"\\ud83d\\u0041"'), '', /lone UTF-16 surrogate/)
+  assert.equal(parseJSON('"\\ud83d\\ude00"'), '\u{1F600}', 'a surrogate pair escape is one character')
 })
 
 test('number literals: the same value however written', () => {

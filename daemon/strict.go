@@ -1,0 +1,243 @@
+package daemon
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aos-kernel/aos/internal/jsonx"
+)
+
+// The one strict reader of JSON request bodies. Every body is read by
+// internal/jsonx, the one strict parser: the JSON grammar, UTF-8, no
+// duplicate keys, no lone surrogate escapes, nothing after the value. A body
+// of a fixed shape (a Go struct) is then held to its keys exactly: a key the
+// struct does not have, or one spelled in another case (which encoding/json
+// would match case-insensitively), is refused; only then does encoding/json
+// fill the struct. The events route walks its envelope with jsonx's Scanner
+// instead (events.go), receipts and frames are read by package receipts on
+// jsonx; all word their refusals with jsonProblem, so a body refused for
+// the same reason is refused in the same words on every route.
+
+// maxBodyDepth is encoding/json's nesting limit, which request bodies kept
+// when encoding/json read them: a deeper value is refused.
+const maxBodyDepth = 10000
+
+// trailingData is the refusal of anything but whitespace after a body's
+// JSON value, on every route (docs/API.md quotes it; answers_test.go holds
+// every route that takes a body to it). schemas.DecodeJSON, which reads
+// receipts and frames, words it the same.
+const trailingData = "trailing data after the JSON value (at byte %d)"
+
+// trailingError is the refusal of what follows a body's value at offset:
+// the body's shape is not at fault, so it is answered without it.
+type trailingError struct{ offset int }
+
+func (e *trailingError) Error() string { return fmt.Sprintf(trailingData, e.offset) }
+
+// strictDecode decodes the one JSON value b holds into v (a pointer) as the
+// package comment says: jsonx's refusals, then keys held exactly to v's
+// fields, then encoding/json.
+func strictDecode(b []byte, v any) error {
+	parsed, _, err := jsonx.Parse(b, jsonx.Options{MaxDepth: maxBodyDepth})
+	if err != nil {
+		return jsonProblem(err)
+	}
+	if err := exactKeys(reflect.TypeOf(v), parsed, nil); err != nil {
+		return err
+	}
+	// Unknown keys are refused above, case included; encoding/json's own
+	// DisallowUnknownFields would match them case-insensitively.
+	return json.Unmarshal(b, v)
+}
+
+// jsonProblem words a refusal by jsonx for an API answer: trailing data as
+// trailingData says, anything else as jsonx words it, with the JSON pointer
+// of the member it is in when there is one. Any other error (one a caller
+// of the Scanner wrapped with its own context) is left as it is.
+func jsonProblem(err error) error {
+	e, ok := err.(*jsonx.Error)
+	if !ok {
+		return err
+	}
+	if e.Kind == jsonx.Trailing {
+		return &trailingError{e.Offset}
+	}
+	if len(e.Path) > 0 {
+		return fmt.Errorf("json: at byte %d (%s): %s", e.Offset, pointer(e.Path), e.Msg)
+	}
+	return e
+}
+
+// pointer is the JSON pointer of tokens.
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// exactKeys holds the keys of every object in v (a value jsonx parsed) that
+// t, the Go type it will be decoded into, gives a fixed shape (a struct) to
+// the struct's JSON field names, exactly. Values decoded by their own
+// UnmarshalJSON (json.RawMessage: a manifest, an event's value) and values
+// of interface type are left to whoever reads them. What does not have the
+// type's kind at all (a string where an object belongs) is left to
+// encoding/json, which refuses it naming the field.
+func exactKeys(t reflect.Type, v any, at []string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		fields := jsonFields(t)
+		for _, k := range slices.Sorted(mapKeys(m)) {
+			ft, ok := fields[k]
+			if !ok {
+				return unknownField(k, at, fields)
+			}
+			if err := exactKeys(ft, m[k], append(at, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		a, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for i, x := range a {
+			if err := exactKeys(t.Elem(), x, append(at, strconv.Itoa(i))); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for _, k := range slices.Sorted(mapKeys(m)) {
+			if err := exactKeys(t.Elem(), m[k], append(at, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unknownField refuses key k of the object at at, naming the keys it may
+// have.
+func unknownField(k string, at []string, fields map[string]reflect.Type) error {
+	known := slices.Sorted(mapKeys(fields))
+	for _, f := range known {
+		if strings.EqualFold(f, k) {
+			return fmt.Errorf("json: unknown field %q in the object at %s: did you mean %q? (keys are exact, case included)", k, pointer(at), f)
+		}
+	}
+	return fmt.Errorf("json: unknown field %q in the object at %s (its keys: %s)", k, pointer(at), strings.Join(known, ", "))
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// fieldsCache holds jsonFields' answer per struct type.
+var fieldsCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields are the JSON names of t's fields as encoding/json decodes
+// them (the tag's name, else the Go name; embedded structs' fields
+// promoted; "-" and unexported fields left out), with their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldsCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	addFields(t, out)
+	fieldsCache.Store(t, out)
+	return out
+}
+
+func addFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				addFields(ft, out)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, dup := out[name]; !dup { // the outer field wins, as in encoding/json
+			out[name] = f.Type
+		}
+	}
+}
+
+// checkContentType refuses a request body declared as something other than
+// JSON (415): application/json, with parameters (a charset, if given, must
+// be UTF-8, the only encoding JSON has), and the structured-syntax
+// application/*+json types are JSON. A body without Content-Type is read as
+// JSON: many clients send none, and the route defines what its body is.
+func checkContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	typ, params, err := mime.ParseMediaType(ct)
+	if err == nil && (typ == "application/json" || strings.HasPrefix(typ, "application/") && strings.HasSuffix(typ, "+json")) {
+		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8") {
+			return nil
+		}
+		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type header",
+			"Content-Type %q: a JSON body is UTF-8; send Content-Type: application/json", ct)
+	}
+	hint := ""
+	if typ == "application/x-www-form-urlencoded" {
+		hint = " (curl -d sends application/x-www-form-urlencoded: add -H 'Content-Type: application/json', or use curl --json)"
+	}
+	return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type header",
+		"the body is declared %q, not JSON: send Content-Type: application/json%s", ct, hint)
+}
