@@ -75,6 +75,11 @@ func (w *World) Token() string { return w.h.Token() }
 // Kernel is the open kernel world: status, cells, traces, the journal.
 func (w *World) Kernel() *kernel.World { return w.h.Kernel() }
 
+// Identity is the world's identity ("world:" and 32 hex digits), made when
+// the world was created and journaled as its first record: every intent
+// hash binds it, and every receipt and frame for the world must name it.
+func (w *World) Identity() string { return w.h.Kernel().Identity() }
+
 // Apply loads the manifest at path (a file or a directory of JSON files),
 // validates it, and makes it the world's manifest; dryRun reports what would
 // change and changes nothing. The result is `aosd apply --json`'s. When the

@@ -17,6 +17,7 @@ import (
 	"github.com/aos-kernel/aos"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/sdk"
 )
@@ -113,6 +114,14 @@ func TestEmbed(t *testing.T) {
 	info, err := daemon.Dir(dir).ReadDaemonInfo()
 	if err != nil || info.Addr != w.Addr() || info.PID != os.Getpid() {
 		t.Fatalf("daemon.json: %+v, %v; want addr %s pid %d", info, err, w.Addr(), os.Getpid())
+	}
+	// Created with an identity, journaled as the world's first record.
+	if id := w.Identity(); !strings.HasPrefix(id, "world:") || len(id) != len("world:")+32 || id != w.Kernel().Identity() {
+		t.Fatalf("identity %q", id)
+	}
+	var first journal.Record
+	if err := w.Kernel().Journal().Read(1, func(r journal.Record) (bool, error) { first = r; return false, nil }); err != nil || first.Kind != journal.KindWorld {
+		t.Fatalf("the new world's first record: %+v %v", first, err)
 	}
 
 	dry, err := w.Apply(ctx, m, true)

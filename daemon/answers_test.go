@@ -284,6 +284,10 @@ func TestAPIAnswers(t *testing.T) {
 		return string(b)
 	}
 	ghost := schemas.HashBytes([]byte("no such intent"))
+	// another is a world that is not this one; a receipt or frame signed
+	// for it, or for none (the first layout), is refused whatever else it
+	// says, even for an intent this world has pending.
+	world, another := aw.w.Identity(), "world:00112233445566778899aabbccddeeff"
 	for _, p := range []probe{
 		{name: "keys", route: "GET /v1/keys", path: "/v1/keys", status: 200, says: daemon.BuiltinExecutor},
 		{name: "add key", route: "POST /v1/keys", path: "/v1/keys", body: keyBody("payments", workFx), status: 200, says: `"id"`},
@@ -293,6 +297,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "key too large", route: "POST /v1/keys", path: "/v1/keys", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
 		{name: "remove unknown key", route: "DELETE /v1/keys/{id}", path: "/v1/keys/ed25519:" + strings.Repeat("0", 32), status: 404, code: "not_found"},
 		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"max":5000}`, status: 200, says: i1.String()},
+		{name: "claim names the world", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}`, status: 200, says: `"world":"` + world + `"`},
 		{name: "claim stray brace after the body", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/other@1"]}}`, status: 400, code: "invalid_input", says: "trailing data after the JSON value"},
 		{name: "claim nothing open", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`, status: 200, says: `"intents":[]`},
 		{name: "claim an effect the executor's keys may not settle", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1","t/other@1"]}`, status: 403, code: "untrusted",
@@ -304,18 +309,22 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "claim negative", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"],"lease_ms":-1}`, status: 400, code: "invalid_input", says: "lease_ms"},
 		{name: "claim too large", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
 		{name: "claim without executors", route: "POST /v1/effects/claim", base: aw.bare, path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`, status: 503, code: "unavailable"},
-		{name: "frame", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 1), status: 200, journals: true},
-		{name: "frame again", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 1), status: 409, code: "frame_refused"},
-		{name: "frame stranger", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, stranger, "payments", workFx, i1, 2), status: 403, code: "untrusted"},
+		{name: "frame", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i1, 1), status: 200, journals: true},
+		{name: "frame again", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i1, 1), status: 409, code: "frame_refused"},
+		{name: "frame stranger", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), stranger, "payments", workFx, i1, 2), status: 403, code: "untrusted"},
+		{name: "frame for another world", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, another, payments, "payments", workFx, i1, 2), status: 403, code: "wrong_world", says: "is signed for " + another + ", but this world is " + world},
+		{name: "frame in the first layout", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, "", payments, "payments", workFx, i1, 2), status: 403, code: "wrong_world", says: "under aos/frame/v2"},
 		{name: "frame malformed", route: "POST /v1/frames", path: "/v1/frames", body: `{"intent_hash":`, status: 400, code: "invalid_input"},
 		{name: "frame too large", route: "POST /v1/frames", path: "/v1/frames", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
-		{name: "frame without executors", route: "POST /v1/frames", base: aw.bare, path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 2), status: 503, code: "unavailable"},
+		{name: "frame without executors", route: "POST /v1/frames", base: aw.bare, path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i1, 2), status: 503, code: "unavailable"},
 		{name: "receipt malformed", route: "POST /v1/receipts", path: "/v1/receipts", body: `{"intent_hash":`, status: 400, code: "invalid_input"},
-		{name: "receipt stranger", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, stranger, "payments", workFx, i1, map[string]any{"ok": true}), status: 403, code: "untrusted"},
-		{name: "receipt for another effect", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", i1, map[string]any{"ok": true}), status: 403, code: "untrusted", says: "but the intent is for effect t/work@1"},
-		{name: "receipt unknown intent", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, ghost, map[string]any{"ok": true}), status: 404, code: "unknown_intent"},
+		{name: "receipt stranger", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), stranger, "payments", workFx, i1, map[string]any{"ok": true}), status: 403, code: "untrusted"},
+		{name: "receipt for another effect", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", i1, map[string]any{"ok": true}), status: 403, code: "untrusted", says: "but the intent is for effect t/work@1"},
+		{name: "receipt unknown intent", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, ghost, map[string]any{"ok": true}), status: 404, code: "unknown_intent"},
+		{name: "receipt for another world", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, another, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 403, code: "wrong_world", says: "is signed for " + another + ", but this world is " + world},
+		{name: "receipt in the first layout", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, "", payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 403, code: "wrong_world", says: "update the executor to sign the world the claim answers"},
 		{name: "receipt too large", route: "POST /v1/receipts", path: "/v1/receipts", body: strings.Repeat(" ", daemon.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
-		{name: "receipt without executors", route: "POST /v1/receipts", base: aw.bare, path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 503, code: "unavailable"},
+		{name: "receipt without executors", route: "POST /v1/receipts", base: aw.bare, path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 503, code: "unavailable"},
 		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String(), status: 200, says: `"kind":"frame"`},
 		{name: "intent not a hash", route: "GET /v1/intents/{hash}", path: "/v1/intents/nope", status: 400, code: "invalid_input"},
 		{name: "intent unknown", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + ghost.String(), status: 404, code: "not_found"},
@@ -336,8 +345,9 @@ func TestAPIAnswers(t *testing.T) {
 		"POST /v1/shadow":                    {path: "/v1/shadow", body: files(answersManifest)},
 		"POST /v1/keys":                      {path: "/v1/keys", body: keyBody("payments2", workFx)},
 		"POST /v1/effects/claim":             {path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
-		"POST /v1/receipts":                  {path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true})},
-		"POST /v1/frames":                    {path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 2)},
+		"POST /v1/receipts":                  {path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i1, map[string]any{"ok": true})},
+		"POST /v1/frames":                    {path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i1, 2)},
+		"POST /v1/token/rotate":              {path: "/v1/token/rotate", body: `{"grace_ms":1000}`},
 	}
 	bodyRoutes := daemon.BodyRoutes(t)
 	if len(bodyRoutes) != len(validBodies) {
@@ -406,13 +416,13 @@ func TestAPIAnswers(t *testing.T) {
 	// and t/job@1 has no Rejected arm, so j2 fails; j3 fails by a second
 	// start while its intent is in flight, so its receipt is dropped.
 	for _, p := range []probe{
-		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 200, journals: true, says: `"seq"`},
-		{name: "receipt again", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 409, code: "duplicate"},
-		{name: "frame after the receipt", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, payments, "payments", workFx, i1, 5), status: 409, code: "frame_refused"},
-		{name: "receipt rejected", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i2, map[string]any{"ok": "yes"}), status: 200, journals: true, says: `"rejected"`},
+		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 200, journals: true, says: `"seq"`},
+		{name: "receipt again", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i1, map[string]any{"ok": true}), status: 409, code: "duplicate"},
+		{name: "frame after the receipt", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i1, 5), status: 409, code: "frame_refused"},
+		{name: "receipt rejected", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i2, map[string]any{"ok": "yes"}), status: 200, journals: true, says: `"rejected"`},
 		{name: "job j3 again", route: "POST /v1/events", path: "/v1/events", body: start("j3"), status: 200, journals: true},
-		{name: "receipt late", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i3, map[string]any{"ok": true}), status: 409, code: "dropped", journals: true},
-		{name: "receipt late again", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, payments, "payments", workFx, i3, map[string]any{"ok": true}), status: 409, code: "duplicate"},
+		{name: "receipt late", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i3, map[string]any{"ok": true}), status: 409, code: "dropped", journals: true},
+		{name: "receipt late again", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i3, map[string]any{"ok": true}), status: 409, code: "duplicate"},
 	} {
 		aw.run(t, p)
 	}
@@ -555,8 +565,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "replay", route: "POST /v1/replay", path: "/v1/replay"},
 		{name: "gc", route: "POST /v1/gc", path: "/v1/gc", body: `{}`},
 		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
-		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", ghost, map[string]any{})},
-		{name: "frame", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", ghost, 1)},
+		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", ghost, map[string]any{})},
+		{name: "frame", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), aw.builtinKey, daemon.BuiltinExecutor, "sys/timer.set@1", ghost, 1)},
 	} {
 		p.name = "stopped world: " + p.name
 		p.status, p.code = 503, "unavailable"

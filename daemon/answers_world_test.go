@@ -204,10 +204,10 @@ func (aw *answersWorld) call(t *testing.T, base, method, path, body string, hdr 
 	return httpAnswer{status: resp.StatusCode, body: string(b), header: resp.Header}
 }
 
-// signedReceipt is a receipt's JSON form, signed by priv.
-func signedReceipt(t *testing.T, priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, payload any) string {
+// signedReceipt is a receipt's JSON form for world, signed by priv.
+func signedReceipt(t *testing.T, world string, priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, payload any) string {
 	t.Helper()
-	js, err := receipts.ToJSON(receipts.Sign(priv, receipts.Receipt{Intent: intent, Effect: effect, Executor: executor,
+	js, err := receipts.ToJSON(receipts.Sign(priv, receipts.Receipt{World: world, Intent: intent, Effect: effect, Executor: executor,
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(payload)}))
 	if err != nil {
 		t.Fatal(err)
@@ -215,10 +215,10 @@ func signedReceipt(t *testing.T, priv ed25519.PrivateKey, executor, effect strin
 	return string(js)
 }
 
-// signedFrame is a frame's JSON form, signed by priv.
-func signedFrame(t *testing.T, priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, seq uint64) string {
+// signedFrame is a frame's JSON form for world, signed by priv.
+func signedFrame(t *testing.T, world string, priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, seq uint64) string {
 	t.Helper()
-	js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{Intent: intent, Effect: effect, Seq: seq,
+	js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{World: world, Intent: intent, Effect: effect, Seq: seq,
 		Executor: executor, Payload: schemas.MustMarshal(map[string]any{"pct": seq})}))
 	if err != nil {
 		t.Fatal(err)

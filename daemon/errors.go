@@ -35,6 +35,7 @@ const (
 	CodeDuplicate            = "duplicate"      // a receipt for an intent already settled by a receipt, or already dropped once
 	CodeUnknownIntent        = "unknown_intent" // a receipt for an intent not pending and not settled recently
 	CodeFrameRefused         = "frame_refused"  // a stream frame for an intent not pending, or out of order
+	CodeWrongWorld           = "wrong_world"    // a receipt or frame signed for another world, or for none (the first layout)
 	// CodeIdempotencyConflict: an event reuses an idempotency key the world
 	// remembers (or one given twice in the request) for another event.
 	CodeIdempotencyConflict = "idempotency_conflict"

@@ -182,6 +182,14 @@ type ClaimRequest struct {
 	WaitMs   int64    `json:"wait_ms,omitempty"`  // long-poll up to this long for work (at most 60000)
 }
 
+// ClaimAnswer is what POST /v1/effects/claim answers: the intents leased,
+// and the world's identity, which every receipt and frame for them must
+// name (docs/executor-protocol.md).
+type ClaimAnswer struct {
+	Intents []ClaimedIntent `json:"intents"`
+	World   string          `json:"world"`
+}
+
 // ClaimedIntent is one intent leased to an external executor.
 type ClaimedIntent struct {
 	Hash           string          `json:"hash"`
@@ -285,6 +293,8 @@ func receiptError(err error, where string) *Error {
 	switch {
 	case errors.Is(err, kernel.ErrUntrusted):
 		return &Error{Status: http.StatusForbidden, Code: CodeUntrusted, Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, kernel.ErrWrongWorld):
+		return &Error{Status: http.StatusForbidden, Code: CodeWrongWorld, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrReceiptDropped):
 		return &Error{Status: http.StatusConflict, Code: CodeDropped, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrReceiptDuplicate):
@@ -306,7 +316,7 @@ func (s *Server) claimRoute(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"intents": got}, nil
+		return ClaimAnswer{World: s.Executors.W.Identity(), Intents: got}, nil
 	})
 }
 

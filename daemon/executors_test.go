@@ -218,10 +218,11 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	claimer := s.trust(t, "payments", "com.example/payment.charge@1")
 	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["com.example/payment.charge@1"]}`)
 	var claim struct {
+		World   string
 		Intents []struct{ Hash, Effect string }
 	}
-	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 1 {
-		t.Fatalf("claim: %d %s", code, body)
+	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 1 || claim.World != s.w.Identity() {
+		t.Fatalf("claim: %d %s (the world is %s)", code, body, s.w.Identity())
 	}
 	// The rest starts from the built-in key alone.
 	if code, body := s.do(t, "DELETE", "/v1/keys/"+receipts.KeyID(claimer.Public().(ed25519.PublicKey)), ""); code != 200 {
@@ -234,7 +235,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	stranger, _ := receipts.GenerateKey()
 	const charge = "com.example/payment.charge@1"
 	signedFor := func(priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash) string {
-		sr := receipts.Sign(priv, receipts.Receipt{Intent: intent, Effect: effect, Executor: executor,
+		sr := receipts.Sign(priv, receipts.Receipt{World: claim.World, Intent: intent, Effect: effect, Executor: executor,
 			Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"charge_id": "x", "status": "succeeded"})})
 		js, err := receipts.ToJSON(sr)
 		if err != nil {
@@ -244,7 +245,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 	}
 	signed := func(priv ed25519.PrivateKey, executor string) string { return signedFor(priv, executor, charge, h) }
 	frame := func(priv ed25519.PrivateKey, executor, effect string, intent schemas.Hash, seq uint64) string {
-		js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{Intent: intent, Effect: effect, Seq: seq,
+		js, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{World: claim.World, Intent: intent, Effect: effect, Seq: seq,
 			Executor: executor, Payload: schemas.MustMarshal(map[string]any{"pct": uint64(seq)})}))
 		if err != nil {
 			t.Fatal(err)

@@ -122,6 +122,9 @@ type IntentBody struct {
 	OriginWorkflowHash schemas.Hash    `json:"origin_workflow_hash"`
 	Params             json.RawMessage `json:"params,omitempty"`
 	ParamsCBOR         *[]byte         `json:"params_cbor,omitempty"`
+	// World is the world the intent binds (absent for intents opened
+	// before the world had an identity).
+	World string `json:"world,omitempty"`
 }
 
 // ManifestBody is a manifest record (records.ManifestRec). SourceBytes is
@@ -189,9 +192,15 @@ type DropBody struct {
 	Receipt json.RawMessage `json:"receipt"`
 }
 
+// WorldBody is the world record (records.WorldRec): the world's identity.
+type WorldBody struct {
+	ID string `json:"id"`
+}
+
 // FrameBody is a frame record (records.FrameRec): a signed stream frame
 // and when it was admitted. Effect, KeyID and Signature are absent from
-// frames journaled before frames were signed.
+// frames journaled before frames were signed, and World from frames
+// journaled before frames named their world.
 type FrameBody struct {
 	Effect      string          `json:"effect,omitempty"`
 	Executor    string          `json:"executor"`
@@ -202,6 +211,7 @@ type FrameBody struct {
 	Seq         uint64          `json:"seq"`
 	Signature   []byte          `json:"signature,omitempty"`
 	Stamp       StampBody       `json:"stamp"`
+	World       string          `json:"world,omitempty"`
 }
 
 // Describe renders a journal record as its export line's object: every
@@ -242,7 +252,7 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 	case *records.IntentRec:
 		b := &IntentBody{Effect: rec.Effect, EffectHash: rec.EffectHash, EmittedAt: rec.EmittedAt, Hash: rec.Hash,
 			IdempotencyKey: rec.IdempotencyKey, Index: rec.Index, IssuerRef: rec.IssuerRef,
-			OriginWorkflow: rec.OriginWorkflow, OriginWorkflowHash: rec.OriginWorkflowHash}
+			OriginWorkflow: rec.OriginWorkflow, OriginWorkflowHash: rec.OriginWorkflowHash, World: rec.World}
 		b.OriginKey, b.OriginKeyCBOR = keyOut(rec.OriginKey)
 		b.Params, b.ParamsCBOR = valueOut(rec.Params)
 		body = b
@@ -267,6 +277,8 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 		body = &CheckpointBody{Reason: rec.Reason}
 	case *records.SnapshotRec:
 		body = &SnapshotBody{Bytes: rec.Bytes, Checkpoint: rec.Checkpoint, Object: rec.Object}
+	case *records.WorldRec:
+		body = &WorldBody{ID: rec.ID}
 	case *records.ReceiptRec:
 		sr, err := receipts.ToJSON(rec.Receipt)
 		if err != nil {
@@ -281,7 +293,7 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 		body = &DropBody{Reason: rec.Reason, Receipt: sr}
 	case *records.FrameRec:
 		b := &FrameBody{Effect: rec.Effect, Executor: rec.Executor, Intent: rec.Intent, KeyID: rec.KeyID,
-			Seq: rec.Seq, Signature: rec.Signature, Stamp: stampBody(&rec.Stamp)}
+			Seq: rec.Seq, Signature: rec.Signature, Stamp: stampBody(&rec.Stamp), World: rec.World}
 		b.Payload, b.PayloadCBOR = valueOut(rec.Payload)
 		body = b
 	default:
@@ -506,7 +518,7 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 		if err := into(&b); err != nil {
 			return nil, err
 		}
-		rec := &records.IntentRec{Hash: b.Hash, IntentID: records.IntentID{OriginWorkflow: b.OriginWorkflow,
+		rec := &records.IntentRec{Hash: b.Hash, IntentID: records.IntentID{World: b.World, OriginWorkflow: b.OriginWorkflow,
 			OriginWorkflowHash: b.OriginWorkflowHash, Effect: b.Effect, EffectHash: b.EffectHash,
 			IdempotencyKey: b.IdempotencyKey, IssuerRef: b.IssuerRef, EmittedAt: b.EmittedAt, Index: b.Index}}
 		if rec.OriginKey, err = keyIn("origin_key", b.OriginKey, b.OriginKeyCBOR); err != nil {
@@ -558,6 +570,12 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 			return nil, err
 		}
 		return &records.SnapshotRec{Checkpoint: b.Checkpoint, Object: b.Object, Bytes: b.Bytes}, nil
+	case journal.KindWorld:
+		var b WorldBody
+		if err := into(&b); err != nil {
+			return nil, err
+		}
+		return &records.WorldRec{ID: b.ID}, nil
 	case journal.KindReceipt:
 		var b ReceiptBody
 		if err := into(&b); err != nil {
@@ -583,7 +601,7 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 		if err := into(&b); err != nil {
 			return nil, err
 		}
-		rec := &records.FrameRec{Intent: b.Intent, Seq: b.Seq, Executor: b.Executor, Stamp: stampRec(&b.Stamp),
+		rec := &records.FrameRec{World: b.World, Intent: b.Intent, Seq: b.Seq, Executor: b.Executor, Stamp: stampRec(&b.Stamp),
 			Effect: b.Effect, KeyID: b.KeyID, Signature: b.Signature}
 		rec.Payload, err = valueIn("payload", b.Payload, b.PayloadCBOR)
 		return rec, err
@@ -605,6 +623,7 @@ type receiptForm struct {
 	PayloadCBOR []byte          `json:"payload_cbor"`
 	Signature   []byte          `json:"signature"`
 	Status      string          `json:"status"`
+	World       string          `json:"world"`
 }
 
 func parseReceipt(js json.RawMessage) (receipts.SignedReceipt, error) {
@@ -612,7 +631,7 @@ func parseReceipt(js json.RawMessage) (receipts.SignedReceipt, error) {
 	if err := strictDecode(js, &f); err != nil {
 		return receipts.SignedReceipt{}, fmt.Errorf("receipt: %v", err)
 	}
-	sr := receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: f.IntentHash, Effect: f.Effect, Executor: f.Executor,
+	sr := receipts.SignedReceipt{Receipt: receipts.Receipt{World: f.World, Intent: f.IntentHash, Effect: f.Effect, Executor: f.Executor,
 		Status: receipts.Status(f.Status), Attempt: f.Attempt, IssuerRef: f.IssuerRef}, KeyID: f.KeyID, Signature: f.Signature}
 	switch {
 	case f.Payload != nil && f.PayloadCBOR != nil:

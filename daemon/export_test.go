@@ -117,7 +117,7 @@ func (g exportGen) receipt() receipts.SignedReceipt {
 	if g.R.IntN(4) == 0 {
 		p = schemas.MustMarshal(g.Bytes())
 	}
-	return receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: g.Hash(), Effect: g.Str(), Executor: g.Str(),
+	return receipts.SignedReceipt{Receipt: receipts.Receipt{World: g.Str(), Intent: g.Hash(), Effect: g.Str(), Executor: g.Str(),
 		Status: receipts.Status(g.Str()), Payload: p, Attempt: g.Num(), IssuerRef: g.Str()}, KeyID: g.Str(), Signature: g.Bytes()}
 }
 
@@ -158,7 +158,7 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		}
 		return st
 	case journal.KindIntent:
-		return &records.IntentRec{Hash: g.Hash(), IntentID: records.IntentID{OriginWorkflow: g.Str(), OriginWorkflowHash: g.Hash(),
+		return &records.IntentRec{Hash: g.Hash(), IntentID: records.IntentID{World: g.Str(), OriginWorkflow: g.Str(), OriginWorkflowHash: g.Hash(),
 			OriginKey: g.key(), Effect: g.Str(), EffectHash: g.Hash(), Params: g.value(), IdempotencyKey: g.Bytes(),
 			IssuerRef: g.Str(), EmittedAt: g.Num(), Index: g.Num()}}
 	case journal.KindReceipt:
@@ -169,6 +169,7 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		fr := &records.FrameRec{Intent: g.Hash(), Seq: g.Num(), Executor: g.Str(), Payload: g.value(), Stamp: g.stamp()}
 		if r.IntN(3) > 0 { // frames journaled before frames were signed have none of these
 			fr.Effect, fr.KeyID, fr.Signature = g.Str(), g.Str(), g.Bytes()
+			fr.World = g.Str() // nor frames journaled before frames named their world
 		}
 		return fr
 	case journal.KindManifest:
@@ -194,6 +195,8 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		return &records.FaultRec{Input: g.Num(), Workflow: g.Str(), Key: g.key(), Reason: g.Str(), Class: g.Str()}
 	case journal.KindConfig:
 		return &records.ConfigRec{Limits: g.limits()}
+	case journal.KindWorld:
+		return &records.WorldRec{ID: "world:" + g.Str()}
 	case journal.KindRecover:
 		return &records.RecoverRec{Workflow: g.Str(), Key: g.key(), Action: g.Str(), Fault: g.Num(), Input: g.Num(),
 			Skipped: g.Num(), Stamp: g.stamp()}

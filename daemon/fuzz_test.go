@@ -284,15 +284,20 @@ func FuzzKeysBody(f *testing.F) {
 
 func FuzzReceiptsBody(f *testing.F) {
 	fw := newFuzzWorld(f)
-	sign := func(intent schemas.Hash, effect string, payload any) string {
-		js, err := receipts.ToJSON(receipts.Sign(fw.payments, receipts.Receipt{Intent: intent, Effect: effect,
+	signFor := func(world string, intent schemas.Hash, effect string, payload any) string {
+		js, err := receipts.ToJSON(receipts.Sign(fw.payments, receipts.Receipt{World: world, Intent: intent, Effect: effect,
 			Executor: "payments", Status: receipts.StatusOK, Payload: schemas.MustMarshal(payload)}))
 		if err != nil {
 			f.Fatal(err)
 		}
 		return string(js)
 	}
+	sign := func(intent schemas.Hash, effect string, payload any) string {
+		return signFor(fw.w.Identity(), intent, effect, payload)
+	}
 	fuzzBody(f, fw, "POST /v1/receipts", "/v1/receipts", nil, append(commonSeeds,
+		signFor("world:00112233445566778899aabbccddeeff", fw.intent, workFx, map[string]any{"ok": true}),
+		signFor("", fw.intent, workFx, map[string]any{"ok": true}),
 		sign(fw.intent, workFx, map[string]any{"ok": true}),
 		sign(fw.intent, workFx, map[string]any{"ok": "no"}),
 		sign(fw.intent, "t/other@1", map[string]any{"ok": true}),
@@ -303,15 +308,19 @@ func FuzzReceiptsBody(f *testing.F) {
 
 func FuzzFramesBody(f *testing.F) {
 	fw := newFuzzWorld(f)
-	sign := func(intent schemas.Hash, effect string, seq uint64) string {
-		js, err := receipts.FrameToJSON(receipts.SignFrame(fw.payments, receipts.Frame{Intent: intent, Effect: effect,
+	signFor := func(world string, intent schemas.Hash, effect string, seq uint64) string {
+		js, err := receipts.FrameToJSON(receipts.SignFrame(fw.payments, receipts.Frame{World: world, Intent: intent, Effect: effect,
 			Seq: seq, Executor: "payments", Payload: schemas.MustMarshal(map[string]any{"pct": seq})}))
 		if err != nil {
 			f.Fatal(err)
 		}
 		return string(js)
 	}
+	sign := func(intent schemas.Hash, effect string, seq uint64) string {
+		return signFor(fw.w.Identity(), intent, effect, seq)
+	}
 	fuzzBody(f, fw, "POST /v1/frames", "/v1/frames", nil, append(commonSeeds,
+		signFor("world:00112233445566778899aabbccddeeff", fw.intent, workFx, 1), signFor("", fw.intent, workFx, 1),
 		sign(fw.intent, workFx, 1), sign(fw.intent, workFx, 2), sign(fw.intent, workFx, 0),
 		sign(fw.intent, "t/other@1", 3), sign(schemas.HashBytes([]byte("x")), workFx, 1),
 		fmt.Sprintf(`{"intent":%q,"seq":1,"executor":"p","payload":{}}`, fw.intent),

@@ -108,7 +108,7 @@ func TestCheckJournalWithoutOpening(t *testing.T) {
 	// A receipt for an intent never opened: replay refuses it.
 	jn := db.Journal()
 	forged := jn.Height() + 1
-	sr := receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: schemas.HashBytes([]byte("never")), Effect: "sys/timer.set@1", Executor: "x",
+	sr := receipts.SignedReceipt{Receipt: receipts.Receipt{World: w.Identity(), Intent: schemas.HashBytes([]byte("never")), Effect: "sys/timer.set@1", Executor: "x",
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{})}}
 	body := records.EncodeReceipt(&records.ReceiptRec{Receipt: sr, Stamp: records.Stamp{NowNs: 1 << 62, LogicalNs: 1 << 62, Entropy: make([]byte, 32),
 		Height: forged - 1, ManifestHash: m.Hash}})

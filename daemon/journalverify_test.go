@@ -44,8 +44,11 @@ func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 		}
 	}
 	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["`+chargeEffect+`"],"max":2}`)
-	var claim struct{ Intents []struct{ Hash string } }
-	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 2 {
+	var claim struct {
+		World   string
+		Intents []struct{ Hash string }
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 2 || claim.World == "" {
 		t.Fatalf("claim: %d %s", code, body)
 	}
 	for i, it := range claim.Intents {
@@ -59,14 +62,14 @@ func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 				if seq == 2 {
 					p["raw"] = []byte{1, 2} // no exact JSON form: exported with payload_cbor
 				}
-				fj, _ := receipts.FrameToJSON(receipts.SignFrame(payments, receipts.Frame{Intent: h, Effect: chargeEffect, Seq: seq,
+				fj, _ := receipts.FrameToJSON(receipts.SignFrame(payments, receipts.Frame{World: claim.World, Intent: h, Effect: chargeEffect, Seq: seq,
 					Executor: "payments", Payload: schemas.MustMarshal(p)}))
 				if code, body := s.do(t, "POST", "/v1/frames", string(fj)); code != 200 {
 					t.Fatalf("frame: %d %s", code, body)
 				}
 			}
 		}
-		rj, _ := receipts.ToJSON(receipts.Sign(payments, receipts.Receipt{Intent: h, Effect: chargeEffect, Executor: "payments",
+		rj, _ := receipts.ToJSON(receipts.Sign(payments, receipts.Receipt{World: claim.World, Intent: h, Effect: chargeEffect, Executor: "payments",
 			Status: receipts.StatusOK, Attempt: uint64(i + 1), IssuerRef: "ref-" + it.Hash[7:15],
 			Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_" + it.Hash[7:11], "status": "succeeded"})}))
 		if code, body := s.do(t, "POST", "/v1/receipts", string(rj)); code != 200 {
@@ -118,7 +121,7 @@ func TestExportOfRealJournal(t *testing.T) {
 		}
 		kinds[back.Kind] = true
 	}
-	for _, k := range []journal.Kind{journal.KindManifest, journal.KindEvent, journal.KindStep, journal.KindIntent, journal.KindFrame,
+	for _, k := range []journal.Kind{journal.KindWorld, journal.KindManifest, journal.KindEvent, journal.KindStep, journal.KindIntent, journal.KindFrame,
 		journal.KindReceipt, journal.KindConfig, journal.KindCheckpoint, journal.KindSnapshot} {
 		if !kinds[k] {
 			t.Errorf("the world's journal has no %s record", k)
@@ -225,6 +228,18 @@ func TestJournalVerify(t *testing.T) {
 		{"receipt issuer_ref dropped", "receipt", func(l string) string {
 			return strings.Replace(l, `"issuer_ref":"`+field(l, "issuer_ref")+`",`, ``, 1)
 		}, "bad signature"},
+		{"receipt for another world", "receipt", func(l string) string {
+			return strings.Replace(l, field(l, "world"), "world:00112233445566778899aabbccddeeff", 1)
+		}, "bad signature"},
+		{"receipt's world dropped (read as the first layout)", "receipt", func(l string) string {
+			return strings.Replace(l, `,"world":"`+field(l, "world")+`"`, ``, 1)
+		}, "bad signature"},
+		{"frame for another world", "frame", func(l string) string {
+			return strings.Replace(l, field(l, "world"), "world:00112233445566778899aabbccddeeff", 1)
+		}, "signature does not verify"},
+		{"intent's world changed", "intent", func(l string) string {
+			return strings.Replace(l, field(l, "world"), "world:00112233445566778899aabbccddeeff", 1)
+		}, "is not the hash of the intent's fields"},
 		{"frame payload changed", "frame", func(l string) string {
 			return strings.Replace(l, `"pct":40`, `"pct":100`, 1)
 		}, "frame for intent"},
@@ -345,9 +360,11 @@ func TestParseTrustedKeys(t *testing.T) {
 
 // TestJournalVerifyCrafted: the records a clean business day does not
 // write: a drop (a validly signed receipt fenced off) is verified like a
-// receipt, and a forged one fails; a frame journaled before frames were
-// signed is counted unsigned, not failed; a frame with part of a signature
-// fails as malformed.
+// receipt, and a forged one fails; a receipt in the first layout (no world,
+// as journals written before worlds had identities hold) verifies under
+// its own label; a frame journaled before frames were signed is counted
+// unsigned, not failed; a frame with part of a signature fails as
+// malformed.
 func TestJournalVerifyCrafted(t *testing.T) {
 	priv, err := receipts.GenerateKey()
 	if err != nil {
@@ -358,10 +375,12 @@ func TestJournalVerifyCrafted(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := schemas.HashBytes([]byte("intent"))
-	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: chargeEffect, Executor: "payments", Status: receipts.StatusOK,
-		Payload: schemas.MustMarshal(map[string]any{"late": true})})
+	sr := receipts.Sign(priv, receipts.Receipt{World: "world:0123456789abcdef0123456789abcdef", Intent: h, Effect: chargeEffect,
+		Executor: "payments", Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"late": true})})
 	forged := sr
 	forged.Attempt = 9
+	v1 := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: chargeEffect, Executor: "payments", Status: receipts.StatusOK,
+		Payload: schemas.MustMarshal(map[string]any{"late": true})})
 	line := func(seq uint64, kind journal.Kind, rec any) string {
 		return string(exportLine(t, journal.Record{Seq: seq, Kind: kind, Body: schemas.MustMarshal(rec)}))
 	}
@@ -371,9 +390,10 @@ func TestJournalVerifyCrafted(t *testing.T) {
 		line(5, journal.KindFrame, &records.FrameRec{Intent: h, Seq: 1, Executor: "payments", Payload: schemas.MustMarshal(1)}),
 		line(6, journal.KindFrame, &records.FrameRec{Intent: h, Seq: 2, Executor: "payments", Payload: schemas.MustMarshal(2),
 			Signature: make([]byte, 64)}),
+		line(7, journal.KindDrop, &records.DropRec{Receipt: v1, Reason: "instance failed"}),
 	}
 	rep := verifyLines(t, kr, lines)
-	if rep.Drops != 2 || rep.UnsignedFrames != 1 || rep.Frames != 1 || rep.Verified != 1 || len(rep.Failures) != 2 || rep.OK {
+	if rep.Drops != 3 || rep.UnsignedFrames != 1 || rep.Frames != 1 || rep.Verified != 2 || len(rep.Failures) != 2 || rep.OK {
 		t.Fatalf("report %+v", rep)
 	}
 	if f := rep.Failures[0]; f.Seq != 4 || f.Kind != "drop" || *f.Intent != h || f.KeyID != sr.KeyID || !strings.Contains(f.Reason, "bad signature") {

@@ -351,7 +351,7 @@ func TestPowerLossPublishesNothingLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a := dw.call(t, "POST", "/v1/receipts", signedReceipt(t, payments, "payments", workFx, hash, map[string]any{"ok": true})); a.status != 200 {
+		if a := dw.call(t, "POST", "/v1/receipts", signedReceipt(t, dw.w.Identity(), payments, "payments", workFx, hash, map[string]any{"ok": true})); a.status != 200 {
 			t.Errorf("the receipt for intent %s, handed out before the power loss, answered HTTP %d %s", h, a.status, a.body)
 		}
 	}

@@ -44,7 +44,7 @@ func TestShadowRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := out.Inputs
-	if out.Height != height || out.Start != 1 || out.Apply == nil || !out.Apply.Applied || in.Source != "window" || in.Events != 3 || in.Submitted != 3 {
+	if out.Height != height || out.Start != 2 || out.Apply == nil || !out.Apply.Applied || in.Source != "window" || in.Events != 3 || in.Submitted != 3 {
 		t.Fatalf("report: %s", body)
 	}
 	if out.Instances.Counts.Failed != 0 || out.Instances.NotCompletedTotal != 0 || out.Effects.Total != 0 || len(out.Allowlist) != 0 {

@@ -100,6 +100,10 @@ func FailedInfoOf(fi *kernel.FailedInfo) FailedInfo {
 // kernel.Status as JSON. Cells is the kernel's map as is (null when it is
 // nil).
 type Status struct {
+	// World is the world's identity: "world:" and 32 hex digits, made when
+	// the world was created (kernel.World.Identity). Every intent hash
+	// binds it, and every receipt and frame must name it.
+	World         string        `json:"world"`
 	ManifestHash  *schemas.Hash `json:"manifest_hash"`
 	ManifestName  string        `json:"manifest_name,omitempty"`
 	JournalHeight uint64        `json:"journal_height"`
@@ -253,7 +257,7 @@ type ReceiptResult struct {
 
 // StatusOf renders the kernel's status.
 func StatusOf(s *kernel.Status) *Status {
-	return &Status{ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
+	return &Status{World: s.World, ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
 		JournalFirst: s.JournalFirst, Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
 		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled}
 }

@@ -42,17 +42,17 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 	}()
 	<-gate.Entered()
 	// The writer starts once the checkpoint is journaled, maybe before the
-	// committer made it durable: wait for it (seq 1), then the height holds
-	// still until the gate opens.
-	height, err := log.Wait(ctx, 0)
-	if err != nil || height != 1 {
+	// committer made it durable: wait for it (seq 2, after the world
+	// record), then the height holds still until the gate opens.
+	height, err := log.Wait(ctx, 1)
+	if err != nil || height != 2 {
 		t.Fatalf("waiting for the checkpoint: height %d, %v", height, err)
 	}
 	_, err = cl.Snapshot(ctx)
 	var de *daemon.Error
 	if !errors.As(err, &de) || de.Status != http.StatusConflict || de.Code != daemon.CodeNotIdle ||
-		!strings.Contains(de.Message, "the snapshot of checkpoint 1 is still being written") {
-		t.Fatalf("snapshot while one is written: %v (%+v), want 409 not_idle naming checkpoint 1", err, de)
+		!strings.Contains(de.Message, "the snapshot of checkpoint 2 is still being written") {
+		t.Fatalf("snapshot while one is written: %v (%+v), want 409 not_idle naming checkpoint 2", err, de)
 	}
 	if log.Height() != height {
 		t.Fatalf("the refused snapshot journaled: height %d, was %d", log.Height(), height)
@@ -62,11 +62,11 @@ func TestSnapshotWhileOneIsWrittenIsNotIdle(t *testing.T) {
 		t.Fatalf("the first snapshot: %v", err)
 	}
 	res, err := cl.Snapshot(ctx)
-	if err != nil || res.Checkpoint != 3 || res.Seq != 4 || res.Object.IsZero() || res.Bytes == 0 {
+	if err != nil || res.Checkpoint != 4 || res.Seq != 5 || res.Object.IsZero() || res.Bytes == 0 {
 		t.Fatalf("the next snapshot: %+v, %v", res, err)
 	}
 	st, err := cl.Status(ctx)
-	if err != nil || st.LastSnapshot == nil || *st.LastSnapshot != (daemon.SnapshotRef{Seq: 4, Checkpoint: 3, Object: res.Object}) ||
+	if err != nil || st.LastSnapshot == nil || *st.LastSnapshot != (daemon.SnapshotRef{Seq: 5, Checkpoint: 4, Object: res.Object}) ||
 		st.RecordsSinceSnapshot != 1 {
 		t.Fatalf("status after two snapshots: %+v, %v", st, err)
 	}

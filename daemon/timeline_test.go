@@ -68,10 +68,10 @@ func (s *served) orderFor(t *testing.T, key, customer string) {
 func (s *served) pay(t *testing.T, pay ed25519.PrivateKey, key string) {
 	t.Helper()
 	intent := s.chargeIntent(t, key)
-	if code, b := s.do(t, "POST", "/v1/frames", signedFrame(t, pay, "payments", chargeFx, intent, 1)); code != 200 {
+	if code, b := s.do(t, "POST", "/v1/frames", signedFrame(t, s.w.Identity(), pay, "payments", chargeFx, intent, 1)); code != 200 {
 		t.Fatalf("frame: %d %s", code, b)
 	}
-	r := signedReceipt(t, pay, "payments", chargeFx, intent, map[string]any{"charge_id": "ch_" + key, "status": "succeeded"})
+	r := signedReceipt(t, s.w.Identity(), pay, "payments", chargeFx, intent, map[string]any{"charge_id": "ch_" + key, "status": "succeeded"})
 	if code, b := s.do(t, "POST", "/v1/receipts", r); code != 200 {
 		t.Fatalf("receipt: %d %s", code, b)
 	}

@@ -51,47 +51,57 @@ func (d Dir) Config(cfg kernel.Config) kernel.Config {
 	return cfg
 }
 
-// Init creates a new world directory: the store, a bearer token and an
-// executor signing key. It refuses a directory that already holds a world.
-// It returns the executor's public key, hex-encoded.
-func Init(d Dir, cfg kernel.Config) (string, error) { return InitWith(d, cfg, StoreOptions{}) }
+// Created is what Init made.
+type Created struct {
+	// World is the new world's identity (kernel.World.Identity), journaled
+	// as its first record.
+	World string
+	// ExecutorPublicKey is the built-in executors' public key, hex-encoded.
+	ExecutorPublicKey string
+}
+
+// Init creates a new world directory: the store (whose journal's first
+// record is the world's identity), a bearer token and an executor signing
+// key. It refuses a directory that already holds a world.
+func Init(d Dir, cfg kernel.Config) (Created, error) { return InitWith(d, cfg, StoreOptions{}) }
 
 // InitWith is Init with store options.
-func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (string, error) {
+func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (Created, error) {
 	for _, n := range []string{StoreDir, TokenFile, ExecutorKey} {
 		if _, err := os.Stat(d.Path(n)); err == nil {
-			return "", fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
+			return Created{}, fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
 		}
 	}
 	if err := os.MkdirAll(string(d), 0o700); err != nil {
-		return "", fmt.Errorf("create world directory: %w", err)
+		return Created{}, fmt.Errorf("create world directory: %w", err)
 	}
 	tok := make([]byte, tokenBytes)
 	if _, err := rand.Read(tok); err != nil {
-		return "", fmt.Errorf("token: %w", err)
+		return Created{}, fmt.Errorf("token: %w", err)
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return "", fmt.Errorf("executor key: %w", err)
+		return Created{}, fmt.Errorf("executor key: %w", err)
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(priv)
 	if err != nil {
-		return "", fmt.Errorf("executor key: %w", err)
+		return Created{}, fmt.Errorf("executor key: %w", err)
 	}
 	if err := writeNew(d.Path(TokenFile), []byte(hex.EncodeToString(tok)+"\n")); err != nil {
-		return "", err
+		return Created{}, err
 	}
 	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
-		return "", err
+		return Created{}, err
 	}
 	w, db, err := openWorld(d.Store(), d.Config(cfg), so)
 	if err != nil {
-		return "", fmt.Errorf("create store %s: %w", d.Store(), err)
+		return Created{}, fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
+	id := w.Identity()
 	if err := errors.Join(w.Close(), db.close()); err != nil {
-		return "", fmt.Errorf("close store %s: %w", d.Store(), err)
+		return Created{}, fmt.Errorf("close store %s: %w", d.Store(), err)
 	}
-	return hex.EncodeToString(pub), nil
+	return Created{World: id, ExecutorPublicKey: hex.EncodeToString(pub)}, nil
 }
 
 func writeNew(path string, data []byte) error {

@@ -210,7 +210,7 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 		}
 		wait := pol.backoff(attempt)
 		frame := schemas.MustMarshal(map[string]any{"attempt": uint64(attempt), "error": err.Error(), "retry_in_ms": uint64(wait.Milliseconds())})
-		sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{Intent: it.Hash, Effect: it.Effect, Seq: uint64(attempt), Executor: d.cfg.Name, Payload: frame})
+		sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: uint64(attempt), Executor: d.cfg.Name, Payload: frame})
 		if _, ferr := d.sink.SubmitFrame(ctx, sf); ferr != nil {
 			d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", ferr)
 		}
@@ -226,7 +226,7 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 	// settles the intent while SubmitReceipt waits for that to be durable,
 	// and the settlement cancels the intent's context, which would turn a
 	// delivered receipt into a "not admitted" error here.
-	d.submit(d.ctx, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: d.cfg.Name, Status: status,
+	d.submit(d.ctx, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: it.Effect, Executor: d.cfg.Name, Status: status,
 		Payload: payload, Attempt: uint64(attempt), IssuerRef: it.IssuerRef})
 }
 

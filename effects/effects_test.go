@@ -379,7 +379,7 @@ func TestExternalClaimLease(t *testing.T) {
 	if len(again) != 1 || again[0].Hash != got[0].Hash {
 		t.Fatalf("after lease expiry: %v", again)
 	}
-	sr := receipts.Sign(externalKey, receipts.Receipt{Intent: got[0].Hash, Effect: got[0].Effect, Executor: "payments",
+	sr := receipts.Sign(externalKey, receipts.Receipt{World: got[0].World, Intent: got[0].Hash, Effect: got[0].Effect, Executor: "payments",
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_9"}), Attempt: 1})
 	if _, err := wd.w.SubmitReceipt(ctx, sr); err != nil {
 		t.Fatal(err)

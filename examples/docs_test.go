@@ -186,7 +186,7 @@ func (d *docWorld) pending(effect, key string) kernel.OpenIntent {
 // receipt signs and submits a receipt for it as the executor would.
 func (d *docWorld) receipt(it kernel.OpenIntent, status receipts.Status, payload any) {
 	d.t.Helper()
-	sr := receipts.Sign(executorKey, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: receipts.BuiltinExecutor,
+	sr := receipts.Sign(executorKey, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: it.Effect, Executor: receipts.BuiltinExecutor,
 		Status: status, Payload: schemas.MustMarshal(payload), Attempt: 1})
 	if _, err := d.w.SubmitReceipt(context.Background(), sr); err != nil {
 		d.t.Fatalf("receipt for %s: %v", it.Effect, err)

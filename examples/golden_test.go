@@ -23,6 +23,8 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // The golden journals were written by the kernel of commit dcf8b69, before
@@ -35,7 +37,16 @@ import (
 // old code, old artifacts included. Issue 14 changed what the notes, orders
 // and reminders workflows do (to match EXAMPLES.md): their goldens, cells
 // included, and oldworld-scenario.journal were rewritten then; counter and
-// choreography still hold dcf8b69's bytes.
+// choreography held dcf8b69's bytes until issue 26 gave worlds an identity.
+// Every golden journal was rewritten then, and compared record by record with
+// the one before (docs/DECISIONS.md, "World identity"): each now starts with
+// the world record (seq 1), so every seq, and every field that holds one
+// (stamp heights, step inputs and emitted lists, origins, emitted_at), is one
+// higher; intents bind the world, so their hashes change, and with them the
+// steps that list them and the receipts that name them (hash, world and
+// signature); an emitted event's entropy is derived from its seq, and the
+// test executor's charge id from the intent's emitted_at, which changes the
+// orders cells' states. Nothing else changed.
 var (
 	writeGolden   = flag.Bool("write-golden", false, "rewrite testdata/golden")
 	writeOldWorld = flag.Bool("write-oldworld", false, "rewrite testdata/oldworld.tar.gz and its golden journal")
@@ -232,14 +243,17 @@ func unpackOldWorld(t *testing.T, dir string) {
 
 // TestOldWorldOpens opens testdata/oldworld.tar.gz, a Badger directory written by
 // the code of commit dcf8b69, with the code under test: its journal reads
-// byte for byte as it was written, replay agrees with it, and the world
-// takes new work. It also plays the same scenario into a new directory and
-// checks the new code writes the same journal.
+// byte for byte as it was written, replay agrees with it (its intents keep
+// the hashes they were opened with, before worlds had identities), the
+// first open journals the world's identity after it and the second none,
+// and the world takes new work, whose intents bind the identity. It also
+// plays the same scenario into a new directory and checks the new code
+// writes the same journal.
 func TestOldWorldOpens(t *testing.T) {
 	if *writeOldWorld {
-		src := t.TempDir()
-		buildOldWorld(t, src)
-		packOldWorld(t, src)
+		// The archive is a world from before identities; this code gives
+		// every world one at creation, so it cannot write another like it.
+		t.Fatal("-write-oldworld: testdata/oldworld.tar.gz must stay as code from before world identities wrote it; this code would write a world that has one")
 	}
 	ctx := context.Background()
 	m, err := manifest.Load(examples.Path(t, "orders"))
@@ -267,30 +281,77 @@ func TestOldWorldOpens(t *testing.T) {
 	}
 	defer db.Close()
 	w, pub, _ := openWorld(t, db, m, true)
-	defer w.Close()
 	recs := readAll(t, w)
-	if *writeOldWorld {
-		checkGolden(t, "oldworld.journal", journalDigest(recs))
+	// The old journal reads byte for byte as it was written, then holds one
+	// record more: the identity this code gave the world at its first open
+	// (the old code knew none).
+	if len(recs) < 2 || recs[len(recs)-1].Kind != journal.KindWorld {
+		t.Fatalf("the reopened old world's journal does not end in its new world record: %d records, the last %+v", len(recs), recs[len(recs)-1])
 	}
-	if got, want := journalDigest(recs), readGolden(t, "oldworld.journal"); got != want {
+	old, worldRec := recs[:len(recs)-1], recs[len(recs)-1]
+	if *writeOldWorld {
+		checkGolden(t, "oldworld.journal", journalDigest(old))
+	}
+	if got, want := journalDigest(old), readGolden(t, "oldworld.journal"); got != want {
 		t.Fatalf("testdata/oldworld.tar.gz reads differently from when it was written:\n got:\n%s\nwant:\n%s", got, want)
 	}
-	// The old journal, written by older code, keeps every rule.
-	checkJournal(t, db)
-	kinds := map[journal.Kind]bool{}
-	for _, r := range recs {
-		kinds[r.Kind] = true
+	var wr records.WorldRec
+	if err := schemas.UnmarshalTrusted(worldRec.Body, &wr); err != nil || wr.ID != w.Identity() || records.CheckWorldID(wr.ID) != nil {
+		t.Fatalf("world record %+v (%v); the world says it is %q", wr, err, w.Identity())
 	}
-	for _, k := range []journal.Kind{journal.KindManifest, journal.KindEvent, journal.KindStep, journal.KindIntent,
-		journal.KindReceipt, journal.KindFault, journal.KindConfig, journal.KindRecover} {
-		if !kinds[k] {
-			t.Errorf("the old world has no %s record", k)
+	// Its intents were opened before it had an identity: they bind none,
+	// and opening replayed each (replay-or-die compares every record byte
+	// for byte), so their hashes are the ones the old code journaled.
+	oldIntents := 0
+	for _, r := range old {
+		if r.Kind != journal.KindIntent {
+			continue
 		}
+		var it records.IntentRec
+		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
+			t.Fatal(err)
+		}
+		if it.World != "" || schemas.HashBytes(records.EncodeIntentID(nil, &it.IntentID)) != it.Hash {
+			t.Fatalf("old intent at seq %d: world %q, hash %s", r.Seq, it.World, it.Hash)
+		}
+		oldIntents++
 	}
+	if oldIntents == 0 {
+		t.Fatal("the old world has no intent record")
+	}
+	// Opening it again replays the whole journal, the world record
+	// included, and journals nothing: the identity is made once.
+	w.Close()
+	w, pub, _ = openWorld(t, db, m, true)
+	defer w.Close()
+	again := readAll(t, w)
+	if len(again) != len(recs) || w.Identity() != wr.ID {
+		t.Fatalf("the second open: %d records (was %d), identity %q (was %q)", len(again), len(recs), w.Identity(), wr.ID)
+	}
+	recs = again
 	before := len(recs)
 	play(t, w, pub, []step{ev("com.example/OrderCreated@1", `{"order_id":"o9","amount_cents":5,"customer":"new"}`), settle})
-	if got := len(readAll(t, w)); got <= before {
-		t.Fatalf("the reopened old world journaled nothing new: %d records before, %d after", before, got)
+	after := readAll(t, w)
+	if len(after) <= before {
+		t.Fatalf("the reopened old world journaled nothing new: %d records before, %d after", before, len(after))
+	}
+	// The intents opened since bind the world's identity.
+	newIntents := 0
+	for _, r := range after[before:] {
+		if r.Kind != journal.KindIntent {
+			continue
+		}
+		var it records.IntentRec
+		if err := schemas.UnmarshalTrusted(r.Body, &it); err != nil {
+			t.Fatal(err)
+		}
+		if it.World != wr.ID {
+			t.Fatalf("intent at seq %d opened after the world record binds world %q, want %s", r.Seq, it.World, wr.ID)
+		}
+		newIntents++
+	}
+	if newIntents == 0 {
+		t.Fatal("the new order opened no intent")
 	}
 	v, err := w.Cell(ctx, "com.example/order.step@1", []byte("\x62o9"))
 	if err != nil {

@@ -133,7 +133,7 @@ func receiptFor(t *testing.T, it kernel.OpenIntent) receipts.SignedReceipt {
 	default:
 		t.Fatalf("no receipt for effect %s", it.Effect)
 	}
-	return receipts.Sign(executorKey, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: receipts.BuiltinExecutor,
+	return receipts.Sign(executorKey, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: it.Effect, Executor: receipts.BuiltinExecutor,
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(payload), Attempt: 1})
 }
 

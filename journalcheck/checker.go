@@ -105,6 +105,11 @@ type checker struct {
 	lastCheckpoint    uint64
 	checkpointSnapped bool
 
+	// world is the world's identity from its world record (or the seed
+	// snapshot) on; "" before it. What the journal binds to a world must
+	// name this one.
+	world string
+
 	lookups []lookup
 }
 
@@ -170,6 +175,9 @@ func (c *checker) record(r journal.Record) {
 	case *records.SnapshotRec:
 		c.idle(r.Seq, "a snapshot record")
 		c.snapshotRec(r.Seq, rec)
+	case *records.WorldRec:
+		c.idle(r.Seq, "the world record")
+		c.worldRec(r.Seq, rec)
 	case *records.EventRec:
 		c.needManifest(r.Seq, "an event")
 		if rec.Origin != nil {
@@ -199,6 +207,7 @@ func (c *checker) record(r journal.Record) {
 	case *records.DropRec:
 		c.needManifest(r.Seq, "a drop")
 		c.idle(r.Seq, "a drop")
+		c.bound(r.Seq, "the dropped receipt for intent "+rec.Receipt.Intent.String(), rec.Receipt.World, "", nil)
 		if it := c.pending[rec.Receipt.Intent]; it != nil {
 			in := c.insts[it.id]
 			c.violate(r.Seq, RuleDropPending, in.wf, in.key,
@@ -592,9 +601,40 @@ func (c *checker) openedIntent(seq uint64, it *records.IntentRec) {
 	c.open(seq, it)
 }
 
+// worldRec takes the world's identity, journaled once.
+func (c *checker) worldRec(seq uint64, rec *records.WorldRec) {
+	if err := records.CheckWorldID(rec.ID); err != nil {
+		c.violate(seq, RuleWorldRecord, "", nil, "%v", err)
+	}
+	if c.world != "" {
+		c.violate(seq, RuleWorldRecord, "", nil, "a second world record (%s): the world is %s already", rec.ID, c.world)
+		return
+	}
+	c.world = rec.ID
+}
+
+// bound checks the world a record binds (an intent) or names (a receipt,
+// drop or frame): the journal's identity once its world record is read,
+// none before (intents opened and receipts signed before the world had
+// one).
+func (c *checker) bound(seq uint64, what, world, wf string, key []byte) {
+	switch {
+	case world == c.world:
+	case c.world == "":
+		c.violate(seq, RuleWorldBinding, wf, key, "%s names world %s, but the journal has no world record before it", what, world)
+	default:
+		name := "world " + world
+		if world == "" {
+			name = "no world"
+		}
+		c.violate(seq, RuleWorldBinding, wf, key, "%s names %s; the journal's world is %s", what, name, c.world)
+	}
+}
+
 // open checks an intent's identity and makes it pending.
 func (c *checker) open(seq uint64, it *records.IntentRec) {
 	wf, key := it.OriginWorkflow, it.OriginKey
+	c.bound(seq, "intent "+it.Hash.String(), it.World, wf, key)
 	if got := schemas.HashBytes(records.EncodeIntentID(nil, &it.IntentID)); got != it.Hash {
 		c.violate(seq, RuleIntentHash, wf, key, "intent %s: its identity hashes to %s", it.Hash, got)
 	}
@@ -633,6 +673,7 @@ func (c *checker) settle(h schemas.Hash, seq uint64, byReceipt bool) {
 
 func (c *checker) receiptRec(seq uint64, rec *records.ReceiptRec) {
 	h := rec.Receipt.Intent
+	c.bound(seq, "the receipt for intent "+h.String(), rec.Receipt.World, "", nil)
 	it := c.pending[h]
 	if it == nil {
 		c.freshStamp(seq, &rec.Stamp, "", nil)
@@ -658,6 +699,9 @@ func (c *checker) receiptRec(seq uint64, rec *records.ReceiptRec) {
 }
 
 func (c *checker) frameRec(seq uint64, rec *records.FrameRec) {
+	if rec.Signature != nil { // frames journaled before frames were signed name nothing
+		c.bound(seq, "the stream frame for intent "+rec.Intent.String(), rec.World, "", nil)
+	}
 	it := c.pending[rec.Intent]
 	if it == nil {
 		c.freshStamp(seq, &rec.Stamp, "", nil)

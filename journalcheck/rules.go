@@ -45,6 +45,8 @@ const (
 	RuleRecoverMismatch    = "recover-mismatch"    // a recover whose input or skipped count is not its fault's
 	RuleRecoverAction      = "recover-action"      // an unknown action, or a retry with nothing to deliver again
 	RuleSnapshotCheckpoint = "snapshot-checkpoint" // a snapshot that does not name the latest checkpoint, or names it twice
+	RuleWorldRecord        = "world-record"        // a second world record, or one whose identity is not one
+	RuleWorldBinding       = "world-binding"       // an intent, receipt, drop or frame that names another world than the journal's
 )
 
 // Rules lists every rule id, in the order docs/journal-check.md explains
@@ -60,6 +62,6 @@ func Rules() []string {
 		RuleFrameNotPending, RuleFrameSeqNotRising, RuleFrameEffect,
 		RuleApplyNotQuiescent,
 		RuleRecoverNotFailed, RuleRecoverStaleFault, RuleRecoverMismatch, RuleRecoverAction,
-		RuleSnapshotCheckpoint,
+		RuleSnapshotCheckpoint, RuleWorldRecord, RuleWorldBinding,
 	}
 }

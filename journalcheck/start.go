@@ -104,6 +104,7 @@ func usable(r journal.Record, checkpoints map[uint64]bool, opt Options) (*snapsh
 func (c *checker) seed(s *snapshot.State) {
 	c.prev = s.Height
 	c.logical = s.Logical
+	c.world = s.World
 	if s.Manifest != nil {
 		c.hasManifest, c.manifest = true, s.Manifest.Hash
 	}

@@ -137,12 +137,12 @@ func failJob(t testing.TB, h *harness, job string) {
 }
 
 func jobReceipt(key ed25519.PrivateKey, executor, effect string, it kernel.OpenIntent) receipts.SignedReceipt {
-	return receipts.Sign(key, receipts.Receipt{Intent: it.Hash, Effect: effect, Executor: executor,
+	return receipts.Sign(key, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: effect, Executor: executor,
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"ok": true}), Attempt: 1})
 }
 
 func jobFrame(key ed25519.PrivateKey, executor, effect string, it kernel.OpenIntent, seq uint64, payload any) receipts.SignedFrame {
-	return receipts.SignFrame(key, receipts.Frame{Intent: it.Hash, Effect: effect, Seq: seq, Executor: executor,
+	return receipts.SignFrame(key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: effect, Seq: seq, Executor: executor,
 		Payload: schemas.MustMarshal(payload)})
 }
 
@@ -455,7 +455,7 @@ func TestOldJournalDropsReplay(t *testing.T) {
 		}
 	}
 	// The unsigned old frame counts as seq 1: the next must rise.
-	f := receipts.SignFrame(executorKey, receipts.Frame{Intent: it.Hash, Effect: it.Effect, Seq: 1, Executor: "payments", Payload: schemas.MustMarshal(1)})
+	f := receipts.SignFrame(executorKey, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: 1, Executor: "payments", Payload: schemas.MustMarshal(1)})
 	if _, err := h.w.SubmitFrame(ctx, f); !errors.Is(err, kernel.ErrFrameRefused) {
 		t.Fatalf("frame repeating the old frame's seq: %v", err)
 	}

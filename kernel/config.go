@@ -125,6 +125,12 @@ type Config struct {
 	// Progress, when set, is told how replay and snapshots advance (the
 	// CLI draws bars on a terminal).
 	Progress Progress
+
+	// noIdentity: the world journals no identity of its own (a world on
+	// ScratchStores, scratchConfig); it takes borrowedWorld, in memory
+	// only, when its journal holds none (identity.go).
+	noIdentity    bool
+	borrowedWorld string
 }
 
 // ProgressBar follows one long operation.

@@ -29,6 +29,9 @@
 // and entropy enter only through the ingress stamp (the Clock and Entropy
 // ports), which is journaled; events emitted by steps inherit their parent's
 // time and derive their entropy by hashing, so replay needs no port at all.
+// The world's identity (identity.go), bound into every intent, is drawn
+// from the Entropy port once, when the world is created, and journaled as
+// its world record; replay adopts it.
 //
 // Replay follows the journal: for each step record it re-runs that step on
 // the state replay has rebuilt and compares the records the step produces,

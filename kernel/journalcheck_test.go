@@ -189,7 +189,7 @@ func newCheckBase(t *testing.T) *checkBase {
 	createOrder(t, h, "p1")
 	b.pending = onlyPending(b.pendingKey)
 	for i := uint64(1); i <= 2; i++ {
-		f := receipts.SignFrame(executorKey, receipts.Frame{Intent: b.pending.Hash, Effect: b.pending.Effect, Seq: i,
+		f := receipts.SignFrame(executorKey, receipts.Frame{World: b.pending.World, Intent: b.pending.Hash, Effect: b.pending.Effect, Seq: i,
 			Executor: "payments", Payload: schemas.MustMarshal("working")})
 		if b.frame, err = h.w.SubmitFrame(ctx, f); err != nil {
 			t.Fatal(err)
@@ -317,7 +317,7 @@ func (f *forged) ingress(schema string, value any, targets ...records.TargetRec)
 }
 
 func (f *forged) receipt(intent schemas.Hash, effect string) uint64 {
-	sr := chargeReceipt(kernel.OpenIntent{Hash: intent, Effect: effect}, receipts.StatusOK, map[string]any{"charge_id": "forged"})
+	sr := chargeReceipt(kernel.OpenIntent{World: f.b.h.w.Identity(), Hash: intent, Effect: effect}, receipts.StatusOK, map[string]any{"charge_id": "forged"})
 	return f.add(journal.KindReceipt, &records.ReceiptRec{Receipt: sr, Stamp: f.stamp()})
 }
 
@@ -380,9 +380,10 @@ func TestJournalCheckCatches(t *testing.T) {
 			return nil, f.add(journal.KindStep, []byte{0xa1, 0x61})
 		}},
 		{journalcheck.RuleManifestFirst, func(f *forged) (journalcheck.Journal, uint64) {
-			// The first record, the manifest, becomes the event after it.
-			f.recs[0] = journal.Record{Seq: 1, Kind: f.recs[1].Kind, Body: f.recs[1].Body}
-			return nil, 1
+			// The first manifest (after the world record) becomes the event
+			// after it.
+			f.recs[1] = journal.Record{Seq: 2, Kind: f.recs[2].Kind, Body: f.recs[2].Body}
+			return nil, 2
 		}},
 		{journalcheck.RuleStepInput, func(f *forged) (journalcheck.Journal, uint64) {
 			// The event is consumed twice.
@@ -519,6 +520,37 @@ func TestJournalCheckCatches(t *testing.T) {
 		{journalcheck.RuleSnapshotCheckpoint, func(f *forged) (journalcheck.Journal, uint64) {
 			// The latest checkpoint, a second time.
 			return nil, f.add(journal.KindSnapshot, &records.SnapshotRec{Checkpoint: b.checkpoints[len(b.checkpoints)-1], Object: schemas.HashBytes(nil), Bytes: 1})
+		}},
+		{journalcheck.RuleWorldRecord, func(f *forged) (journalcheck.Journal, uint64) {
+			// A second identity for a world that has one.
+			return nil, f.add(journal.KindWorld, &records.WorldRec{ID: "world:00112233445566778899aabbccddeeff"})
+		}},
+		{journalcheck.RuleWorldRecord, func(f *forged) (journalcheck.Journal, uint64) {
+			// The world record's identity is not one.
+			edit(f, 1, func(wr *records.WorldRec) { wr.ID = "tenant-7" })
+			return nil, 1
+		}},
+		{journalcheck.RuleWorldBinding, func(f *forged) (journalcheck.Journal, uint64) {
+			// A receipt signed for another world settles p1's intent.
+			it := b.pending
+			it.World = "world:00112233445566778899aabbccddeeff"
+			return nil, f.add(journal.KindReceipt, &records.ReceiptRec{Receipt: chargeReceipt(it, receipts.StatusOK, map[string]any{"charge_id": "x"}), Stamp: f.stamp()})
+		}},
+		{journalcheck.RuleWorldBinding, func(f *forged) (journalcheck.Journal, uint64) {
+			// An intent that binds no world, after the world record (its
+			// hash made to match, so only the binding is wrong).
+			edit(f, b.intentRec, func(it *records.IntentRec) {
+				it.World = ""
+				it.Hash = schemas.HashBytes(records.EncodeIntentID(nil, &it.IntentID))
+			})
+			edit(f, b.intentStep, func(st *records.StepRec) {
+				var it records.IntentRec
+				if err := schemas.UnmarshalTrusted(f.recs[b.intentRec-1].Body, &it); err != nil {
+					t.Fatal(err)
+				}
+				st.Intents[0] = it.Hash
+			})
+			return nil, b.intentRec
 		}},
 		{journalcheck.RuleTruncated, func(f *forged) (journalcheck.Journal, uint64) {
 			// Retention drops everything up to the newest snapshot's

@@ -11,6 +11,11 @@ import (
 // OpenIntent is an effect intent released to executors. It is only ever
 // released after the journal frame that records it is durable.
 type OpenIntent struct {
+	// World is the world's identity, which a receipt or frame for this
+	// intent must name. It is the world's, not the intent's: an intent
+	// opened before the world had an identity has none in its hash, and a
+	// receipt for it names the world all the same.
+	World          string
 	Hash           schemas.Hash
 	Effect         string
 	Params         []byte // canonical CBOR
@@ -42,7 +47,7 @@ type nopPublisher struct{}
 func (nopPublisher) Publish([]OpenIntent, []schemas.Hash) {}
 
 func (st *state) openIntent(it *records.IntentRec) OpenIntent {
-	oi := OpenIntent{Hash: it.Hash, Effect: it.Effect, Params: it.Params, OriginWorkflow: it.OriginWorkflow,
+	oi := OpenIntent{World: st.world, Hash: it.Hash, Effect: it.Effect, Params: it.Params, OriginWorkflow: it.OriginWorkflow,
 		OriginKey: it.OriginKey, IssuerRef: it.IssuerRef, EmittedAt: it.EmittedAt}
 	if def := st.effectDef(it.Effect); def != nil {
 		oi.Retry = def.Retry

@@ -20,6 +20,8 @@ type InstanceCounts struct {
 
 // Status is the world at a glance (`aosd status --json`).
 type Status struct {
+	// World is the world's identity (World.Identity).
+	World         string
 	ManifestHash  *schemas.Hash
 	ManifestName  string
 	JournalHeight uint64
@@ -71,6 +73,7 @@ func (w *World) Status(ctx context.Context) (*Status, error) {
 		s.Quiescent = s.Instances.Running == 0 && s.Instances.Waiting == 0 && s.Inflight == 0 && s.QueuedEffects == 0
 	})
 	s.JournalHeight = w.journal.Height()
+	s.World = w.identity
 	s.JournalFirst = max(w.journal.First(), 1)
 	s.Journaled = map[journal.Kind]uint64{}
 	w.journaledMu.Lock()

@@ -87,7 +87,8 @@ type ReceiptResult struct {
 // it to the loop, which settles its intent and delivers it to the origin
 // instance. It returns once the outcome is durable. A forged or malformed
 // receipt, or one signed by a key not allowed for its effect, is refused
-// (ErrUntrusted) before it reaches the loop, and nothing is recorded. For
+// (ErrUntrusted) before it reaches the loop, and nothing is recorded; so is
+// a receipt signed for another world, or for none (ErrWrongWorld). For
 // an intent that is not pending: the first late receipt for an intent
 // recently settled without a receipt is journaled as dropped
 // (ErrReceiptDropped); any other is refused and journals nothing
@@ -106,6 +107,9 @@ func (w *World) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (R
 	if name != sr.Executor {
 		return ReceiptResult{}, fmt.Errorf("%w: intent %s: key %s belongs to executor %q, receipt claims %q",
 			ErrUntrusted, sr.Intent, sr.KeyID, name, sr.Executor)
+	}
+	if err := w.checkWorld("receipt", sr.Intent, sr.World); err != nil {
+		return ReceiptResult{}, err
 	}
 	res, err := w.send(ctx, request{receipt: &sr})
 	if err != nil {
@@ -134,6 +138,9 @@ func (w *World) SubmitFrame(ctx context.Context, f Frame) (uint64, error) {
 	}
 	if _, err := w.cfg.Keyring.VerifyFrame(f); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUntrusted, err)
+	}
+	if err := w.checkWorld("frame", f.Intent, f.World); err != nil {
+		return 0, err
 	}
 	res, err := w.send(ctx, request{frame: &f})
 	if err != nil {
@@ -279,7 +286,7 @@ func (st *state) ingestFrame(f *Frame, stamp *records.Stamp) (uint64, error) {
 		s := st.newStamp()
 		stamp = &s
 	}
-	body := schemas.MustMarshal(&records.FrameRec{Intent: f.Intent, Seq: f.Seq, Executor: f.Executor, Payload: f.Payload, Stamp: *stamp,
+	body := schemas.MustMarshal(&records.FrameRec{World: f.World, Intent: f.Intent, Seq: f.Seq, Executor: f.Executor, Payload: f.Payload, Stamp: *stamp,
 		Effect: f.Effect, KeyID: f.KeyID, Signature: f.Signature})
 	seq := st.emit(journal.KindFrame, body)
 	if stamp.LogicalNs > st.logical { // logical time never runs backwards (newStamp)

@@ -128,7 +128,7 @@ func createOrder(t testing.TB, h *harness, id string) {
 }
 
 func chargeReceipt(it kernel.OpenIntent, status receipts.Status, payload any) receipts.SignedReceipt {
-	return receipts.Sign(executorKey, receipts.Receipt{Intent: it.Hash, Effect: it.Effect, Executor: "payments",
+	return receipts.Sign(executorKey, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: it.Effect, Executor: "payments",
 		Status: status, Payload: schemas.MustMarshal(payload), Attempt: 1})
 }
 

@@ -71,6 +71,8 @@ func compactRecord(r journal.Record) (string, error) {
 	case *records.ManifestRec:
 		f["name"] = jsonString(rec.Name)
 	case *records.ConfigRec:
+	case *records.WorldRec:
+		f["id"] = jsonString(rec.ID)
 	case *records.RecoverRec:
 		f["workflow"], f["key"], f["action"] = jsonString(rec.Workflow), keyJSON(rec.Key), jsonString(rec.Action)
 		f["fault"], f["input"], f["skipped"] = uintJSON(rec.Fault), uintJSON(rec.Input), uintJSON(rec.Skipped)

@@ -273,6 +273,15 @@ func (st *state) drive(it *replayItem) error {
 		if _, err := st.ingestFrame(fr.Signed(), &fr.Stamp); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
+	case journal.KindWorld:
+		var wr records.WorldRec
+		if err := schemas.UnmarshalTrusted(r.Body, &wr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		if err := st.adoptWorld(wr.ID); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		st.emit(journal.KindWorld, schemas.MustMarshal(&wr))
 	case journal.KindCheckpoint:
 		var cr records.CheckpointRec
 		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {

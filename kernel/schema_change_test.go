@@ -332,13 +332,13 @@ func TestStateSchemaEpochCoversFrameWrites(t *testing.T) {
 		t.Fatalf("pending intents %v, %v", its, err)
 	}
 	h.clock.now = 1 << 50 // the frame is stamped far ahead...
-	if _, err := h.w.SubmitFrame(ctx, receipts.SignFrame(schemaExecutorKey, receipts.Frame{Intent: its[0].Hash, Effect: its[0].Effect, Seq: 1, Executor: "fx",
+	if _, err := h.w.SubmitFrame(ctx, receipts.SignFrame(schemaExecutorKey, receipts.Frame{World: its[0].World, Intent: its[0].Hash, Effect: its[0].Effect, Seq: 1, Executor: "fx",
 		Payload: schemas.MustMarshal(map[string]any{})})); err != nil {
 		t.Fatal(err)
 	}
 	frameWrite := lastActive(t, h, "f")
 	h.clock.now = 0 // ...and the clock steps back before the receipt
-	sr := receipts.Sign(schemaExecutorKey, receipts.Receipt{Intent: its[0].Hash, Effect: its[0].Effect, Executor: "fx",
+	sr := receipts.Sign(schemaExecutorKey, receipts.Receipt{World: its[0].World, Intent: its[0].Hash, Effect: its[0].Effect, Executor: "fx",
 		Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{}), Attempt: 1})
 	if _, err := h.w.SubmitReceipt(ctx, sr); err != nil {
 		t.Fatal(err)

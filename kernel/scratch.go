@@ -23,9 +23,10 @@ func ScratchStores(s Stores, height uint64) Stores {
 }
 
 // scratchConfig is cfg for a world on ScratchStores: nothing published,
-// observed or trusted, no snapshots taken, and the journal's limits rather
-// than the caller's.
+// observed or trusted, no snapshots taken, no identity journaled, and the
+// journal's limits rather than the caller's.
 func scratchConfig(cfg Config) Config {
+	cfg.noIdentity = true
 	cfg.Publisher, cfg.Observer, cfg.Keyring = nil, nil, nil
 	cfg.SnapshotEvery, cfg.SnapshotInterval = -1, -1
 	cfg.FromGenesis, cfg.VerifySnapshots = false, false

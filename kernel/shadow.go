@@ -245,6 +245,10 @@ func (w *World) Shadow(ctx context.Context, req ShadowRequest) (*ShadowReport, e
 			feed[i].stamps = stamps
 		}
 	}
+	// A copy from before the world record of a world made before
+	// identities existed takes the world's identity, as the world's own
+	// intents now would.
+	cfg.borrowedWorld = w.identity
 	cw, err := openCopy(s, cfg, rep.Start)
 	if err != nil {
 		return nil, fmt.Errorf("shadow: open the copy as of seq %d: %w", rep.Start, err)

@@ -284,7 +284,7 @@ func (st *state) finishSnapshot(job *snapJob) {
 // captureTables copies the loop's tables into a snapshot.State whose
 // Workflows are left for the writer to fill.
 func (st *state) captureTables() *snapshot.State {
-	s := &snapshot.State{Version: snapshot.Version, Height: st.seq, Logical: st.logical, Limits: st.limits,
+	s := &snapshot.State{Version: snapshot.Version, Height: st.seq, Logical: st.logical, Limits: st.limits, World: st.world,
 		Workflows: []snapshot.Workflow{}, Instances: []snapshot.Instance{}, Intents: []snapshot.Intent{},
 		Settled: []snapshot.Settled{}, Idempotency: []snapshot.Idem{}}
 	if m := st.man; m != nil {

@@ -97,6 +97,11 @@ func (st *state) restore(s *snapshot.State) error {
 	}
 	st.seq, st.logical, st.lastCheckpoint = s.Height, s.Logical, s.Height
 	st.setLimits(s.Limits)
+	if s.World != "" {
+		if err := st.adoptWorld(s.World); err != nil {
+			return bad("%v", err)
+		}
+	}
 	for _, wf := range s.Workflows {
 		h, err := cells.NewHead(st.w.cas, wf.Root, st.w.cfg.Cells)
 		if err != nil {

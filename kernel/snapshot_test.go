@@ -95,7 +95,7 @@ func (m *mixedWorkload) step(t *testing.T, h *harness, i int) {
 		}
 		it := pend[m.r.IntN(len(pend))]
 		if m.r.IntN(3) == 0 {
-			f := receipts.SignFrame(executorKey, receipts.Frame{Intent: it.Hash, Effect: it.Effect, Seq: uint64(i + 1),
+			f := receipts.SignFrame(executorKey, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: uint64(i + 1),
 				Executor: "payments", Payload: schemas.MustMarshal("working")})
 			if _, err := h.w.SubmitFrame(ctx, f); err != nil {
 				t.Fatalf("op %d: frame: %v", i, err)

@@ -325,7 +325,7 @@ func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOu
 	if err := st.man.Registry.Validate(def.Params, e.Params); err != nil {
 		return records.IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
 	}
-	id := records.IntentID{OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
+	id := records.IntentID{World: st.world, OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
 		Effect: e.Effect, EffectHash: def.Hash, Params: e.Params, IdempotencyKey: e.IdempotencyKey,
 		IssuerRef: e.IssuerRef, EmittedAt: stepSeq, Index: uint64(idx)}
 	return records.IntentRec{Hash: schemas.HashBytes(records.EncodeIntentID(nil, &id)), IntentID: id}, nil

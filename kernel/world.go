@@ -45,6 +45,10 @@ type World struct {
 	// when the world trusts no keys.
 	verifier *receipts.Verifier
 
+	// identity is st.world once Open has settled it (identity.go); it never
+	// changes afterwards, so it is read without the loop.
+	identity string
+
 	reqs     chan request
 	commits  chan *batch
 	loopDone chan struct{}
@@ -113,6 +117,7 @@ type state struct {
 	settled   []schemas.Hash // intents settled this loop turn
 	epochs    schemaEpochs   // state-schema changes (schema_epoch.go)
 	manText   string         // man.Hash.String(), which every step's context carries
+	world     string         // the world's identity, bound into every intent ("" before it has one; identity.go)
 
 	snap           *snapJob                   // the snapshot being written (snapshot.go)
 	lastCheckpoint uint64                     // seq of the last checkpoint
@@ -217,6 +222,11 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 	w.st.setLimits(legacyLimits())
 	if err := w.st.recover(); err != nil {
 		w.st.waitDrains() // none may write after the caller closes the store
+		w.closeEngine()
+		return nil, err
+	}
+	if err := w.st.openIdentity(); err != nil {
+		w.st.waitDrains()
 		w.closeEngine()
 		return nil, err
 	}

@@ -206,6 +206,7 @@ func TestKeyringFileEffects(t *testing.T) {
 
 func sampleFrame() receipts.Frame {
 	return receipts.Frame{
+		World:    testWorld,
 		Intent:   schemas.HashBytes([]byte("intent-1")),
 		Effect:   "com.test/timer.set@1",
 		Seq:      3,
@@ -219,9 +220,10 @@ func sampleFrame() receipts.Frame {
 func TestFrameBody(t *testing.T) {
 	f := sampleFrame()
 	var want []byte
-	want = canon.AppendMap(want, 5)
+	want = canon.AppendMap(want, 6)
 	want = canon.AppendText(want, "seq")
 	want = canon.AppendUint(want, 3)
+	want = canon.AppendText(canon.AppendText(want, "world"), f.World)
 	want = canon.AppendText(canon.AppendText(want, "effect"), f.Effect)
 	want = canon.AppendBytesOrNull(canon.AppendText(want, "payload"), f.Payload)
 	want = canon.AppendText(canon.AppendText(want, "executor"), f.Executor)
@@ -230,8 +232,13 @@ func TestFrameBody(t *testing.T) {
 		t.Fatalf("frame body\n got %x\nwant %x", got, want)
 	}
 	msg := receipts.FrameSigningMessage(&f)
-	if !bytes.HasPrefix(msg, []byte("aos/frame/v1\x00")) || receipts.FrameDomain == receipts.Domain {
+	if !bytes.HasPrefix(msg, []byte("aos/frame/v2\x00")) || receipts.FrameDomain == receipts.Domain {
 		t.Fatalf("frame signing message starts %q", msg[:16])
+	}
+	// A frame that names no world is the v1 layout: no world key, the v1 label.
+	f.World = ""
+	if msg := receipts.FrameSigningMessage(&f); !bytes.HasPrefix(msg, []byte("aos/frame/v1\x00")) || bytes.Contains(msg, []byte("world")) {
+		t.Fatalf("v1 frame signing message %q", msg)
 	}
 }
 
@@ -244,7 +251,7 @@ func TestFrameVerify(t *testing.T) {
 	}
 	// A receipt's signature over the same fields does not pass as a frame's.
 	r := sampleReceipt()
-	r.Intent, r.Effect, r.Executor, r.Payload = sf.Intent, sf.Effect, sf.Executor, sf.Payload
+	r.World, r.Intent, r.Effect, r.Executor, r.Payload = sf.World, sf.Intent, sf.Effect, sf.Executor, sf.Payload
 	cross := sf
 	cross.Signature = receipts.Sign(a, r).Signature
 	notAllowed := sampleFrame()
@@ -260,6 +267,8 @@ func TestFrameVerify(t *testing.T) {
 		{"tampered effect", edit(sf, func(f *receipts.SignedFrame) { f.Effect = "com.test/http.request@1" }), receipts.ErrBadSignature},
 		{"tampered payload", edit(sf, func(f *receipts.SignedFrame) { f.Payload = schemas.MustMarshal(uint64(1)) }), receipts.ErrBadSignature},
 		{"tampered intent", edit(sf, func(f *receipts.SignedFrame) { f.Intent = schemas.HashBytes([]byte("x")) }), receipts.ErrBadSignature},
+		{"tampered world", edit(sf, func(f *receipts.SignedFrame) { f.World = "world:other" }), receipts.ErrBadSignature},
+		{"world removed (read as v1)", edit(sf, func(f *receipts.SignedFrame) { f.World = "" }), receipts.ErrBadSignature},
 		{"forged", edit(sf, func(f *receipts.SignedFrame) { f.Signature[0] ^= 1 }), receipts.ErrBadSignature},
 		{"another key's id", edit(sf, func(f *receipts.SignedFrame) { f.KeyID = receipts.KeyID(pub(b)) }), receipts.ErrBadSignature},
 		{"receipt signature", cross, receipts.ErrBadSignature},

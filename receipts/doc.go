@@ -10,10 +10,20 @@
 //
 // # Signatures
 //
-// A receipt's signature covers Domain ("aos/receipt/v1\x00") followed by
+// A receipt's signature covers Domain ("aos/receipt/v2\x00") followed by
 // the canonical CBOR of the Receipt body; a frame's covers FrameDomain
-// ("aos/frame/v1\x00") followed by the canonical CBOR of the Frame body
-// (see Receipt and Frame for the exact maps).
+// ("aos/frame/v2\x00") followed by the canonical CBOR of the Frame body
+// (see Receipt and Frame for the exact maps). A body that names no world
+// is the first layout, signed and verified under DomainV1 and
+// FrameDomainV1 ("aos/receipt/v1\x00", "aos/frame/v1\x00"), so receipts
+// journaled before worlds had identities still verify; the kernel refuses
+// that layout when it is posted.
+//
+// The world: every body names the identity of the world whose intent it
+// is about. Intent hashes bind the world too, but intents opened before a
+// world had an identity do not, and two copies of such a world share
+// them; a receipt's world is what keeps a receipt signed for one copy from
+// settling the other's intent.
 //
 // Domain separation: the same executor key signs receipts and frames.
 // Prefixing a fixed label makes a signature over one kind of message
@@ -26,9 +36,9 @@
 // key order, number spelling, base64 vs JSON payload) verify the same, and
 // the kernel can journal the decoded message in canonical CBOR without
 // keeping the original request. Every field the kernel acts on is inside
-// the signed body: intent hash, effect, executor, status, payload, attempt,
-// issuer_ref (receipts); intent hash, effect, seq, executor, payload
-// (frames). Flipping any of them breaks the signature.
+// the signed body: world, intent hash, effect, executor, status, payload,
+// attempt, issuer_ref (receipts); world, intent hash, effect, seq,
+// executor, payload (frames). Flipping any of them breaks the signature.
 //
 // Key ids are "ed25519:" + hex of the first 16 bytes of SHA-256 of the
 // 32-byte public key. The id only selects a key; trust comes from the
@@ -59,7 +69,8 @@
 //     alone, 16-20µs in a batch; see docs/receipts.md), so the kernel runs
 //     them before its loop through a Verifier, which batches concurrent
 //     receipts (VerifyBatch gives Verify's verdicts).
-//  3. In the kernel loop: the intent must be pending and of the signed
+//  3. The kernel: the message must name its world (kernel.ErrWrongWorld).
+//  4. In the kernel loop: the intent must be pending and of the signed
 //     effect, and it settles at most once; late and duplicate receipts, and
 //     frames beyond the limits, are fenced there (kernel/fence.go).
 //

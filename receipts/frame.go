@@ -10,21 +10,28 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// FrameDomain prefixes every signed stream frame. It differs from Domain,
-// so a receipt's signature is never a frame's and a frame's never a
-// receipt's, whatever their bytes.
-const FrameDomain = "aos/frame/v1\x00"
+// FrameDomain prefixes every signed stream frame that names its world (the
+// layout of version 2). It differs from Domain, so a receipt's signature is
+// never a frame's and a frame's never a receipt's, whatever their bytes.
+const FrameDomain = "aos/frame/v2\x00"
+
+// FrameDomainV1 prefixed frames of the first layout, which named no world;
+// a frame whose World is empty is signed and verified under it (see
+// DomainV1).
+const FrameDomainV1 = "aos/frame/v1\x00"
 
 // Frame is the signed body of a stream frame: non-authoritative progress an
 // executor reports on one intent (sys/EffectStreamFrame@1). Its canonical
 // CBOR encoding is a map with these text keys (core deterministic order):
 //
 //	"seq"          uint   the executor's frame number for the intent, from 1
+//	"world"        text   the world's identity; omitted when empty (v1)
 //	"effect"       text   the intent's effect; the key must be allowed it
 //	"payload"      bytes  canonical CBOR of the progress value
 //	"executor"     text   the executor's name; must match its keyring entry
 //	"intent_hash"  bytes  32-byte SHA-256 intent hash
 type Frame struct {
+	World    string       `cbor:"world,omitempty"`
 	Intent   schemas.Hash `cbor:"intent_hash"`
 	Effect   string       `cbor:"effect"`
 	Seq      uint64       `cbor:"seq"`
@@ -44,8 +51,12 @@ type SignedFrame struct {
 func (f *Frame) Body() []byte { return schemas.MustMarshal(f) }
 
 // FrameSigningMessage is what a frame's signature covers: FrameDomain
-// followed by the canonical CBOR body.
+// followed by the canonical CBOR body, or FrameDomainV1 for a frame that
+// names no world.
 func FrameSigningMessage(f *Frame) []byte {
+	if f.World == "" {
+		return append([]byte(FrameDomainV1), f.Body()...)
+	}
 	return append([]byte(FrameDomain), f.Body()...)
 }
 
@@ -57,8 +68,9 @@ func SignFrame(priv ed25519.PrivateKey, f Frame) SignedFrame {
 
 // Check reports structural problems that make f unacceptable whatever its
 // signature: a zero intent hash, seq 0, an empty or odd effect or executor
-// name, a payload that is not one canonical CBOR item. Errors wrap
-// ErrMalformed.
+// name, an odd world, a payload that is not one canonical CBOR item. An
+// empty world is the v1 layout, refused by the kernel when posted. Errors
+// wrap ErrMalformed.
 func (f *Frame) Check() error {
 	if err := f.checkFields(); err != nil {
 		return err
@@ -80,6 +92,9 @@ func (f *Frame) checkFields() error {
 		return bad("%v", err)
 	}
 	if err := checkName("executor", f.Executor, true); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkName("world", f.World, false); err != nil {
 		return bad("%v", err)
 	}
 	return nil
@@ -150,6 +165,7 @@ type frameJSON struct {
 	PayloadCBOR []byte          `json:"payload_cbor,omitempty"`
 	Seq         uint64          `json:"seq"`
 	Signature   []byte          `json:"signature"`
+	World       string          `json:"world,omitempty"`
 }
 
 // FrameToJSON renders sf in the HTTP API's frame form, compact with sorted
@@ -157,13 +173,13 @@ type frameJSON struct {
 //
 //	{"effect": "...", "executor": "...", "intent_hash": "sha256:<hex>",
 //	 "key_id": "ed25519:<hex>", "payload": <JSON value>, "seq": 1,
-//	 "signature": "<base64>"}
+//	 "signature": "<base64>", "world": "..."}
 //
 // with "payload_cbor" (base64) instead of "payload" when the payload has no
 // exact JSON form, as ToJSON does for receipts. FrameFromJSON(FrameToJSON(sf))
 // == sf.
 func FrameToJSON(sf SignedFrame) ([]byte, error) {
-	w := frameJSON{Effect: sf.Effect, Executor: sf.Executor, IntentHash: sf.Intent, KeyID: sf.KeyID, Seq: sf.Seq, Signature: sf.Signature}
+	w := frameJSON{Effect: sf.Effect, Executor: sf.Executor, IntentHash: sf.Intent, KeyID: sf.KeyID, Seq: sf.Seq, Signature: sf.Signature, World: sf.World}
 	if js, ok := payloadAsJSON(sf.Payload); ok {
 		w.Payload = js
 	} else {
@@ -179,14 +195,19 @@ func FrameToJSON(sf SignedFrame) ([]byte, error) {
 // FrameFromJSON parses the HTTP API's frame form strictly, as FromJSON
 // parses a receipt: one JSON object, no duplicate or unknown keys, required
 // intent_hash, effect, executor, seq (an integer literal of 1 or more),
-// key_id, signature and exactly one of payload or payload_cbor. The result
+// key_id, signature and exactly one of payload or payload_cbor; world is
+// optional here (a frame without one is in the v1 layout, which exports of
+// old journals hold, and the kernel refuses it when posted). The result
 // passes Check and has a signature of the right length; the signature is
 // verified by Keyring.VerifyFrame. Errors wrap ErrMalformed and name the
 // JSON pointer.
 func FrameFromJSON(data []byte) (SignedFrame, error) {
 	var sf SignedFrame
-	o, err := readObject(data, "frame", "effect", "executor", "intent_hash", "key_id", "payload", "payload_cbor", "seq", "signature")
+	o, err := readObject(data, "frame", "effect", "executor", "intent_hash", "key_id", "payload", "payload_cbor", "seq", "signature", "world")
 	if err != nil {
+		return sf, err
+	}
+	if sf.World, err = o.str("world", false); err != nil {
 		return sf, err
 	}
 	if sf.Intent, err = o.hash("intent_hash"); err != nil {

@@ -52,13 +52,14 @@ type receiptJSON struct {
 	PayloadCBOR []byte          `json:"payload_cbor,omitempty"`
 	Signature   []byte          `json:"signature"`
 	Status      Status          `json:"status"`
+	World       string          `json:"world,omitempty"`
 }
 
 // ToJSON renders sr in the HTTP API's receipt form: compact, keys sorted,
 //
 //	{"attempt": 1, "effect": "...", "executor": "...", "intent_hash": "sha256:<hex>",
 //	 "issuer_ref": "...", "key_id": "ed25519:<hex>", "payload": <JSON value>,
-//	 "signature": "<base64>", "status": "ok"}
+//	 "signature": "<base64>", "status": "ok", "world": "..."}
 //
 // The payload appears as a JSON value ("payload") when that value converts
 // back to exactly the same CBOR bytes, and otherwise (byte strings, maps
@@ -74,6 +75,7 @@ func ToJSON(sr SignedReceipt) ([]byte, error) {
 		KeyID:      sr.KeyID,
 		Signature:  sr.Signature,
 		Status:     sr.Status,
+		World:      sr.World,
 	}
 	if js, ok := payloadAsJSON(sr.Payload); ok {
 		w.Payload = js
@@ -103,14 +105,19 @@ func payloadAsJSON(p []byte) (json.RawMessage, bool) {
 // no duplicate or unknown keys, required keys intent_hash, effect,
 // executor, status, key_id, signature and exactly one of payload (a JSON
 // value, converted as PayloadFromJSON does) or payload_cbor (standard
-// base64 of canonical CBOR); attempt (a non-negative integer literal) and
-// issuer_ref are optional. The result passes Check and has a signature of
+// base64 of canonical CBOR); attempt (a non-negative integer literal),
+// issuer_ref and world are optional (a receipt without a world is in the v1
+// layout, which exports of old journals hold; the kernel refuses one when
+// it is posted, saying how to update the executor). The result passes Check and has a signature of
 // the right length; the signature itself is verified by Keyring.Verify.
 // Every error wraps ErrMalformed and names the JSON pointer.
 func FromJSON(data []byte) (SignedReceipt, error) {
 	var sr SignedReceipt
-	o, err := readObject(data, "receipt", "attempt", "effect", "executor", "intent_hash", "issuer_ref", "key_id", "payload", "payload_cbor", "signature", "status")
+	o, err := readObject(data, "receipt", "attempt", "effect", "executor", "intent_hash", "issuer_ref", "key_id", "payload", "payload_cbor", "signature", "status", "world")
 	if err != nil {
+		return sr, err
+	}
+	if sr.World, err = o.str("world", false); err != nil {
 		return sr, err
 	}
 	if sr.Intent, err = o.hash("intent_hash"); err != nil {

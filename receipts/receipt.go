@@ -11,10 +11,19 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// Domain prefixes every signed message. It names what is signed and the
-// version of its layout, and ends in NUL so no other aos message that
-// starts with a different label can be confused with a receipt.
-const Domain = "aos/receipt/v1\x00"
+// Domain prefixes every signed receipt that names its world (the layout of
+// version 2). It names what is signed and the version of its layout, and
+// ends in NUL so no other aos message that starts with a different label
+// can be confused with a receipt.
+const Domain = "aos/receipt/v2\x00"
+
+// DomainV1 prefixed receipts of the first layout, which named no world. A
+// receipt whose World is empty is signed and verified under it, so that
+// receipts journaled before worlds had identities still verify (`aosd
+// journal verify`); the kernel refuses such a receipt when it is posted
+// (it could settle another world's intent). A v1 signature never verifies
+// as a v2 one, or the reverse: the labels differ.
+const DomainV1 = "aos/receipt/v1\x00"
 
 // KeyIDPrefix starts every key id.
 const KeyIDPrefix = "ed25519:"
@@ -45,10 +54,13 @@ var (
 // MaxNameLen bounds effect names, executor names and issuer refs.
 const MaxNameLen = 256
 
-// Receipt is the signed body: what an executor asserts about one intent.
-// Its canonical CBOR encoding is a map with these text keys (sorted by the
-// core deterministic rules: shorter keys first, then bytewise):
+// Receipt is the signed body: what an executor asserts about one intent of
+// one world. Its canonical CBOR encoding is a map with these text keys
+// (sorted by the core deterministic rules: shorter keys first, then
+// bytewise):
 //
+//	"world"       text   the world's identity (kernel.World.Identity);
+//	                     omitted when empty, the layout of DomainV1
 //	"effect"      text   effect name, e.g. "sys/timer.set@1"
 //	"status"      text   "ok" | "error" | "timeout"
 //	"attempt"     uint   executor's attempt number (informational)
@@ -59,6 +71,10 @@ const MaxNameLen = 256
 //
 // Executors in other languages must reproduce exactly these bytes.
 type Receipt struct {
+	// World is the identity of the world whose intent this settles. A
+	// receipt signed for one world is refused by every other, even where
+	// the intent hashes coincide (worlds made before identities existed).
+	World     string       `cbor:"world,omitempty" json:"world,omitempty"`
 	Intent    schemas.Hash `cbor:"intent_hash" json:"intent_hash"`
 	Effect    string       `cbor:"effect" json:"effect"`
 	Executor  string       `cbor:"executor" json:"executor"`
@@ -101,7 +117,7 @@ func SignedReceiptSize(sr *SignedReceipt) int {
 
 // appendReceipt writes r's fields, and sr's key_id and signature when sr is
 // not nil, as one canonical map. Key order (shorter keys first, then
-// bytewise): effect, key_id?, status, attempt, payload, executor,
+// bytewise): world?, effect, key_id?, status, attempt, payload, executor,
 // signature?, issuer_ref?, intent_hash.
 func appendReceipt(b []byte, r *Receipt, sr *SignedReceipt) []byte {
 	n := uint64(6)
@@ -111,7 +127,13 @@ func appendReceipt(b []byte, r *Receipt, sr *SignedReceipt) []byte {
 	if r.IssuerRef != "" {
 		n++
 	}
+	if r.World != "" {
+		n++
+	}
 	b = canon.AppendMap(b, n)
+	if r.World != "" {
+		b = canon.AppendText(canon.AppendText(b, "world"), r.World)
+	}
 	b = canon.AppendText(canon.AppendText(b, "effect"), r.Effect)
 	if sr != nil {
 		b = canon.AppendText(canon.AppendText(b, "key_id"), sr.KeyID)
@@ -132,13 +154,22 @@ func appendReceipt(b []byte, r *Receipt, sr *SignedReceipt) []byte {
 // bodySize bounds the length of r's body: each item's head is at most 9
 // bytes, and the fixed keys take under 80.
 func (r *Receipt) bodySize() int {
-	return 80 + 8*9 + len(r.Effect) + len(r.Status) + len(r.Payload) + len(r.Executor) + len(r.IssuerRef) + len(r.Intent)
+	return 86 + 9*9 + len(r.World) + len(r.Effect) + len(r.Status) + len(r.Payload) + len(r.Executor) + len(r.IssuerRef) + len(r.Intent)
 }
 
 // SigningMessage is what a signature covers: Domain followed by the
-// canonical CBOR body.
+// canonical CBOR body, or DomainV1 for a receipt that names no world.
 func SigningMessage(r *Receipt) []byte {
-	return r.appendBody(append(make([]byte, 0, len(Domain)+r.bodySize()), Domain...))
+	d := r.domain()
+	return r.appendBody(append(make([]byte, 0, len(d)+r.bodySize()), d...))
+}
+
+// domain is the label r is signed under: its layout's.
+func (r *Receipt) domain() string {
+	if r.World == "" {
+		return DomainV1
+	}
+	return Domain
 }
 
 // Sign signs r with priv. It does not check r; the verifier will.
@@ -181,7 +212,9 @@ func checkName(what, s string, required bool) error {
 
 // Check reports structural problems that make r unacceptable whatever its
 // signature: an unknown status, a zero intent hash, an empty or odd effect
-// or executor name, a payload that is not one canonical CBOR item. Errors
+// or executor name, an odd world, a payload that is not one canonical CBOR
+// item. An empty world is not a problem here (it is the v1 layout, which
+// journaled receipts have); the kernel refuses it when posted. Errors
 // wrap ErrMalformed. It does not validate the payload against a schema: the
 // kernel does that with the effect's receipt schema.
 func (r *Receipt) Check() error {
@@ -208,6 +241,9 @@ func (r *Receipt) checkFields() error {
 		return bad("%v", err)
 	}
 	if err := checkName("issuer_ref", r.IssuerRef, false); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkName("world", r.World, false); err != nil {
 		return bad("%v", err)
 	}
 	return nil

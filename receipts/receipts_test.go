@@ -22,8 +22,12 @@ func testKey(seed string) ed25519.PrivateKey {
 
 func pub(priv ed25519.PrivateKey) ed25519.PublicKey { return priv.Public().(ed25519.PublicKey) }
 
+// testWorld is the world sampleReceipt and sampleFrame name.
+const testWorld = "world:0123456789abcdef0123456789abcdef"
+
 func sampleReceipt() receipts.Receipt {
 	return receipts.Receipt{
+		World:     testWorld,
 		Intent:    schemas.HashBytes([]byte("intent-1")),
 		Effect:    "com.test/timer.set@1",
 		Executor:  "timer",
@@ -63,7 +67,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	// The message is the domain label followed by the canonical body.
 	r := sampleReceipt()
 	msg := receipts.SigningMessage(&r)
-	if !bytes.HasPrefix(msg, []byte("aos/receipt/v1\x00")) || !bytes.Equal(msg[len(receipts.Domain):], schemas.MustMarshal(&r)) {
+	if !bytes.HasPrefix(msg, []byte("aos/receipt/v2\x00")) || !bytes.Equal(msg[len(receipts.Domain):], schemas.MustMarshal(&r)) {
 		t.Fatal("signing message layout")
 	}
 	if !ed25519.Verify(pub(a), msg, sr.Signature) {
@@ -111,6 +115,8 @@ func TestVerifyRefusesForgeries(t *testing.T) {
 		{"attempt", func(s *receipts.SignedReceipt) { s.Attempt = 2 }, receipts.ErrBadSignature},
 		{"issuer_ref", func(s *receipts.SignedReceipt) { s.IssuerRef = "" }, receipts.ErrBadSignature},
 		{"executor", func(s *receipts.SignedReceipt) { s.Executor = "http" }, receipts.ErrBadSignature},
+		{"world", func(s *receipts.SignedReceipt) { s.World = "world:ffffffffffffffffffffffffffffffff" }, receipts.ErrBadSignature},
+		{"world removed (read as v1)", func(s *receipts.SignedReceipt) { s.World = "" }, receipts.ErrBadSignature},
 		{"signed by A under B's id", func(s *receipts.SignedReceipt) { s.KeyID = receipts.KeyID(pub(b)) }, receipts.ErrBadSignature},
 		{"unknown signer", func(s *receipts.SignedReceipt) { *s = receipts.Sign(testKey("c"), s.Receipt) }, receipts.ErrUnknownSigner},
 		{"executor not bound to key", func(s *receipts.SignedReceipt) {
@@ -152,6 +158,7 @@ func TestVerifyRefusesMalformed(t *testing.T) {
 		"empty effect":      sign(func(r *receipts.Receipt) { r.Effect = "" }),
 		"empty executor":    sign(func(r *receipts.Receipt) { r.Executor = "" }),
 		"control in ref":    sign(func(r *receipts.Receipt) { r.IssuerRef = "a\nb" }),
+		"space in world":    sign(func(r *receipts.Receipt) { r.World = "world: x" }),
 		"empty payload":     sign(func(r *receipts.Receipt) { r.Payload = nil }),
 		"non-canonical int": sign(func(r *receipts.Receipt) { r.Payload = []byte{0x18, 0x01} }),
 		"trailing bytes":    sign(func(r *receipts.Receipt) { r.Payload = []byte{0x01, 0x02} }),
@@ -175,6 +182,50 @@ func TestVerifyRefusesMalformed(t *testing.T) {
 				t.Fatalf("got %v, want ErrMalformed", err)
 			}
 		})
+	}
+}
+
+// A receipt that names a world is signed under the v2 label with the world
+// in its body; one that names none (the layout journals written before
+// worlds had identities hold) under the v1 label, so such receipts still
+// verify. Neither signature passes for the other layout.
+func TestReceiptLayouts(t *testing.T) {
+	a := testKey("a")
+	k := ring(t, "timer", a)
+	v2 := sampleReceipt()
+	v1 := sampleReceipt()
+	v1.World = ""
+	for _, c := range []struct {
+		name   string
+		r      receipts.Receipt
+		domain string
+		world  bool
+	}{{"v2", v2, "aos/receipt/v2\x00", true}, {"v1", v1, "aos/receipt/v1\x00", false}} {
+		msg := receipts.SigningMessage(&c.r)
+		if !bytes.HasPrefix(msg, []byte(c.domain)) {
+			t.Errorf("%s: signing message starts %q, want %q", c.name, msg[:15], c.domain)
+		}
+		if got := bytes.Contains(c.r.Body(), []byte("\x65world")); got != c.world {
+			t.Errorf("%s: body holds a world key: %v, want %v", c.name, got, c.world)
+		}
+		sr := receipts.Sign(a, c.r)
+		if _, err := k.Verify(sr); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		got, err := receipts.Unmarshal(sr.Marshal())
+		if err != nil || got.World != c.r.World {
+			t.Errorf("%s: cbor round trip: %q %v", c.name, got.World, err)
+		}
+	}
+	if receipts.Domain == receipts.DomainV1 || len(receipts.Domain) != len(receipts.DomainV1) {
+		t.Fatalf("domains %q %q", receipts.Domain, receipts.DomainV1)
+	}
+	// The v2 body signed under the v1 label (an executor that added the
+	// world but kept the old label) does not verify.
+	wrongLabel := receipts.Sign(a, v2)
+	wrongLabel.Signature = ed25519.Sign(a, append([]byte(receipts.DomainV1), v2.Body()...))
+	if _, err := k.Verify(wrongLabel); !errors.Is(err, receipts.ErrBadSignature) {
+		t.Fatalf("v2 body under the v1 label: %v", err)
 	}
 }
 

@@ -70,6 +70,7 @@ type refusedVector struct {
 }
 
 type receiptFields struct {
+	World      string      `json:"world"`
 	IntentHash string      `json:"intent_hash"`
 	Effect     string      `json:"effect"`
 	Executor   string      `json:"executor"`
@@ -88,6 +89,7 @@ type receiptVector struct {
 }
 
 type frameFields struct {
+	World      string      `json:"world"`
 	IntentHash string      `json:"intent_hash"`
 	Effect     string      `json:"effect"`
 	Seq        json.Number `json:"seq"`
@@ -149,6 +151,14 @@ func vectorIntent(name string) schemas.Hash {
 	return schemas.HashBytes([]byte("aos test vector: " + name))
 }
 
+// vectorWorld is the world the vectors sign for, in the form a world's
+// identity takes (kernel.World.Identity); vectorOtherWorld is a second one,
+// so a vector shows the world is in what is signed.
+const (
+	vectorWorld      = "world:5f0c2a9b8e7d6c5b4a39281706f5e4d3"
+	vectorOtherWorld = "world:00112233445566778899aabbccddeeff"
+)
+
 func mustPayload(t *testing.T, js string) []byte {
 	t.Helper()
 	p, err := receipts.PayloadFromJSON([]byte(js))
@@ -171,23 +181,25 @@ func vectorReceipts(t *testing.T) []struct {
 		name string
 		r    receipts.Receipt
 	}{
-		{"ok: an order's charge succeeded", receipts.Receipt{Effect: charge, Executor: "payments", Status: receipts.StatusOK, Attempt: 1,
+		{"ok: an order's charge succeeded", receipts.Receipt{World: vectorWorld, Effect: charge, Executor: "payments", Status: receipts.StatusOK, Attempt: 1,
 			Payload: mustPayload(t, `{"charge_id": "ch_4f9a01b2c3d4", "status": "succeeded"}`)}},
-		{"ok with issuer_ref: declined on the second attempt", receipts.Receipt{Effect: charge, Executor: "payments", Status: receipts.StatusOK, Attempt: 2,
+		{"ok with issuer_ref: declined on the second attempt", receipts.Receipt{World: vectorWorld, Effect: charge, Executor: "payments", Status: receipts.StatusOK, Attempt: 2,
 			IssuerRef: "order-o-2", Payload: mustPayload(t, `{"charge_id": "ch_000000000002", "status": "declined"}`)}},
-		{"error after five attempts", receipts.Receipt{Effect: charge, Executor: "payments", Status: receipts.StatusError, Attempt: 5,
+		{"the same receipt for another world", receipts.Receipt{World: vectorOtherWorld, Intent: vectorIntent("ok: an order's charge succeeded"), Effect: charge, Executor: "payments", Status: receipts.StatusOK, Attempt: 1,
+			Payload: mustPayload(t, `{"charge_id": "ch_4f9a01b2c3d4", "status": "succeeded"}`)}},
+		{"error after five attempts", receipts.Receipt{World: vectorWorld, Effect: charge, Executor: "payments", Status: receipts.StatusError, Attempt: 5,
 			Payload: mustPayload(t, `{"error": "payment provider unavailable", "attempts": 5}`)}},
-		{"timeout, attempt 0, null payload", receipts.Receipt{Effect: "com.example/ship.label@1", Executor: "shipping", Status: receipts.StatusTimeout,
+		{"timeout, attempt 0, null payload", receipts.Receipt{World: vectorWorld, Effect: "com.example/ship.label@1", Executor: "shipping", Status: receipts.StatusTimeout,
 			Payload: mustPayload(t, `null`)}},
-		{"largest integers", receipts.Receipt{Effect: "com.example/clock.read@1", Executor: "clock", Status: receipts.StatusOK, Attempt: 1<<64 - 1,
+		{"largest integers", receipts.Receipt{World: vectorWorld, Effect: "com.example/clock.read@1", Executor: "clock", Status: receipts.StatusOK, Attempt: 1<<64 - 1,
 			Payload: mustPayload(t, `{"now_ns": 1767225600000000000, "max": 18446744073709551615, "min": -18446744073709551616, "pi": 3.141592653589793}`)}},
-		{"unicode names, issuer_ref and payload", receipts.Receipt{Effect: "com.example/zahlung.ausführen@1", Executor: "zahlungen-ü", Status: receipts.StatusOK, Attempt: 1,
+		{"unicode names, issuer_ref and payload", receipts.Receipt{World: vectorWorld, Effect: "com.example/zahlung.ausführen@1", Executor: "zahlungen-ü", Status: receipts.StatusOK, Attempt: 1,
 			IssuerRef: "ref-日本-😀", Payload: mustPayload(t, `{"grüße": "世界 😀", "z": "ascii sorts first", "é": "\u00e9"}`)}},
-		{"nested payload maps", receipts.Receipt{Effect: "com.example/quote.get@1", Executor: "quotes", Status: receipts.StatusOK, Attempt: 3,
+		{"nested payload maps", receipts.Receipt{World: vectorWorld, Effect: "com.example/quote.get@1", Executor: "quotes", Status: receipts.StatusOK, Attempt: 3,
 			Payload: mustPayload(t, `{"quote": {"lines": [{"sku": "x-1", "qty": 2, "price": {"cents": 499, "currency": "EUR"}}], "valid": true}, "id": "q-7", "expires": null}`)}},
-		{"byte strings: only payload_cbor carries them", receipts.Receipt{Effect: "com.example/blob.read@1", Executor: "blobs", Status: receipts.StatusOK, Attempt: 1,
+		{"byte strings: only payload_cbor carries them", receipts.Receipt{World: vectorWorld, Effect: "com.example/blob.read@1", Executor: "blobs", Status: receipts.StatusOK, Attempt: 1,
 			Payload: schemas.MustMarshal(map[string]any{"bytes": []byte{0, 1, 2, 0xfe, 0xff}, "size": uint64(5)})}},
-		{"longest names", receipts.Receipt{Effect: long("com.example/long@1."), Executor: long("executor-"), Status: receipts.StatusOK, Attempt: 24,
+		{"longest names", receipts.Receipt{World: vectorWorld, Effect: long("com.example/long@1."), Executor: long("executor-"), Status: receipts.StatusOK, Attempt: 24,
 			IssuerRef: long("ref-"), Payload: mustPayload(t, `{}`)}},
 	}
 }
@@ -200,9 +212,9 @@ func vectorFrames(t *testing.T) []struct {
 		name string
 		f    receipts.Frame
 	}{
-		{"a failed attempt that will be retried", receipts.Frame{Effect: "com.example/payment.charge@1", Executor: "payments", Seq: 1,
+		{"a failed attempt that will be retried", receipts.Frame{World: vectorWorld, Effect: "com.example/payment.charge@1", Executor: "payments", Seq: 1,
 			Payload: mustPayload(t, `{"attempt": 1, "error": "payment provider unavailable", "retry_in_ms": 200}`)}},
-		{"a large seq and a float", receipts.Frame{Effect: "com.example/export.run@1", Executor: "exporter", Seq: 1 << 32,
+		{"a large seq and a float", receipts.Frame{World: vectorWorld, Effect: "com.example/export.run@1", Executor: "exporter", Seq: 1 << 32,
 			Payload: mustPayload(t, `{"pct": 50.5, "stage": "écriture"}`)}},
 	}
 }
@@ -231,8 +243,8 @@ func buildVectors(t *testing.T) vectorFile {
 	vf := vectorFile{
 		About: "Test vectors for executors of aos, in any language: payload JSON -> canonical CBOR; receipt and frame fields -> " +
 			"canonical CBOR body -> ed25519 signature over domain || body, with the key below (RFC 8032's first test key). " +
-			"docs/executor-protocol.md explains every byte. Generated by receipts/vectors_test.go (go test ./receipts -run TestVectorsFile -write-vectors).",
-		Version:       1,
+			"Version 2: every body names the world it is for. docs/executor-protocol.md explains every byte. Generated by receipts/vectors_test.go (go test ./receipts -run TestVectorsFile -write-vectors).",
+		Version:       2,
 		ReceiptDomain: hex.EncodeToString([]byte(receipts.Domain)),
 		FrameDomain:   hex.EncodeToString([]byte(receipts.FrameDomain)),
 		Key: vectorKey{Seed: vectorSeed, Public: hex.EncodeToString(pubKey), KeyID: receipts.KeyID(pubKey),
@@ -247,7 +259,9 @@ func buildVectors(t *testing.T) vectorFile {
 	}
 	for _, v := range vectorReceipts(t) {
 		r := v.r
-		r.Intent = vectorIntent(v.name)
+		if r.Intent.IsZero() {
+			r.Intent = vectorIntent(v.name)
+		}
 		if err := r.Check(); err != nil {
 			t.Fatalf("vector %q: %v", v.name, err)
 		}
@@ -257,7 +271,7 @@ func buildVectors(t *testing.T) vectorFile {
 			t.Fatal(err)
 		}
 		vf.Receipts = append(vf.Receipts, receiptVector{Name: v.name,
-			Fields: receiptFields{IntentHash: r.Intent.String(), Effect: r.Effect, Executor: r.Executor, Status: string(r.Status),
+			Fields: receiptFields{World: r.World, IntentHash: r.Intent.String(), Effect: r.Effect, Executor: r.Executor, Status: string(r.Status),
 				Attempt: json.Number(strconv.FormatUint(r.Attempt, 10)), IssuerRef: r.IssuerRef, Payload: hex.EncodeToString(r.Payload)},
 			Body: hex.EncodeToString(r.Body()), Signature: hex.EncodeToString(sr.Signature), HTTP: js})
 	}
@@ -273,7 +287,7 @@ func buildVectors(t *testing.T) vectorFile {
 			t.Fatal(err)
 		}
 		vf.Frames = append(vf.Frames, frameVector{Name: v.name,
-			Fields: frameFields{IntentHash: f.Intent.String(), Effect: f.Effect, Seq: json.Number(strconv.FormatUint(f.Seq, 10)), Executor: f.Executor,
+			Fields: frameFields{World: f.World, IntentHash: f.Intent.String(), Effect: f.Effect, Seq: json.Number(strconv.FormatUint(f.Seq, 10)), Executor: f.Executor,
 				Payload: hex.EncodeToString(f.Payload)},
 			Body: hex.EncodeToString(f.Body()), Signature: hex.EncodeToString(sf.Signature), HTTP: js})
 	}
@@ -352,7 +366,7 @@ func TestVectorsVerify(t *testing.T) {
 	if k, err := receipts.DecodePrivateKey([]byte(vf.Key.PrivatePEM)); err != nil || !k.Equal(priv) {
 		t.Fatalf("private_key_pem: %v", err)
 	}
-	if string(unhex(t, vf.ReceiptDomain)) != "aos/receipt/v1\x00" || string(unhex(t, vf.FrameDomain)) != "aos/frame/v1\x00" {
+	if vf.Version != 2 || string(unhex(t, vf.ReceiptDomain)) != "aos/receipt/v2\x00" || string(unhex(t, vf.FrameDomain)) != "aos/frame/v2\x00" {
 		t.Fatalf("domains %s %s", vf.ReceiptDomain, vf.FrameDomain)
 	}
 	if len(vf.Payloads) == 0 || len(vf.Receipts) == 0 || len(vf.Frames) == 0 {
@@ -379,7 +393,10 @@ func TestVectorsVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := receipts.Receipt{Intent: h, Effect: v.Fields.Effect, Executor: v.Fields.Executor, Status: receipts.Status(v.Fields.Status),
+		if !strings.HasPrefix(v.Fields.World, "world:") {
+			t.Errorf("receipt %q: world %q", v.Name, v.Fields.World)
+		}
+		r := receipts.Receipt{World: v.Fields.World, Intent: h, Effect: v.Fields.Effect, Executor: v.Fields.Executor, Status: receipts.Status(v.Fields.Status),
 			Attempt: attempt, IssuerRef: v.Fields.IssuerRef, Payload: unhex(t, v.Fields.Payload)}
 		body := unhex(t, v.Body)
 		if !bytes.Equal(r.Body(), body) {
@@ -391,6 +408,13 @@ func TestVectorsVerify(t *testing.T) {
 		}
 		if !bytes.Equal(ed25519.Sign(priv, append([]byte(receipts.Domain), body...)), sig) {
 			t.Errorf("receipt %q: signing again gives another signature (ed25519 is deterministic)", v.Name)
+		}
+		// The world is in what is signed: the same receipt for another
+		// world has another body, which the signature does not cover.
+		other := r
+		other.World += "0"
+		if ed25519.Verify(pubKey, append(unhex(t, vf.ReceiptDomain), other.Body()...), sig) {
+			t.Errorf("receipt %q: the signature verifies for world %q too", v.Name, other.World)
 		}
 		withCBOR := wireWithCBOR(t, v.HTTP, r.Payload)
 		for form, js := range map[string][]byte{"http": v.HTTP, "http with payload_cbor": withCBOR} {
@@ -426,7 +450,10 @@ func TestVectorsVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := receipts.Frame{Intent: h, Effect: v.Fields.Effect, Seq: seq, Executor: v.Fields.Executor, Payload: unhex(t, v.Fields.Payload)}
+		if !strings.HasPrefix(v.Fields.World, "world:") {
+			t.Errorf("frame %q: world %q", v.Name, v.Fields.World)
+		}
+		f := receipts.Frame{World: v.Fields.World, Intent: h, Effect: v.Fields.Effect, Seq: seq, Executor: v.Fields.Executor, Payload: unhex(t, v.Fields.Payload)}
 		body := unhex(t, v.Body)
 		if !bytes.Equal(f.Body(), body) {
 			t.Errorf("frame %q: body %x, file says %x", v.Name, f.Body(), body)

@@ -68,7 +68,11 @@ func checkBody(t *testing.T, r Receipt) {
 	if got := r.Body(); string(got) != string(want) {
 		t.Fatalf("hand-written body %x\nlibrary body      %x", got, want)
 	}
-	if got := SigningMessage(&r); string(got) != Domain+string(want) {
+	domain := Domain
+	if r.World == "" {
+		domain = DomainV1
+	}
+	if got := SigningMessage(&r); string(got) != domain+string(want) {
 		t.Fatalf("signing message %x", got)
 	}
 }
@@ -81,16 +85,18 @@ func TestBodyMatchesLibrary(t *testing.T) {
 		s := string(make([]byte, n))
 		for _, a := range []uint64{0, 23, 24, 255, 256, 65536, 1 << 32, 1<<64 - 1} {
 			checkBody(t, Receipt{Intent: schemas.HashBytes([]byte(s)), Effect: "com.test/timer.set@1" + s, Executor: s,
-				Status: StatusTimeout, Payload: []byte(s), Attempt: a, IssuerRef: s})
+				Status: StatusTimeout, Payload: []byte(s), Attempt: a, IssuerRef: s, World: s})
+			checkBody(t, Receipt{Intent: schemas.HashBytes([]byte(s)), Effect: s, Executor: s, Status: StatusOK, Payload: []byte(s), Attempt: a,
+				World: "world:" + s})
 		}
 	}
 }
 
 func FuzzBody(f *testing.F) {
-	f.Add("com.test/timer.set@1", "aos/builtin", "ok", []byte{0xa0}, uint64(1), "", []byte("i"))
-	f.Add("", "", "", []byte(nil), uint64(1<<40), "ref", []byte(""))
-	f.Fuzz(func(t *testing.T, effect, executor, status string, payload []byte, attempt uint64, ref string, intent []byte) {
+	f.Add("com.test/timer.set@1", "aos/builtin", "ok", []byte{0xa0}, uint64(1), "", []byte("i"), "world:1")
+	f.Add("", "", "", []byte(nil), uint64(1<<40), "ref", []byte(""), "")
+	f.Fuzz(func(t *testing.T, effect, executor, status string, payload []byte, attempt uint64, ref string, intent []byte, world string) {
 		checkBody(t, Receipt{Intent: schemas.HashBytes(intent), Effect: effect, Executor: executor, Status: Status(status),
-			Payload: payload, Attempt: attempt, IssuerRef: ref})
+			Payload: payload, Attempt: attempt, IssuerRef: ref, World: world})
 	})
 }

@@ -9,7 +9,7 @@ import (
 
 // Decode decodes a record's body into its type: *EventRec, *StepRec,
 // *FaultRec, *IntentRec, *ReceiptRec, *DropRec, *FrameRec, *ManifestRec,
-// *ConfigRec, *RecoverRec, *CheckpointRec or *SnapshotRec. A kind with no
+// *ConfigRec, *RecoverRec, *CheckpointRec, *SnapshotRec or *WorldRec. A kind with no
 // type here gives nil and no error. Bodies are trusted: they were canonical when journaled.
 func Decode(r journal.Record) (any, error) {
 	var v any
@@ -38,6 +38,8 @@ func Decode(r journal.Record) (any, error) {
 		v = new(CheckpointRec)
 	case journal.KindSnapshot:
 		v = new(SnapshotRec)
+	case journal.KindWorld:
+		v = new(WorldRec)
 	default:
 		return nil, nil
 	}

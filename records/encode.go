@@ -145,16 +145,19 @@ func EncodeStep(rec *StepRec) []byte {
 
 // EncodeIntentID is schemas.MustMarshal(id), and with a hash,
 // schemas.MustMarshal(&IntentRec{hash, *id}) (the embedded struct's fields
-// are flattened into one map). Key order: hash?, index, effect, params,
-// emitted_at, issuer_ref?, origin_key, effect_hash, idempotency_key,
-// origin_workflow, origin_workflow_hash.
+// are flattened into one map). Key order: hash?, index, world?, effect,
+// params, emitted_at, issuer_ref?, origin_key, effect_hash,
+// idempotency_key, origin_workflow, origin_workflow_hash.
 func EncodeIntentID(hash *schemas.Hash, id *IntentID) []byte {
-	b := make([]byte, 0, 330+len(id.Params)+len(id.OriginKey)+len(id.IdempotencyKey)+len(id.IssuerRef)+len(id.OriginWorkflow)+len(id.Effect))
-	b = canon.AppendHead(b, canon.MajorMap, MapSize(9, hash != nil, id.IssuerRef != ""))
+	b := make([]byte, 0, 345+len(id.World)+len(id.Params)+len(id.OriginKey)+len(id.IdempotencyKey)+len(id.IssuerRef)+len(id.OriginWorkflow)+len(id.Effect))
+	b = canon.AppendHead(b, canon.MajorMap, MapSize(9, hash != nil, id.IssuerRef != "", id.World != ""))
 	if hash != nil {
 		b = appendHash(canon.AppendText(b, "hash"), hash)
 	}
 	b = canon.AppendHead(canon.AppendText(b, "index"), canon.MajorUint, id.Index)
+	if id.World != "" {
+		b = canon.AppendText(canon.AppendText(b, "world"), id.World)
+	}
 	b = canon.AppendText(canon.AppendText(b, "effect"), id.Effect)
 	b = canon.AppendBytesOrNull(canon.AppendText(b, "params"), id.Params)
 	b = canon.AppendHead(canon.AppendText(b, "emitted_at"), canon.MajorUint, id.EmittedAt)

@@ -58,13 +58,13 @@ func TestRecordEncodersMatchMarshal(t *testing.T) {
 		}
 		check("step", EncodeStep(&st), &st)
 
-		id := IntentID{OriginWorkflow: str(), OriginWorkflowHash: hash(), OriginKey: bs(), Effect: str(), EffectHash: hash(),
+		id := IntentID{World: str(), OriginWorkflow: str(), OriginWorkflowHash: hash(), OriginKey: bs(), Effect: str(), EffectHash: hash(),
 			Params: bs(), IdempotencyKey: bs(), IssuerRef: str(), EmittedAt: num(), Index: num()}
 		check("intent id", EncodeIntentID(nil, &id), &id)
 		rec := IntentRec{Hash: hash(), IntentID: id}
 		check("intent", EncodeIntentID(&rec.Hash, &rec.IntentID), &rec)
 
-		sr := receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: hash(), Effect: str(), Executor: str(),
+		sr := receipts.SignedReceipt{Receipt: receipts.Receipt{World: str(), Intent: hash(), Effect: str(), Executor: str(),
 			Status: receipts.Status(str()), Payload: bs(), Attempt: num(), IssuerRef: str()}, KeyID: str(), Signature: bs()}
 		check("signed receipt", receipts.AppendSignedReceipt(nil, &sr), &sr)
 		if n := len(receipts.AppendSignedReceipt(nil, &sr)); n > receipts.SignedReceiptSize(&sr) {

@@ -1,6 +1,10 @@
 package records
 
 import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -73,6 +77,12 @@ type IntentRec struct {
 // IntentID is everything an intent's identity binds (DESIGN.md §7). Its
 // canonical CBOR hash is the intent hash.
 type IntentID struct {
+	// World is the identity of the world that opened the intent (WorldRec),
+	// so two worlds with the same manifest and inputs open intents with
+	// different hashes. Empty for intents opened before the world had an
+	// identity (journals written before identities existed): their hashes
+	// are what they were.
+	World              string       `cbor:"world,omitempty"`
 	OriginWorkflow     string       `cbor:"origin_workflow"`
 	OriginWorkflowHash schemas.Hash `cbor:"origin_workflow_hash"`
 	OriginKey          []byte       `cbor:"origin_key"`
@@ -157,6 +167,9 @@ type DropRec struct {
 // they are absent from frames journaled before frames were signed, and
 // replay, which trusts what the journal admitted, does not verify them.
 type FrameRec struct {
+	// World is the world the frame was signed for; absent from frames
+	// journaled before frames named their world (receipts.FrameDomainV1).
+	World     string       `cbor:"world,omitempty"`
 	Intent    schemas.Hash `cbor:"intent"`
 	Seq       uint64       `cbor:"seq"`
 	Executor  string       `cbor:"executor"`
@@ -169,8 +182,33 @@ type FrameRec struct {
 
 // Signed is the frame the record journaled.
 func (fr *FrameRec) Signed() *receipts.SignedFrame {
-	return &receipts.SignedFrame{Frame: receipts.Frame{Intent: fr.Intent, Effect: fr.Effect, Seq: fr.Seq,
+	return &receipts.SignedFrame{Frame: receipts.Frame{World: fr.World, Intent: fr.Intent, Effect: fr.Effect, Seq: fr.Seq,
 		Executor: fr.Executor, Payload: fr.Payload}, KeyID: fr.KeyID, Signature: fr.Signature}
+}
+
+// WorldRec is the world's identity: journaled once, as the first record of
+// a world created since identities existed, or, in a world created before,
+// at the first open by code that has them (the intents before it keep the
+// hashes they were opened with; those after it bind the identity). Replay
+// adopts it; nothing else ever changes it.
+type WorldRec struct {
+	ID string `cbor:"id"`
+}
+
+// A world's identity is WorldIDPrefix followed by the lower-case hex of
+// WorldIDBytes random bytes.
+const (
+	WorldIDPrefix = "world:"
+	WorldIDBytes  = 16
+)
+
+// CheckWorldID refuses text that is not a world identity.
+func CheckWorldID(id string) error {
+	raw, ok := strings.CutPrefix(id, WorldIDPrefix)
+	if b, err := hex.DecodeString(raw); !ok || err != nil || len(b) != WorldIDBytes || hex.EncodeToString(b) != raw {
+		return fmt.Errorf("world identity %q is not %s followed by %d lower-case hex digits", id, WorldIDPrefix, 2*WorldIDBytes)
+	}
+	return nil
 }
 
 // Checkpoint reasons (CheckpointRec.Reason): what asked for the snapshot.

@@ -49,6 +49,11 @@ type State struct {
 	Idempotency []Idem `cbor:"idempotency"`
 	// Epochs: the state-schema epochs.
 	Epochs Epochs `cbor:"epochs"`
+	// World is the world's identity (records.WorldRec); empty in snapshots
+	// of a world that had none yet (taken before identities existed, or
+	// before its first open by code that has them), which then encode as
+	// they did.
+	World string `cbor:"world,omitempty"`
 }
 
 // Manifest names the world's manifest and what it needs from the CAS.

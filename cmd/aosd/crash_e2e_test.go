@@ -233,6 +233,7 @@ func (s *crashState) client(e *crashEpoch, addr, tok string) {
 }
 
 type claimedIntent struct {
+	World     string          `json:"-"` // the claim answer's: every receipt names it
 	Hash      string          `json:"hash"`
 	Effect    string          `json:"effect"`
 	Params    json.RawMessage `json:"params"`
@@ -246,10 +247,16 @@ func (s *crashState) claim(ctx context.Context, e *crashEpoch, addr, tok string,
 	if err != nil || code == http.StatusServiceUnavailable {
 		return nil, fmt.Errorf("claim: %d %v", code, err)
 	}
-	var ans struct{ Intents []claimedIntent }
-	if code != http.StatusOK || json.Unmarshal(b, &ans) != nil {
+	var ans struct {
+		World   string
+		Intents []claimedIntent
+	}
+	if code != http.StatusOK || json.Unmarshal(b, &ans) != nil || ans.World == "" {
 		s.problem("claim: %d %s", code, b)
 		return nil, fmt.Errorf("claim: %d %s", code, b)
+	}
+	for i := range ans.Intents {
+		ans.Intents[i].World = ans.World
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,7 +286,7 @@ func (s *crashState) settle(ctx context.Context, e *crashEpoch, addr, tok string
 		s.problem("claimed hash %q: %v", it.Hash, err)
 		return true
 	}
-	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: it.Effect, Executor: "payments", Status: receipts.StatusOK,
+	sr := receipts.Sign(priv, receipts.Receipt{World: it.World, Intent: h, Effect: it.Effect, Executor: "payments", Status: receipts.StatusOK,
 		Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_" + it.Hash[7:19], "status": "succeeded"}), Attempt: 1})
 	rj, err := receipts.ToJSON(sr)
 	if err != nil {

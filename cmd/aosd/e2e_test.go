@@ -126,6 +126,7 @@ func jsonOut(t *testing.T, world string, v any, args ...string) {
 }
 
 type status struct {
+	World         string         `json:"world"`
 	ManifestHash  *string        `json:"manifest_hash"`
 	JournalHeight uint64         `json:"journal_height"`
 	Quiescent     bool           `json:"quiescent"`
@@ -359,7 +360,7 @@ func TestCounterLifecycle(t *testing.T) {
 			t.Fatalf("journal --limit 2: %d lines", n)
 		}
 		s := getStatus(t, w)
-		if !s.Quiescent || s.Instances["completed"] != 2 || s.JournalHeight != 7 || s.ManifestHash == nil {
+		if !s.Quiescent || s.Instances["completed"] != 2 || s.JournalHeight != 8 || s.ManifestHash == nil {
 			t.Fatalf("status: %+v", s)
 		}
 		for _, args := range [][]string{{"status"}, {"cells", "ls", counterWF}, {"trace", counterWF, "a"}, {"journal"}} {

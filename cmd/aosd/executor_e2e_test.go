@@ -58,6 +58,7 @@ func TestExternalExecutor(t *testing.T) {
 
 	code, body := post(t, d, tok, "/v1/effects/claim", []byte(`{"executor":"payments","effects":["com.example/payment.charge@1"],"max":5,"wait_ms":10000}`))
 	var claim struct {
+		World   string // the world's identity: the receipt names it
 		Intents []struct {
 			Hash, Effect string
 			Params       map[string]any
@@ -74,7 +75,7 @@ func TestExternalExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: it.Effect, Executor: "payments", Status: receipts.StatusOK,
+	sr := receipts.Sign(priv, receipts.Receipt{World: claim.World, Intent: h, Effect: it.Effect, Executor: "payments", Status: receipts.StatusOK,
 		Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_1", "status": "succeeded"}), Attempt: 1})
 	rj, err := receipts.ToJSON(sr)
 	if err != nil {

@@ -105,19 +105,19 @@ func TestSendIdempotencyKey(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		out := ok(t, w, "send", countEv, `{"key":"a","by":1}`, "--idempotency-key", "k-1")
-		if !strings.Contains(out, "journaled at seq 2") {
+		if !strings.Contains(out, "journaled at seq 3") {
 			t.Fatalf("first send: %s", out)
 		}
 		height := getStatus(t, w).JournalHeight
 		out = ok(t, w, "send", countEv, `{"key":"a","by":1}`, "--idempotency-key", "k-1")
-		if !strings.Contains(out, "already journaled at seq 2 under idempotency key k-1; nothing journaled") {
+		if !strings.Contains(out, "already journaled at seq 3 under idempotency key k-1; nothing journaled") {
 			t.Fatalf("resend: %s", out)
 		}
 		for _, c := range []struct {
 			args []string
 			says string
 		}{
-			{[]string{"send", countEv, `{"key":"a","by":2}`, "--idempotency-key", "k-1"}, `idempotency key "k-1" was used by the event at seq 2`},
+			{[]string{"send", countEv, `{"key":"a","by":2}`, "--idempotency-key", "k-1"}, `idempotency key "k-1" was used by the event at seq 3`},
 			{[]string{"send", countEv, `{"key":"a","by":1}`, "--idempotency-key", ""}, "--idempotency-key is empty"},
 			{[]string{"send", countEv, `{"key":"a","by":1}`, "--idempotency-key", "a b"}, "byte 0x20"},
 		} {

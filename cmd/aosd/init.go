@@ -21,16 +21,16 @@ func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		pub, err := daemon.InitWith(daemon.Dir(a.world), cfg, so)
+		c, err := daemon.InitWith(daemon.Dir(a.world), cfg, so)
 		if err != nil {
 			return err
 		}
 		abs, _ := filepath.Abs(a.world)
 		if a.json {
-			return a.printJSON(map[string]string{"world": abs, "executor_public_key": pub})
+			return a.printJSON(map[string]string{"world": abs, "identity": c.World, "executor_public_key": c.ExecutorPublicKey})
 		}
-		fmt.Fprintf(a.stdout, "created world %s\n  store         %s\n  api token     %s (0600)\n  executor key  %s (ed25519, PKCS#8 PEM, 0600)\n  executor pub  %s\n",
-			abs, filepath.Join(abs, daemon.StoreDir), filepath.Join(abs, daemon.TokenFile), filepath.Join(abs, daemon.ExecutorKey), pub)
+		fmt.Fprintf(a.stdout, "created world %s\n  identity      %s\n  store         %s\n  api token     %s (0600)\n  executor key  %s (ed25519, PKCS#8 PEM, 0600)\n  executor pub  %s\n",
+			abs, c.World, filepath.Join(abs, daemon.StoreDir), filepath.Join(abs, daemon.TokenFile), filepath.Join(abs, daemon.ExecutorKey), c.ExecutorPublicKey)
 		return nil
 	}
 }

@@ -190,6 +190,7 @@ func payOrder(t *testing.T, d *daemon, tok string, priv []byte, orderID, chargeI
 	t.Helper()
 	code, body := post(t, d, tok, "/v1/effects/claim", []byte(`{"executor":"payments","effects":["com.example/payment.charge@1"],"max":1,"wait_ms":30000}`))
 	var claim struct {
+		World   string // the world's identity: the receipt names it
 		Intents []struct {
 			Hash, Effect string
 			Params       map[string]any
@@ -203,7 +204,7 @@ func payOrder(t *testing.T, d *daemon, tok string, priv []byte, orderID, chargeI
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: it.Effect, Executor: "payments", Status: receipts.StatusOK,
+	sr := receipts.Sign(priv, receipts.Receipt{World: claim.World, Intent: h, Effect: it.Effect, Executor: "payments", Status: receipts.StatusOK,
 		Payload: schemas.MustMarshal(map[string]any{"charge_id": chargeID, "status": "succeeded"}), Attempt: 1})
 	rj, err := receipts.ToJSON(sr)
 	if err != nil {

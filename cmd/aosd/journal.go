@@ -197,6 +197,10 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 			}
 			return d + " " + compact(b.Payload, 60), true
 		}
+	case "world":
+		if b, ok := decodeBody[daemon.WorldBody](body); ok {
+			return "identity " + b.ID, true
+		}
 	case "recover":
 		if b, ok := decodeBody[daemon.RecoverBody](body); ok {
 			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %d skipped)", b.Action, b.Workflow, b.Key, b.Fault, b.Input, b.Skipped), true

@@ -80,7 +80,7 @@ func TestJournalCheckCatchesForgedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := records.EncodeReceipt(&records.ReceiptRec{
-		Receipt: receipts.SignedReceipt{Receipt: receipts.Receipt{Intent: intent, Effect: "sys/timer.set@1", Executor: "aos/builtin",
+		Receipt: receipts.SignedReceipt{Receipt: receipts.Receipt{World: st.World, Intent: intent, Effect: "sys/timer.set@1", Executor: "aos/builtin",
 			Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{})}},
 		Stamp: records.Stamp{NowNs: 1 << 62, LogicalNs: 1 << 62, Entropy: make([]byte, 32), Height: forged - 1, ManifestHash: mh}})
 	err = db.Journal().Append([]journal.Record{{Seq: forged, Kind: journal.KindReceipt, Body: body}})

@@ -43,14 +43,15 @@ func TestJournalCheckExitCodes(t *testing.T) {
 	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errs := runCheck(t, string(dir)); code != exitOK || out != "checked no records from genesis: ok\n" {
-		t.Fatalf("empty world: exit %d\n%s%s", code, out, errs)
+	// A new world's journal holds its world record.
+	if code, out, errs := runCheck(t, string(dir)); code != exitOK || out != "checked records 1..1 (1) from genesis: ok\n" {
+		t.Fatalf("new world: exit %d\n%s%s", code, out, errs)
 	}
 	db, err := badgerdb.Open(dir.Store())
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Journal().Append([]journal.Record{forgedEvent(1)})
+	err = db.Journal().Append([]journal.Record{forgedEvent(2)})
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -83,13 +84,13 @@ func TestJournalCheckExitCodes(t *testing.T) {
 	if err := served.WriteDaemonInfo(daemon.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := log.Append([]journal.Record{forgedEvent(1)}); err != nil {
+	if err := log.Append([]journal.Record{forgedEvent(2)}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs = runCheck(t, string(served), "--json")
 	var rep daemon.JournalCheck
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitError || rep.OK || len(rep.Violations) != 1 ||
-		rep.Violations[0].Rule != "manifest-first" || rep.Violations[0].Seq != 1 {
+		rep.Violations[0].Rule != "manifest-first" || rep.Violations[0].Seq != 2 {
 		t.Fatalf("through the daemon: exit %d %v\n%s%s", code, err, out, errs)
 	}
 }

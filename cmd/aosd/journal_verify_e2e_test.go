@@ -45,6 +45,7 @@ func TestJournalVerifyE2E(t *testing.T) {
 	tok := token(t, world)
 	code, body := post(t, d, tok, "/v1/effects/claim", []byte(`{"executor":"payments","effects":["com.example/payment.charge@1"],"wait_ms":10000}`))
 	var claim struct {
+		World   string
 		Intents []struct{ Hash, Effect string }
 	}
 	if code != 200 || json.Unmarshal(body, &claim) != nil || len(claim.Intents) != 1 {
@@ -54,12 +55,12 @@ func TestJournalVerifyE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fj, _ := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{Intent: h, Effect: claim.Intents[0].Effect, Seq: 1,
+	fj, _ := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{World: claim.World, Intent: h, Effect: claim.Intents[0].Effect, Seq: 1,
 		Executor: "payments", Payload: schemas.MustMarshal(map[string]any{"pct": 50})}))
 	if code, body := post(t, d, tok, "/v1/frames", fj); code != 200 {
 		t.Fatalf("frame: %d %s", code, body)
 	}
-	rj, _ := receipts.ToJSON(receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: claim.Intents[0].Effect, Executor: "payments",
+	rj, _ := receipts.ToJSON(receipts.Sign(priv, receipts.Receipt{World: claim.World, Intent: h, Effect: claim.Intents[0].Effect, Executor: "payments",
 		Status: receipts.StatusOK, Attempt: 1, IssuerRef: "psp-77",
 		Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_1", "status": "succeeded"})}))
 	if code, body := post(t, d, tok, "/v1/receipts", rj); code != 200 {

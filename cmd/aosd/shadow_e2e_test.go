@@ -132,7 +132,7 @@ func TestShadowCommand(t *testing.T) {
 
 		var same shadowOut
 		jsonOut(t, w, &same, "shadow", orders, "--window", "1")
-		if !same.Apply.Unchanged || same.Start != 1 || same.Inputs.Source != "window" || same.Inputs.Submitted != 1 ||
+		if !same.Apply.Unchanged || same.Start != 2 || same.Inputs.Source != "window" || same.Inputs.Submitted != 1 ||
 			same.Effects.Total != 2 || same.Effects.ByEffect["com.example/payment.charge@1"] != 1 || same.Pending.Total != 2 ||
 			same.Instances.Counts["waiting"] != 1 || len(same.Deltas) != 1 || same.Deltas[0].Created != 1 || string(same.Deltas[0].Keys[0].Key) != `"o1"` {
 			t.Fatalf("shadow of the same manifest: %+v", same)

@@ -56,7 +56,7 @@ func TestSnapshotNotIdleExits3(t *testing.T) {
 	<-gate.Entered()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"snapshot", "--world", string(dir)}, nil, &out, &errb)
-	if code != exitNotQuiet || !strings.Contains(errb.String(), "the snapshot of checkpoint 1 is still being written") {
+	if code != exitNotQuiet || !strings.Contains(errb.String(), "the snapshot of checkpoint 2 is still being written") {
 		t.Errorf("snapshot while one is written: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 	gate.Open()
@@ -66,7 +66,7 @@ func TestSnapshotNotIdleExits3(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	if code := run(context.Background(), []string{"snapshot", "--world", string(dir)}, nil, &out, &errb); code != exitOK ||
-		!strings.Contains(out.String(), "the state after checkpoint 3") {
+		!strings.Contains(out.String(), "the state after checkpoint 4") {
 		t.Errorf("snapshot once idle: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 }

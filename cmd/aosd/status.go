@@ -32,6 +32,7 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 				via = "daemon at http://" + c.Addr
 			}
 			w.row("world", a.world)
+			w.row("world identity", st.World)
 			w.row("via", via)
 			if st.ManifestName != "" {
 				w.row("manifest", st.ManifestName)

@@ -6,9 +6,11 @@
 //  1. make an ed25519 key and have the world trust its public half
 //     for the effects it serves
 //     (`aosd keys add payments payments.pub.pem --effects com.example/payment.charge@1`);
-//  2. long-poll POST /v1/effects/claim for the effects it serves;
+//  2. long-poll POST /v1/effects/claim for the effects it serves (the
+//     answer names the world's identity beside the intents);
 //  3. do the work, idempotently per intent hash;
-//  4. POST /v1/receipts with a receipt signed over its canonical CBOR body.
+//  4. POST /v1/receipts with a receipt for that world, signed over its
+//     canonical CBOR body.
 //
 // Usage (with `aosd serve --world /tmp/w` running):
 //
@@ -140,25 +142,29 @@ func serveBatch(ctx context.Context, c *client, priv ed25519.PrivateKey, name, e
 	if code != http.StatusOK {
 		return 0, fmt.Errorf("claim: HTTP %d: %s", code, body)
 	}
-	var resp struct{ Intents []claimed }
+	var resp struct {
+		World   string // the world's identity: every receipt names it
+		Intents []claimed
+	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return 0, fmt.Errorf("claim response: %w", err)
 	}
 	for _, it := range resp.Intents {
-		if err := settle(ctx, c, priv, name, it, declineOver); err != nil {
+		if err := settle(ctx, c, priv, name, resp.World, it, declineOver); err != nil {
 			return 0, err
 		}
 	}
 	return len(resp.Intents), nil
 }
 
-func settle(ctx context.Context, c *client, priv ed25519.PrivateKey, name string, it claimed, declineOver int64) error {
+func settle(ctx context.Context, c *client, priv ed25519.PrivateKey, name, world string, it claimed, declineOver int64) error {
 	h, err := schemas.ParseHash(it.Hash)
 	if err != nil {
 		return err
 	}
-	// The intent hash is stable across redeliveries, so it doubles as the
-	// idempotency key a real payment API would take.
+	// The intent hash is stable across redeliveries and unique to its world
+	// (it binds the world's identity), so it doubles as the idempotency key
+	// a real payment API would take.
 	outcome := "succeeded"
 	if it.Params.AmountCents > declineOver {
 		outcome = "declined"
@@ -167,7 +173,7 @@ func settle(ctx context.Context, c *client, priv ed25519.PrivateKey, name string
 	if err != nil {
 		return err
 	}
-	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: it.Effect, Executor: name,
+	sr := receipts.Sign(priv, receipts.Receipt{World: world, Intent: h, Effect: it.Effect, Executor: name,
 		Status: receipts.StatusOK, Payload: payload, Attempt: 1})
 	js, err := receipts.ToJSON(sr)
 	if err != nil {

@@ -150,13 +150,14 @@ func (e *executor) serveOnce(ctx context.Context) error {
 		return err
 	}
 	var out struct {
+		World   string          `json:"world"` // the world's identity: every receipt names it
 		Intents []claimedIntent `json:"intents"`
 	}
 	if status != http.StatusOK || json.Unmarshal(b, &out) != nil {
 		return fmt.Errorf("POST /v1/effects/claim: HTTP %d: %s", status, strings.TrimSpace(string(b)))
 	}
 	for _, it := range out.Intents {
-		if err := e.settle(ctx, it); err != nil {
+		if err := e.settle(ctx, out.World, it); err != nil {
 			return err
 		}
 	}
@@ -164,7 +165,7 @@ func (e *executor) serveOnce(ctx context.Context) error {
 }
 
 // settle posts one signed ok receipt: the charge succeeded.
-func (e *executor) settle(ctx context.Context, it claimedIntent) error {
+func (e *executor) settle(ctx context.Context, world string, it claimedIntent) error {
 	h, err := schemas.ParseHash(it.Hash)
 	if err != nil {
 		return fmt.Errorf("claimed intent %q: %w", it.Hash, err)
@@ -173,7 +174,7 @@ func (e *executor) settle(ctx context.Context, it claimedIntent) error {
 	if err != nil {
 		return err
 	}
-	sr := receipts.Sign(e.priv, receipts.Receipt{Intent: h, Effect: it.Effect, Executor: e.name,
+	sr := receipts.Sign(e.priv, receipts.Receipt{World: world, Intent: h, Effect: it.Effect, Executor: e.name,
 		Status: receipts.StatusOK, Payload: payload, Attempt: 1})
 	body, err := receipts.ToJSON(sr)
 	if err != nil {

@@ -75,7 +75,12 @@ export function retryPolicy (retry: JSONValue | undefined): RetryPolicy {
 
 /** A claimed intent, as POST /v1/effects/claim gives it (docs/API.md). */
 export interface Intent {
-  /** "sha256:<64 hex>" */
+  /**
+   * the world's identity, from the claim answer: every receipt and frame
+   * for the intent names it
+   */
+  readonly world: string
+  /** "sha256:<64 hex>", unique per world */
   readonly hash: string
   readonly effect: string
   /** the params as JSON (integers beyond 2^53 as bigints) */
@@ -99,22 +104,35 @@ export interface Intent {
 export interface ClaimAnswer {
   /** the intents as sent, each checked by parseIntent before it is worked on */
   readonly intents: readonly JSONValue[]
+  /** the world's identity, which every receipt and frame must name */
+  readonly world: string
 }
 
-/** Reads the answer of a claim: an object with an array "intents". */
+const show = (v: JSONValue): string => JSON.stringify(v, (_, x: unknown) => typeof x === 'bigint' ? x.toString() : x)
+
+/**
+ * Reads the answer of a claim: an object with an array "intents" and the
+ * world's identity "world" (a daemon from before world identities sends
+ * none, and would take no receipt this executor signs).
+ */
 export function parseClaimAnswer (v: JSONValue): ClaimAnswer {
   const intents = member(v, 'intents')
   if (!Array.isArray(intents)) {
-    throw new Error(`claim answer without intents: ${JSON.stringify(v, (_, x: unknown) => typeof x === 'bigint' ? x.toString() : x)}`)
+    throw new Error(`claim answer without intents: ${show(v)}`)
   }
-  return { intents }
+  const world = member(v, 'world')
+  if (typeof world !== 'string' || world === '') {
+    throw new Error(`claim answer without the world's identity ("world"): the daemon predates world identities (receipts name the world they are for since aos/receipt/v2): ${show(v)}`)
+  }
+  return { intents, world }
 }
 
 /**
- * Reads one claimed intent, refusing (MalformedError, naming the member)
- * one that lacks what the executor needs; index is its place in the answer.
+ * Reads one claimed intent of world, refusing (MalformedError, naming the
+ * member) one that lacks what the executor needs; index is its place in
+ * the answer.
  */
-export function parseIntent (v: JSONValue, index: number): Intent {
+export function parseIntent (v: JSONValue, index: number, world: string): Intent {
   const where = `claim answer: intents/${index}`
   const str = (name: string): string => {
     const x = member(v, name)
@@ -139,6 +157,7 @@ export function parseIntent (v: JSONValue, index: number): Intent {
   }
   // In the order the daemon writes them, so the first missing is named.
   const base = {
+    world,
     hash: str('hash'),
     effect: str('effect'),
     params: has('params'),
@@ -230,11 +249,11 @@ export class Executor {
    */
   async serveBatch (signal?: AbortSignal): Promise<number> {
     const req = JSON.stringify({ executor: this.name, effects: [this.effect], max: this.max, lease_ms: this.leaseMs, wait_ms: this.waitMs })
-    const { intents } = parseClaimAnswer(await this.daemon.post('/v1/effects/claim', req, signal))
+    const { intents, world } = parseClaimAnswer(await this.daemon.post('/v1/effects/claim', req, signal))
     await Promise.all(intents.map(async (v, i): Promise<Outcome> => {
       let it: Intent
       try {
-        it = parseIntent(v, i)
+        it = parseIntent(v, i, world)
       } catch (e) {
         this.log(`${errorMessage(e)}; left to its lease`)
         return 'malformed'
@@ -291,6 +310,7 @@ export class Executor {
     let json: string
     try {
       json = signReceipt(this.key, {
+        world: it.world,
         intentHash: it.hash,
         effect: it.effect,
         executor: this.name,
@@ -334,7 +354,9 @@ export class Executor {
         }
         if (!err.transient) {
           const status = err instanceof DaemonError ? err.status : 0
-          const hint = status === 403 ? ` (is the key trusted for ${it.effect}? aosd keys add ${this.name} KEY.pub.pem --effects ${it.effect})` : ''
+          const hint = status === 403 && err instanceof DaemonError && err.code === 'untrusted'
+            ? ` (is the key trusted for ${it.effect}? aosd keys add ${this.name} KEY.pub.pem --effects ${it.effect})`
+            : ''
           this.log(`intent ${it.hash}: receipt refused: ${err.message}${hint}; left to its lease`)
           return 'refused'
         }
@@ -350,7 +372,7 @@ export class Executor {
    */
   async postFrame (it: Intent, seq: number, value: Value, signal?: AbortSignal): Promise<void> {
     try {
-      const f = signFrame(this.key, { intentHash: it.hash, effect: it.effect, seq, executor: this.name, payload: encodeCanonical(value) })
+      const f = signFrame(this.key, { world: it.world, intentHash: it.hash, effect: it.effect, seq, executor: this.name, payload: encodeCanonical(value) })
       await this.daemon.post('/v1/frames', f.json, signal)
     } catch (e) {
       if (signal?.aborted) {

@@ -3,23 +3,26 @@
  * key ids, key files and the HTTP JSON form (docs/executor-protocol.md,
  * checked byte for byte against docs/receipt-vectors.json).
  *
- * A receipt's signature covers "aos/receipt/v1\0" followed by the canonical
- * CBOR map {effect, status, attempt, payload, executor, issuer_ref?,
- * intent_hash}; a frame's covers "aos/frame/v1\0" followed by {seq, effect,
- * payload, executor, intent_hash}. The payload inside is itself a byte
- * string: the canonical CBOR of the payload value.
+ * A receipt's signature covers "aos/receipt/v2\0" followed by the canonical
+ * CBOR map {world, effect, status, attempt, payload, executor, issuer_ref?,
+ * intent_hash}; a frame's covers "aos/frame/v2\0" followed by {seq, world,
+ * effect, payload, executor, intent_hash}. The world is the identity of the
+ * world the intent belongs to, as the claim answers it: a world refuses a
+ * receipt or frame signed for another (or for none, the v1 layout). The
+ * payload inside is itself a byte string: the canonical CBOR of the payload
+ * value.
  */
 import { type KeyObject, createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto'
 import { closeSync, fstatSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { encodeCanonical } from './canonical.js'
 
-export const RECEIPT_DOMAIN = 'aos/receipt/v1\0'
-export const FRAME_DOMAIN = 'aos/frame/v1\0'
+export const RECEIPT_DOMAIN = 'aos/receipt/v2\0'
+export const FRAME_DOMAIN = 'aos/frame/v2\0'
 export const KEY_ID_PREFIX = 'ed25519:'
 export const STATUSES = Object.freeze(['ok', 'error', 'timeout'] as const)
 /** A receipt's status. */
 export type Status = typeof STATUSES[number]
-/** Effect names, executor names and issuer refs are at most this many bytes. */
+/** Effect names, executor names, issuer refs and worlds are at most this many bytes. */
 export const MAX_NAME_LEN = 256
 const U64_MAX = (1n << 64n) - 1n
 
@@ -82,6 +85,8 @@ function checkPayload (what: string, p: unknown): Uint8Array {
 
 /** A receipt, before it is signed. */
 export interface Receipt {
+  /** the world's identity, as the claim answers it ("world:<hex>") */
+  world: string
   /** "sha256:<hex>", as a claim gives it */
   intentHash: string
   /** the intent's effect */
@@ -102,6 +107,7 @@ export interface Receipt {
  * The payload is a byte string holding the payload value's canonical CBOR.
  */
 export interface ReceiptBody {
+  world: string
   effect: string
   status: Status
   attempt: number | bigint
@@ -114,6 +120,7 @@ export interface ReceiptBody {
 /** The signed body of a stream frame, as CBOR map keys. */
 export interface FrameBody {
   seq: number | bigint
+  world: string
   effect: string
   payload: Uint8Array
   executor: string
@@ -130,10 +137,12 @@ export function receiptBody (r: Receipt): Uint8Array {
   if (!STATUSES.includes(r.status)) {
     throw new MalformedError(`intent ${r.intentHash}: status ${JSON.stringify(r.status)} is not one of ok, error, timeout`)
   }
+  checkName('world', r.world, true)
   checkName('effect', r.effect, true)
   checkName('executor', r.executor, true)
   checkName('issuer_ref', r.issuerRef, false)
   const body: ReceiptBody = {
+    world: r.world,
     effect: r.effect,
     status: r.status,
     attempt: checkUint('attempt', r.attempt, 0),
@@ -149,6 +158,8 @@ export function receiptBody (r: Receipt): Uint8Array {
 
 /** A stream frame, before it is signed. */
 export interface Frame {
+  /** the world's identity, as the claim answers it */
+  world: string
   intentHash: string
   /** the intent's effect */
   effect: string
@@ -162,10 +173,12 @@ export interface Frame {
 /** The canonical CBOR body of a stream frame. */
 export function frameBody (f: Frame): Uint8Array {
   const intent = intentHashBytes(f.intentHash)
+  checkName('world', f.world, true)
   checkName('effect', f.effect, true)
   checkName('executor', f.executor, true)
   const body: FrameBody = {
     seq: checkUint('seq', f.seq, 1),
+    world: f.world,
     effect: f.effect,
     payload: checkPayload('frame', f.payload),
     executor: f.executor,
@@ -229,6 +242,7 @@ export interface ReceiptWire {
   payload_cbor: string
   signature: string
   status: Status
+  world: string
 }
 
 /** The JSON members of POST /v1/frames. */
@@ -240,6 +254,7 @@ export interface FrameWire {
   payload_cbor: string
   seq: number | bigint
   signature: string
+  world: string
 }
 
 /** Signs a receipt with key. */
@@ -255,7 +270,8 @@ export function signReceipt (key: KeyObject, r: Receipt): Signed {
     key_id: id,
     payload_cbor: Buffer.from(r.payload).toString('base64'),
     signature: signature.toString('base64'),
-    status: r.status
+    status: r.status,
+    world: r.world
   }
   if (r.issuerRef) {
     wire.issuer_ref = r.issuerRef
@@ -279,7 +295,8 @@ export function signFrame (key: KeyObject, f: Frame): Signed {
       key_id: id,
       payload_cbor: Buffer.from(f.payload).toString('base64'),
       seq: f.seq,
-      signature: signature.toString('base64')
+      signature: signature.toString('base64'),
+      world: f.world
     })
   }
 }

@@ -21,6 +21,8 @@ import { createKeyFiles, frameBody, keyId, receiptBody, verifySignature } from '
 import { decode } from 'cbor2'
 
 const TOKEN = 'test-token'
+/** The scripted daemon's world identity, which every receipt and frame must name. */
+const WORLD = 'world:5f0c2a9b8e7d6c5b4a39281706f5e4d3'
 
 /** An answer of the scripted daemon: a status and a body (JSON text, or a value to stringify), or 'hang' to hold the request open (a long poll). */
 type Answer = { status: number, body: string | Record<string, unknown> } | 'hang'
@@ -102,14 +104,16 @@ function verifiedReceipt (key: KeyObject, r: Posted): unknown {
   const status = str(r, 'status')
   assert.ok(status === 'ok' || status === 'error' || status === 'timeout', status)
   const issuerRef = r['issuer_ref'] === undefined ? undefined : str(r, 'issuer_ref')
-  const body = receiptBody({ intentHash: str(r, 'intent_hash'), effect: str(r, 'effect'), executor: str(r, 'executor'), status, attempt: uint(r, 'attempt'), issuerRef, payload: Buffer.from(str(r, 'payload_cbor'), 'base64') })
+  assert.equal(r['world'], WORLD)
+  const body = receiptBody({ world: str(r, 'world'), intentHash: str(r, 'intent_hash'), effect: str(r, 'effect'), executor: str(r, 'executor'), status, attempt: uint(r, 'attempt'), issuerRef, payload: Buffer.from(str(r, 'payload_cbor'), 'base64') })
   assert.equal(r['key_id'], keyId(key))
   assert.ok(verifySignature(createPublicKey(key), 'receipt', body, Buffer.from(str(r, 'signature'), 'base64')), 'receipt signature')
   return decode(Buffer.from(str(r, 'payload_cbor'), 'base64'))
 }
 
 function verifiedFrame (key: KeyObject, f: Posted): unknown {
-  const body = frameBody({ intentHash: str(f, 'intent_hash'), effect: str(f, 'effect'), seq: uint(f, 'seq'), executor: str(f, 'executor'), payload: Buffer.from(str(f, 'payload_cbor'), 'base64') })
+  assert.equal(f['world'], WORLD)
+  const body = frameBody({ world: str(f, 'world'), intentHash: str(f, 'intent_hash'), effect: str(f, 'effect'), seq: uint(f, 'seq'), executor: str(f, 'executor'), payload: Buffer.from(str(f, 'payload_cbor'), 'base64') })
   assert.ok(verifySignature(createPublicKey(key), 'frame', body, Buffer.from(str(f, 'signature'), 'base64')), 'frame signature')
   return decode(Buffer.from(str(f, 'payload_cbor'), 'base64'))
 }
@@ -119,9 +123,9 @@ const hashOf = (i: number): string => 'sha256:' + i.toString(16).padStart(2, '0'
 const intentJSON = (i: number, params: string, retry?: string): string =>
   `{"hash":"${hashOf(i)}","effect":"${CHARGE_EFFECT}","params":${params},"params_cbor":"","origin_workflow":"com.example/order.step@1",` +
   `"origin_key":"o${i}","emitted_at":${i},"lease_until":"2030-01-01T00:00:00Z"${retry ? ',"retry":' + retry : ''}}`
-const claimJSON = (intents: string[]): string => `{"intents":[${intents.join(',')}]}`
+const claimJSON = (intents: string[]): string => `{"intents":[${intents.join(',')}],"world":"${WORLD}"}`
 /** A claimed intent, read as the executor reads a claim's answer. */
-const intentOf = (i: number, params: string): Intent => parseIntent(parseJSON(intentJSON(i, params)), 0)
+const intentOf = (i: number, params: string): Intent => parseIntent(parseJSON(intentJSON(i, params)), 0, WORLD)
 const fastRetry = '{"max_attempts":3,"initial_backoff_ms":1,"max_backoff_ms":2}'
 
 function executorFor (url: string, key: KeyObject, perform: Perform, lines: string[] = []): Executor {
@@ -237,6 +241,7 @@ test('posting a receipt: 5xx and lost answers are retried, 409 is done, 403 and 
     { name: 'dropped', answers: [{ status: 409, body: { error: { code: 'dropped', message: 'cell failed' } } }], outcome: 'dropped', posts: 1 },
     { name: 'untrusted', answers: [{ status: 403, body: { error: { code: 'untrusted', message: 'unknown signer' } } }], outcome: 'refused', posts: 1, log: /aosd keys add payments KEY.pub.pem --effects com.example\/payment.charge@1/ },
     { name: 'unknown intent', answers: [{ status: 404, body: { error: { code: 'unknown_intent', message: 'never issued' } } }], outcome: 'refused', posts: 1 },
+    { name: 'wrong world', answers: [{ status: 403, body: { error: { code: 'wrong_world', message: 'receipt for intent x is signed for world:aa, but this world is world:bb' } } }], outcome: 'refused', posts: 1, log: /receipt refused: .*wrong_world: receipt for intent x is signed for world:aa, but this world is world:bb; left to its lease$/ },
     { name: 'rejected payload', answers: [{ status: 200, body: { seq: 9, rejected: 'payload does not validate' } }], outcome: 'rejected', posts: 1 }
   ]
   const { key } = newKey()
@@ -360,9 +365,24 @@ test('a claimed intent the executor cannot read is left to its lease; the others
   } finally {
     d.close()
   }
-  assert.throws(() => parseIntent(parseJSON(intentJSON(1, '{}').replace('"emitted_at":1', '"emitted_at":-1')), 3), /intents\/3\/emitted_at/)
-  assert.throws(() => parseIntent(parseJSON('[]'), 0), /intents\/0\/hash/)
-  assert.equal(parseIntent(parseJSON(intentJSON(1, '{}', fastRetry)), 0).retry !== undefined, true)
+  assert.throws(() => parseIntent(parseJSON(intentJSON(1, '{}').replace('"emitted_at":1', '"emitted_at":-1')), 3, WORLD), /intents\/3\/emitted_at/)
+  assert.throws(() => parseIntent(parseJSON('[]'), 0, WORLD), /intents\/0\/hash/)
+  assert.equal(parseIntent(parseJSON(intentJSON(1, '{}', fastRetry)), 0, WORLD).retry !== undefined, true)
+})
+
+test('a claim answer without the world\'s identity (a daemon from before identities) settles nothing', async () => {
+  const { key } = newKey()
+  const d = await fakeDaemon({
+    '/v1/effects/claim': [{ status: 200, body: `{"intents":[${intentJSON(7, '{"order_id":"o7","amount_cents":5,"customer":"c"}')}]}` }],
+    '/v1/receipts': [{ status: 200, body: { seq: 4 } }]
+  })
+  try {
+    await assert.rejects(executorFor(d.url, key, standInPayments({ declineOver: 100n, failAttempts: 0 })).serveBatch(),
+      /claim answer without the world's identity \("world"\): the daemon predates world identities/)
+    assert.equal(d.posted('/v1/receipts').length, 0)
+  } finally {
+    d.close()
+  }
 })
 
 // dist/main.js, compiled from main.ts.

@@ -10,6 +10,7 @@ import { encodeCanonical, member, parseJSON } from '../lib/canonical.js'
 import { type Receipt, MalformedError, createKeyFiles, frameBody, keyId, readPrivateKeyFile, receiptBody, signReceipt } from '../lib/receipts.js'
 
 const good: Receipt = {
+  world: 'world:5f0c2a9b8e7d6c5b4a39281706f5e4d3',
   intentHash: 'sha256:' + 'ab'.repeat(32),
   effect: 'com.example/payment.charge@1',
   executor: 'payments',
@@ -33,6 +34,9 @@ test('receipt fields the daemon refuses are refused here', () => {
     'executor with U+FFFD': { executor: 'pay\ufffd' },
     'executor of 257 bytes': { executor: 'ü'.repeat(128) + 'x' },
     'issuer_ref with a space': { issuerRef: 'a b' },
+    'no world (the v1 layout, which worlds refuse)': { world: '' },
+    'world missing': { world: undefined },
+    'world with a space': { world: 'world: x' },
     'negative attempt': { attempt: -1 },
     'fractional attempt': { attempt: 1.5 },
     'attempt beyond 2^64-1': { attempt: 1n << 64n },
@@ -52,9 +56,15 @@ test('receipt fields the daemon refuses are refused here', () => {
 })
 
 test('frame seq starts at 1', () => {
-  const f = { intentHash: good.intentHash, effect: good.effect, executor: good.executor, payload: good.payload }
+  const f = { world: good.world, intentHash: good.intentHash, effect: good.effect, executor: good.executor, payload: good.payload }
   assert.throws(() => frameBody({ ...f, seq: 0 }), MalformedError)
+  assert.throws(() => frameBody({ ...f, seq: 1, world: '' }), MalformedError)
   frameBody({ ...f, seq: 1 })
+})
+
+test('the world is in the body and the HTTP form', () => {
+  assert.ok(Buffer.from(receiptBody(good)).includes(good.world))
+  assert.equal(member(parseJSON(signReceipt(createKey(), good).json), 'world'), good.world)
 })
 
 test('issuer_ref is in the body only when given', () => {

@@ -86,6 +86,7 @@ function readVectors (file: URL): Vectors {
       return {
         name: str(r, 'name'),
         fields: {
+          world: str(f, 'world'),
           intentHash: str(f, 'intent_hash'),
           effect: str(f, 'effect'),
           executor: str(f, 'executor'),
@@ -104,6 +105,7 @@ function readVectors (file: URL): Vectors {
       return {
         name: str(r, 'name'),
         fields: {
+          world: str(f, 'world'),
           intentHash: str(f, 'intent_hash'),
           effect: str(f, 'effect'),
           seq: want(f, 'seq', isUint, 'an integer'),
@@ -137,7 +139,9 @@ function ourHTTP (json: string): HTTPVector {
 }
 
 test('the file has every section', () => {
-  assert.equal(vf.version, 1)
+  assert.equal(vf.version, 2)
+  assert.equal(RECEIPT_DOMAIN, 'aos/receipt/v2\0')
+  assert.equal(FRAME_DOMAIN, 'aos/frame/v2\0')
   for (const section of [vf.payloads, vf.refused_payloads, vf.receipts, vf.frames]) {
     assert.ok(section.length > 0)
   }
@@ -213,12 +217,22 @@ test('frames: body, signature, verification', async (t) => {
   }
 })
 
+test('the same receipt for another world is another body and signature', () => {
+  const [a, , b] = vf.receipts
+  assert.ok(a !== undefined && b !== undefined && a.fields.world !== b.fields.world)
+  assert.deepEqual({ ...a.fields, world: b.fields.world }, b.fields)
+  assert.notEqual(a.body_hex, b.body_hex)
+  assert.notEqual(a.signature_hex, b.signature_hex)
+  assert.equal(hex(receiptBody({ ...a.fields, world: b.fields.world })), b.body_hex)
+})
+
 test('a changed field breaks the signature', () => {
   const pub = createPublicKey(vf.key.public_key_pem)
   const v = vf.receipts[0]
   assert.ok(v !== undefined)
   const sig = unhex(v.signature_hex)
-  const changes: Array<Partial<Receipt>> = [{ status: 'error' }, { attempt: 2 }, { executor: 'other' }, { issuerRef: 'x' }, { payload: encodeCanonical({}) }]
+  const changes: Array<Partial<Receipt>> = [{ status: 'error' }, { attempt: 2 }, { executor: 'other' }, { issuerRef: 'x' }, { payload: encodeCanonical({}) },
+    { world: 'world:00112233445566778899aabbccddeeff' }]
   for (const change of changes) {
     const body = receiptBody({ ...v.fields, ...change })
     assert.ok(!verifySignature(pub, 'receipt', body, sig), JSON.stringify(Object.keys(change)))

@@ -12,7 +12,7 @@ import { navigate } from '../app.js';
 
 const PAGE = 100;
 const MAX_ROWS = 1000;
-const KINDS = ['event', 'step', 'intent', 'receipt', 'drop', 'frame', 'fault', 'recover', 'manifest', 'config', 'checkpoint', 'snapshot'];
+const KINDS = ['event', 'step', 'intent', 'receipt', 'drop', 'frame', 'fault', 'recover', 'manifest', 'config', 'checkpoint', 'snapshot', 'world'];
 
 export async function journalView(ctx, seqParam) {
   const params = new URLSearchParams(location.search);
@@ -116,6 +116,7 @@ function summary(rec) {
     case 'frame': return [`frame ${b.seq} from ${b.executor} for `, h('a', { href: intentPath(b.intent), class: 'mono' }, String(b.intent).slice(0, 19) + '…')];
     case 'fault': return [h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)), ': ' + b.reason];
     case 'manifest': return [b.name + ' ', h('span', { class: 'mono' }, b.hash)];
+    case 'world': return ['identity ', h('span', { class: 'mono' }, b.id)];
     default: return h('span', { class: 'mono' }, compact(b, 120));
   }
 }
