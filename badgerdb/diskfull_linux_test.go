@@ -151,3 +151,39 @@ func mustOpen(t *testing.T, dir string) *badgerdb.DB {
 	}
 	return db
 }
+
+// TestRestoreOnFullDisk: restoring a backup onto a filesystem too small
+// for it (96 MiB onto 68) fails with ErrDiskFull while it writes, the
+// reserve still free (the restore asks the guard, a chunk at a time),
+// instead of faulting Badger's mapped files with SIGBUS.
+func TestRestoreOnFullDisk(t *testing.T) {
+	src := mustOpen(t, t.TempDir())
+	rng := rand.NewChaCha8([32]byte{26, 9})
+	for range 48 { // 96 MiB, more than the tmpfs below holds
+		batch := make([][]byte, 1024)
+		for i := range batch {
+			batch[i] = make([]byte, 2048) // in the value log
+			rng.Read(batch[i])
+		}
+		if _, err := src.CAS().PutBatch(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var backup bytes.Buffer
+	if _, err := src.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mnt := tmpfs.Mount(t, badgerdb.DefaultDiskReserve+16<<20)
+	_, err := badgerdb.Restore(filepath.Join(mnt, "store"), &backup)
+	if !errors.Is(err, badgerdb.ErrDiskFull) {
+		t.Fatalf("restore of %d bytes onto a nearly full tmpfs: %v, want ErrDiskFull", backup.Len(), err)
+	}
+	// Refused while writing, with the reserve still free, not once the
+	// disk had filled (a reopen of a full store is refused too).
+	if free := tmpfs.Free(t, mnt); free < badgerdb.DefaultDiskReserve/2 {
+		t.Fatalf("%d bytes free after the refused restore: it wrote past the reserve (%v)", free, err)
+	}
+}

@@ -197,7 +197,8 @@
 //	  and the write-ahead log, and for the journal its tail record and the
 //	  step the tail may grow by.
 //
-// Open checks the same before Badger writes anything. A refused write
+// Open checks the same before Badger writes anything, and a restore
+// (backup.go) asks in chunks of 8 MiB as it writes. A refused write
 // writes nothing and leaves the journal usable; the kernel stops the world
 // on it as on any storage failure, so nothing follows that could fault,
 // and nothing acknowledged is lost. A write the operating system refuses

@@ -194,6 +194,50 @@ func (s *space) measure() {
 	s.since.Add(-since)
 }
 
+// restoreChunk is the disk a long run of writes (a restore) asks the guard
+// for at a time.
+const restoreChunk = 8 << 20
+
+// chunkedAdmit asks the guard for a long run of small writes a chunk at a
+// time instead of one statfs each. A write batch writes behind its Sets,
+// so the two newest chunks stay admitted (counted as under way) until the
+// run is done; a chunk's LSM share is counted as its whole size, an upper
+// bound.
+type chunkedAdmit struct {
+	space *space
+	held  []cost // admitted, not released, oldest first
+	left  int64  // disk bytes left in the newest chunk
+}
+
+// add counts c against the admitted chunk, asking for the next when it is
+// used up; ErrDiskFull when the guard refuses it.
+func (g *chunkedAdmit) add(c cost) error {
+	if c.disk <= g.left {
+		g.left -= c.disk
+		return nil
+	}
+	n := max(restoreChunk, c.disk)
+	chunk := cost{disk: n, lsm: n}
+	if err := g.space.admit(chunk); err != nil {
+		return err
+	}
+	g.held = append(g.held, chunk)
+	if len(g.held) > 2 {
+		g.space.release(g.held[0])
+		g.held = g.held[1:]
+	}
+	g.left = n - c.disk
+	return nil
+}
+
+// done releases what is still admitted: the run's writes are done.
+func (g *chunkedAdmit) done() {
+	for _, c := range g.held {
+		g.space.release(c)
+	}
+	g.held = nil
+}
+
 // openCheck is what Open asks before Badger writes anything: that the
 // filesystem keeps the reserve and the tables free. Badger is not open
 // yet, so the tables are measured as the table files in dir; a directory
