@@ -214,13 +214,25 @@ func Restore(dir string, r io.Reader) (BackupInfo, error) {
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("badgerdb: restore into %s: %w", dir, err)
 	}
+	// Every write asks the free-space guard first (space.go), a restore's
+	// too: in chunks, so a full disk fails it with ErrDiskFull instead of
+	// faulting Badger's mapped files.
 	wb := db.db.NewWriteBatch()
-	info, err := ReadBackup(r, wb.Set)
+	g := &chunkedAdmit{space: db.space}
+	info, err := ReadBackup(r, func(key, value []byte) error {
+		var c cost
+		c.add(len(key), len(value))
+		if err := g.add(c); err != nil {
+			return err
+		}
+		return wb.Set(key, value)
+	})
 	if err == nil {
 		err = wb.Flush()
 	} else {
 		wb.Cancel()
 	}
+	g.done()
 	if err == nil {
 		// The journal was opened empty: take its range from what was
 		// written, so Close makes it durable and starts the tail at the

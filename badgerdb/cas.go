@@ -30,6 +30,9 @@ type CAS struct {
 	// committed): the journal syncs Badger before an Append when it moved
 	// (doc.go, "Durability").
 	writes *atomic.Uint64
+	// space refuses a write that would leave the disk too full for
+	// Badger's mapped writes (space.go); nil in memory.
+	space *space
 }
 
 var (
@@ -60,6 +63,12 @@ func hashFromKey(k []byte) (schemas.Hash, error) {
 func (b *CAS) Put(data []byte) (schemas.Hash, error) {
 	h := schemas.HashBytes(data)
 	key := objectKey(h)
+	var c cost
+	c.add(objectKeyLen, len(data))
+	if err := b.space.admit(c); err != nil {
+		return h, fmt.Errorf("cas: put %s: %w", h, err)
+	}
+	defer b.space.release(c)
 	var err error
 	for range maxConflictRetries {
 		err = b.db.Update(func(txn *badger.Txn) error {
@@ -109,7 +118,21 @@ func (b *CAS) PutBatch(objs [][]byte) ([]schemas.Hash, error) {
 // writeBatch writes objs under their hashes hs with one Badger write batch,
 // skipping repeated hashes.
 func (b *CAS) writeBatch(hs []schemas.Hash, objs [][]byte) error {
+	// The guard is asked for the whole batch before it writes anything: a
+	// write batch commits parts of itself as it grows.
 	seen := make(map[schemas.Hash]struct{}, len(objs))
+	var c cost
+	for i, h := range hs {
+		if _, dup := seen[h]; !dup {
+			seen[h] = struct{}{}
+			c.add(objectKeyLen, len(objs[i]))
+		}
+	}
+	if err := b.space.admit(c); err != nil {
+		return fmt.Errorf("cas: put batch of %d objects: %w", len(seen), err)
+	}
+	defer b.space.release(c)
+	clear(seen)
 	wb := b.db.NewWriteBatch()
 	for i, h := range hs {
 		if _, dup := seen[h]; dup {
@@ -250,6 +273,13 @@ func (b *CAS) Delete(hs []schemas.Hash) error {
 	if len(hs) == 0 {
 		return nil
 	}
+	// A delete writes too: a tombstone per key, until compaction drops it.
+	n := int64(len(hs)) * int64(objectKeyLen+entryOverhead)
+	c := cost{disk: n, lsm: n}
+	if err := b.space.admit(c); err != nil {
+		return fmt.Errorf("cas: delete %d objects: %w", len(hs), err)
+	}
+	defer b.space.release(c)
 	wb := b.db.NewWriteBatch()
 	for _, h := range hs {
 		if err := wb.Delete(objectKey(h)); err != nil {

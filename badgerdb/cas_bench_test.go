@@ -25,18 +25,29 @@ func benchStore(b *testing.B) *badgerdb.CAS {
 	return db.CAS()
 }
 
+// BenchmarkBadgerPut puts one object at a time; guard=off turns the
+// free-space guard off (space.go), to show its cost on the cheapest write.
 func BenchmarkBadgerPut(b *testing.B) {
-	s := benchStore(b)
-	objs := make([][]byte, b.N)
-	for i := range objs {
-		objs[i] = object(uint64(i))
-	}
-	b.SetBytes(256)
-	b.ResetTimer()
-	for i := range b.N {
-		if _, err := s.Put(objs[i]); err != nil {
-			b.Fatal(err)
-		}
+	for _, guard := range []bool{true, false} {
+		b.Run("guard="+onOff(guard), func(b *testing.B) {
+			db := openDisk(b, b.TempDir())
+			b.Cleanup(func() { db.Close() })
+			if !guard {
+				db.WithoutGuard()
+			}
+			s := db.CAS()
+			objs := make([][]byte, b.N)
+			for i := range objs {
+				objs[i] = object(uint64(i))
+			}
+			b.SetBytes(256)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := s.Put(objs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -11,6 +11,8 @@
 //   - Journal: frames under "j/", its height and First recovered at Open;
 //     the kind index under "m/" (marks.go); retention (retention.go); the
 //     tail, the file that makes an append durable with one flush (tail.go).
+//   - The free-space guard (space.go): every write asks it first, and a
+//     write that would leave the disk too full is refused (ErrDiskFull).
 //
 // It must not import the kernel, and it must not decide what records or
 // objects mean: the frame codec, the gap check and the read walk come from
@@ -169,6 +171,42 @@
 // A directory already open by another process (Badger's flock on the
 // directory) is reported as ErrLocked. Badger does not wrap the flock error
 // with %w, so Open recognises it by Badger's message.
+//
+// # Free space
+//
+// Badger makes its value-log files, memtable write-ahead logs and tables
+// at full size with ftruncate, maps them, and writes through the mapping.
+// On a full filesystem such a write faults (SIGBUS) instead of failing, in
+// a Badger goroutine, and the Go runtime kills the process: an open
+// Badger issue (dgraph-io/badger#1682, #1801), and what a full disk did to
+// aosd. Recovering from the signal is not possible in a goroutine we do
+// not own, and preallocating with fallocate cannot cover the tables and
+// memtable logs Badger creates and writes within one call. So the store
+// refuses, before it starts, any write of ours that would leave the
+// filesystem with less free (statfs, the blocks an unprivileged process may
+// take) than
+//
+//	the reserve (Options.DiskReserve, DefaultDiskReserve: 52 MiB, derived
+//	from numMemtables and memTableSize: the level-0 tables Badger flushes
+//	its memtables into on its own, and its small mapped files)
+//	+ the tables: what compactions may write before deleting their inputs
+//	  (the LSM's tables, measured from Badger's levels every memTableSize
+//	  of LSM writes, plus the memtables' logs and the LSM bytes admitted
+//	  since: an upper bound)
+//	+ the writes under way, each counted as its entries in the value log
+//	  and the write-ahead log, and for the journal its tail record and the
+//	  step the tail may grow by.
+//
+// Open checks the same before Badger writes anything, and a restore
+// (backup.go) asks in chunks of 8 MiB as it writes. A refused write
+// writes nothing and leaves the journal usable; the kernel stops the world
+// on it as on any storage failure, so nothing follows that could fault,
+// and nothing acknowledged is lost. A write the operating system refuses
+// with ENOSPC (the tail is written with write(2)) is ErrDiskFull too.
+// Recovery is freeing space and reopening (docs/limits.md, "A full disk").
+// The guard costs one statfs per write (about 2 µs; an append pays an
+// fdatasync besides). Off Linux the free space is not read and the guard
+// admits every write.
 //
 // # Concurrency
 //

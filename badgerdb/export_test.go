@@ -93,6 +93,7 @@ func (d *DB) CloseKeepTail() error {
 	d.journal.stopSyncer()
 	err := d.db.Close()
 	d.journal.closeTail()
+	d.space.close()
 	return err
 }
 
@@ -152,4 +153,37 @@ func (j *Journal) BreakSyncDir() {
 	j.appendMu.Lock()
 	defer j.appendMu.Unlock()
 	j.dir = filepath.Join(j.dir, "gone")
+}
+
+// SetFree makes the free-space guard see free(), not statfs, as the bytes
+// free on the store's filesystem.
+func (d *DB) SetFree(free func() int64) {
+	d.space.free = func(string) (int64, error) { return free(), nil }
+}
+
+// SetTables makes the guard count n bytes of tables and no LSM bytes
+// since, as if it had just measured them.
+func (d *DB) SetTables(n int64) {
+	d.space.measured.Store(n)
+	d.space.pending.Store(0)
+	d.space.since.Store(0)
+	d.space.tables = func() int64 { return n }
+}
+
+// Reserve is the reserve the guard keeps.
+func (d *DB) Reserve() int64 { return d.space.reserve }
+
+// OpenWithFree is OpenWith with free() as the bytes free on dir's
+// filesystem, from before Badger opens.
+func OpenWithFree(dir string, o Options, free func() int64) (*DB, error) {
+	return openWith(dir, o, func(string) (int64, error) { return free(), nil })
+}
+
+// NoSpace is how the store reports a write the operating system refused.
+func (d *DB) NoSpace(err error) error { return d.space.noSpace(err) }
+
+// WithoutGuard turns the free-space guard off, for the benchmarks that
+// measure what it costs.
+func (d *DB) WithoutGuard() {
+	d.journal.space, d.cas.space = nil, nil
 }

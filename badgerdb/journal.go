@@ -59,6 +59,10 @@ type Journal struct {
 	syncs    syncCounts
 	replayed int // frames Open put back from the tail, for tests
 
+	// space refuses a write that would leave the disk too full for
+	// Badger's mapped writes (space.go); nil in memory.
+	space *space
+
 	dropMu    sync.Mutex // serializes DropBefore; held while archive runs
 	dropChunk int        // frames deleted per chunk (defaultDropChunk)
 }
@@ -74,9 +78,9 @@ type syncCounts struct {
 // tail in dir whatever frames Badger lost, recovers Height from the last
 // frame and makes every frame Badger holds durable: those above the tail's
 // base are copied into the tail. dir is "" in memory (no tail).
-func openJournal(db *badger.DB, dir string, casWrites *atomic.Uint64) (*Journal, error) {
+func openJournal(db *badger.DB, dir string, casWrites *atomic.Uint64, sp *space) (*Journal, error) {
 	j := &Journal{db: db, dropChunk: defaultDropChunk, dir: dir, tailLimit: defaultTailLimit, casWrites: casWrites,
-		committed: make(chan error, 1)}
+		committed: make(chan error, 1), space: sp}
 	j.commitDone = func(err error) { j.committed <- err }
 	var frames []tailFrame
 	tailOK := false
@@ -156,21 +160,34 @@ func (j *Journal) replayTail(frames []tailFrame) error {
 	if err != nil {
 		return err
 	}
-	wb := j.db.NewWriteBatch()
-	defer wb.Cancel()
+	// Decoded first, so the guard is asked for all of it before the batch
+	// writes anything.
+	var put []tailFrame
+	var decoded [][]journal.Record
+	var c cost
 	for _, f := range frames {
 		if f.first < dropped {
 			continue
 		}
-		j.replayed++
 		recs, err := journal.DecodeFrame(f.first, f.frame)
 		if err != nil {
 			return fmt.Errorf("journal: open: tail frame at seq %d: %w", f.first, err)
 		}
+		put, decoded = append(put, f), append(decoded, recs)
+		c = c.plus(appendCost(len(f.frame), recs, false))
+	}
+	if err := j.space.admit(c); err != nil {
+		return fmt.Errorf("journal: open: put back the tail's frames: %w", err)
+	}
+	defer j.space.release(c)
+	wb := j.db.NewWriteBatch()
+	defer wb.Cancel()
+	for i, f := range put {
+		j.replayed++
 		if err := wb.Set(frameKey(f.first), f.frame); err != nil {
 			return fmt.Errorf("journal: open: put back the frame at seq %d: %w", f.first, err)
 		}
-		for _, r := range recs {
+		for _, r := range decoded[i] {
 			if journal.Indexed(r.Kind) {
 				if err := wb.Set(markKey(r.Kind, r.Seq), nil); err != nil {
 					return fmt.Errorf("journal: open: put back mark %s %d: %w", r.Kind, r.Seq, err)
@@ -244,7 +261,7 @@ func (j *Journal) copyToTail(from, height uint64) error {
 				return err
 			}
 			if err := j.tail.append(first, last, v); err != nil {
-				return err
+				return j.space.noSpace(err)
 			}
 			j.syncs.tail.Add(1)
 		}
@@ -346,6 +363,13 @@ func (j *Journal) Append(recs []journal.Record) error {
 			}
 		}
 	}
+	c := appendCost(len(val), recs, j.tail != nil)
+	if err := j.space.admit(c); err != nil {
+		// Nothing was written: the journal stays usable once space is
+		// freed, but the world that asked stops (a storage failure).
+		return fmt.Errorf("journal: append %d..%d (%d bytes): %w", first, last, len(val), err)
+	}
+	defer j.space.release(c)
 	if j.tail == nil {
 		if err := txn.Commit(); err != nil {
 			j.failed = err
@@ -377,6 +401,7 @@ func (j *Journal) Append(recs []journal.Record) error {
 		return fmt.Errorf("journal: append %d..%d: commit: %w", first, last, err)
 	}
 	if tailErr != nil {
+		tailErr = j.space.noSpace(tailErr)
 		j.failed = tailErr
 		return fmt.Errorf("journal: append %d..%d: %w", first, last, tailErr)
 	}
@@ -391,6 +416,23 @@ func (j *Journal) Append(recs []journal.Record) error {
 		}
 	}
 	return nil
+}
+
+// appendCost is what an Append of a frame of n bytes holding recs may
+// allocate: the frame and its marks in Badger and, with a tail, the frame's
+// tail record and the step of zeros the tail may grow by.
+func appendCost(n int, recs []journal.Record, tailed bool) cost {
+	var c cost
+	c.add(frameKeyLen, n)
+	for _, r := range recs {
+		if journal.Indexed(r.Kind) {
+			c.add(len(markPrefix)+len(r.Kind)+1+8, 0)
+		}
+	}
+	if tailed {
+		c.disk += int64(tailRecordLen+n) + tailGrowStep
+	}
+	return c
 }
 
 // checkpoint makes Badger durable and starts the tail afresh at the

@@ -75,6 +75,19 @@ type DB struct {
 	db      *badger.DB
 	cas     *CAS
 	journal *Journal
+	space   *space // nil in memory
+}
+
+// Options are what a caller may choose about a store on disk; the zero
+// value is the default.
+type Options struct {
+	// DiskReserve is the free space, in bytes, the store keeps beyond its
+	// tables and the writes under way (space.go): a write that would leave
+	// less is refused with ErrDiskFull, and Open refuses to open a store
+	// with less. 0 is DefaultDiskReserve, derived from the Badger options
+	// Open sets; less than that risks the SIGBUS the reserve is there to
+	// prevent. Negative is an error.
+	DiskReserve int64
 }
 
 // Open opens (creating if needed) the one Badger directory of a world and
@@ -83,7 +96,30 @@ type DB struct {
 // Options: SyncWrites is false because the journal makes its own commits
 // durable with DB.Sync (see doc.go); Badger's own logging goes to slog.Default
 // at warn level and above. A directory held by another process gives ErrLocked.
-func Open(dir string) (*DB, error) {
+func Open(dir string) (*DB, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith is Open with options. Before Badger writes anything it checks
+// that the filesystem holding dir keeps the reserve and the store's tables
+// free, or fails with ErrDiskFull (space.go).
+func OpenWith(dir string, o Options) (*DB, error) { return openWith(dir, o, nil) }
+
+// openWith is OpenWith with free as the free bytes of a filesystem; nil
+// reads the filesystem's: statfs(2) before Badger opens (the directory may
+// not exist yet), then fstatfs(2) on the directory, open while the store is.
+func openWith(dir string, o Options, free func(string) (int64, error)) (*DB, error) {
+	if o.DiskReserve < 0 {
+		return nil, fmt.Errorf("badgerdb: open %s: disk reserve %d bytes is negative", dir, o.DiskReserve)
+	}
+	sp := &space{dir: dir, reserve: o.DiskReserve, free: free}
+	if free == nil {
+		sp.free = freeSpace
+	}
+	if sp.reserve == 0 {
+		sp.reserve = DefaultDiskReserve
+	}
+	if err := sp.openCheck(); err != nil {
+		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
+	}
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
 		WithValueThreshold(valueThreshold).
@@ -100,7 +136,15 @@ func Open(dir string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
 	}
-	return wrap(db, dir)
+	if free == nil {
+		if sp.free, sp.closeDir, err = dirFreeSpace(dir); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("badgerdb: open %s: %w", dir, err)
+		}
+	}
+	sp.tables = func() int64 { return tableBytes(db) }
+	sp.measure()
+	return wrap(db, dir, sp)
 }
 
 // OpenInMemory opens a database that lives in memory only, for unit tests.
@@ -115,19 +159,30 @@ func OpenInMemory() (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("badgerdb: open in memory: %w", err)
 	}
-	return wrap(db, "")
+	return wrap(db, "", nil)
 }
 
 // wrap builds the ports over an open database, closing it if the journal
 // cannot be recovered. dir is Badger's directory, "" in memory.
-func wrap(db *badger.DB, dir string) (*DB, error) {
+// sp guards its free space (nil in memory).
+func wrap(db *badger.DB, dir string, sp *space) (*DB, error) {
 	writes := new(atomic.Uint64)
-	j, err := openJournal(db, dir, writes)
+	j, err := openJournal(db, dir, writes, sp)
 	if err != nil {
 		db.Close()
+		sp.close()
 		return nil, err
 	}
-	return &DB{db: db, cas: &CAS{db: db, writes: writes}, journal: j}, nil
+	return &DB{db: db, cas: &CAS{db: db, writes: writes, space: sp}, journal: j, space: sp}, nil
+}
+
+// tableBytes is the size of the LSM's tables, every level.
+func tableBytes(db *badger.DB) int64 {
+	var n int64
+	for _, l := range db.Levels() {
+		n += l.Size
+	}
+	return n
 }
 
 // CAS is the content-addressed store kept under "c/".
@@ -142,6 +197,7 @@ func (d *DB) Close() error {
 	err := d.journal.settle()
 	err = errors.Join(err, d.db.Close())
 	d.journal.closeTail()
+	d.space.close()
 	return err
 }
 

@@ -154,7 +154,19 @@ func (j *Journal) archiveFrame(txn *badger.Txn, first, next uint64, archive func
 // deleted: a reader never finds a frame missing above First, and a journal
 // all of whose frames are gone still knows its height at the next Open.
 func (j *Journal) deleteChunk(c dropChunk) error {
-	err := j.db.Update(func(txn *badger.Txn) error {
+	marks, err := j.marksBelow(c.newFirst)
+	if err != nil {
+		return err
+	}
+	// The new First and a tombstone per key are writes too (a mark's key
+	// is a few bytes longer than a frame's).
+	n := int64(1+len(c.keys)+len(marks)) * int64(frameKeyLen+16+entryOverhead)
+	cst := cost{disk: n, lsm: n}
+	if err := j.space.admit(cst); err != nil {
+		return fmt.Errorf("drop frames before seq %d: %w", c.newFirst, err)
+	}
+	defer j.space.release(cst)
+	err = j.db.Update(func(txn *badger.Txn) error {
 		return txn.Set([]byte(firstKey), binary.BigEndian.AppendUint64(nil, c.newFirst))
 	})
 	if err == nil {
@@ -164,10 +176,6 @@ func (j *Journal) deleteChunk(c dropChunk) error {
 		return fmt.Errorf("record first seq %d: %w", c.newFirst, err)
 	}
 	j.first.Store(c.newFirst)
-	marks, err := j.marksBelow(c.newFirst)
-	if err != nil {
-		return err
-	}
 	wb := j.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range append(c.keys, marks...) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -586,8 +587,53 @@ func TestAPIAnswers(t *testing.T) {
 		p.status = 200
 		aw.run(t, p)
 	}
+	t.Run("retention", func(t *testing.T) { probeRetention(t, files(answersManifest), add, start) })
 	if !t.Failed() {
 		t.Run("documented", func(t *testing.T) { checkAnswersDocumented(t, provoked) })
+	}
+}
+
+// probeRetention provokes, on a world of its own, the answers of the
+// routes that read the journal once retention dropped its oldest records:
+// what reads from the start begins at the first record held and says where
+// (never 500); a read from a seq it dropped is refused 410 naming the first
+// seq held.
+func probeRetention(t *testing.T, manifest string, add func(string, int) string, start func(string) string) {
+	aw := newAnswersWorld(t)
+	for _, p := range []probe{
+		{name: "apply", route: "POST /v1/apply", path: "/v1/apply", body: manifest, status: 200, journals: true},
+		{name: "event", route: "POST /v1/events", path: "/v1/events", body: add("a", 1), status: 200, journals: true},
+		{name: "job", route: "POST /v1/events", path: "/v1/events", body: start("j1"), status: 200, journals: true},
+		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot", status: 200, journals: true},
+		{name: "event after", route: "POST /v1/events", path: "/v1/events", body: add("a", 2), status: 200, journals: true},
+	} {
+		aw.run(t, p)
+	}
+	dropped := aw.intentOf(t, "j1")
+	aw.run(t, probe{name: "snapshot to keep", route: "POST /v1/snapshot", path: "/v1/snapshot", status: 200, journals: true, says: `"object"`})
+	aw.run(t, probe{name: "gc dropping the journal", route: "POST /v1/gc", path: "/v1/gc", body: `{"keep_snapshots":1,"drop_journal":true}`, status: 200, says: `"journal":{`})
+	var st struct {
+		First uint64 `json:"journal_first"`
+	}
+	if err := json.Unmarshal([]byte(aw.run(t, probe{name: "status after retention", route: "GET /v1/status", path: "/v1/status", status: 200}).body), &st); err != nil || st.First < 3 {
+		t.Fatalf("journal_first after gc --drop-journal: %d (%v), want past seq 2", st.First, err)
+	}
+	firstText := strconv.FormatUint(st.First, 10)
+	retained := []probe{
+		{name: "journal from a dropped seq", route: "GET /v1/journal", path: "/v1/journal?from=2", status: 410, code: "truncated", says: "starts at seq " + firstText},
+		{name: "journal from the start after retention", route: "GET /v1/journal", path: "/v1/journal", status: 200, says: `"seq":` + firstText + `}`},
+		{name: "journal follow from a dropped seq", route: "GET /v1/journal", path: "/v1/journal?from=2&follow=true", status: 410, code: "truncated"},
+		{name: "trace after retention", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a", status: 200},
+		{name: "timeline after retention", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a", status: 200, says: `"first":` + firstText},
+		{name: "dropped intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + dropped.String(), status: 404, code: "not_found", says: "starts at seq " + firstText},
+		{name: "manifest after retention", route: "GET /v1/manifest", path: "/v1/manifest", status: 200},
+		{name: "status after retention", route: "GET /v1/status", path: "/v1/status", status: 200, says: `"journal_first":` + firstText},
+	}
+	for _, p := range retained {
+		a := aw.run(t, p)
+		if strings.HasPrefix(p.name, "journal") && a.header.Get(daemon.HeaderJournalFirst) != firstText {
+			t.Errorf("%s: %s %q, want %s", p.name, daemon.HeaderJournalFirst, a.header.Get(daemon.HeaderJournalFirst), firstText)
+		}
 	}
 }
 

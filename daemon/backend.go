@@ -102,10 +102,18 @@ type CellsQuery struct {
 
 // JournalQuery selects journal records.
 type JournalQuery struct {
-	From   uint64   // first seq (0 or 1: from the start)
+	// From is the first seq. 0 or 1 is from the start: the first record
+	// the journal holds, past whatever retention dropped. Above 1 and below
+	// the first record held, the read is refused (CodeTruncated, 410): a
+	// reader resuming at a seq must learn it missed records.
+	From   uint64
 	Limit  int      // at most this many records (0: no limit)
 	Kinds  []string // only these kinds (empty: all)
 	Follow bool     // keep streaming new records until ctx is done
+	// Start, when set, is called once before any record (not when the read
+	// is refused) with the lowest seq the journal holds as the read
+	// begins: 1 unless retention dropped records (HeaderJournalFirst).
+	Start func(first uint64)
 }
 
 // File is one file sent over the API: a manifest JSON file (Content), or a
@@ -337,10 +345,18 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 			return newError(http.StatusBadRequest, CodeInvalidInput, "kind", "unknown record kind %q (kinds: %s)", k, strings.Join(kindNames, ", "))
 		}
 	}
+	log := l.W.Journal()
+	first := max(log.First(), 1)
+	if q.From > 1 && q.From < first {
+		return AsError(journal.TruncatedError(first, q.From), "from")
+	}
+	if q.Start != nil {
+		q.Start(first)
+	}
 	next := max(q.From, 1)
 	n := 0
-	for {
-		err := l.W.Journal().Read(next, func(r journal.Record) (bool, error) {
+	for started := false; ; started = true {
+		read := func(r journal.Record) (bool, error) {
 			next = r.Seq + 1
 			if len(q.Kinds) > 0 && !containsString(q.Kinds, string(r.Kind)) {
 				return true, nil
@@ -358,9 +374,25 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 			}
 			n++
 			return q.Limit <= 0 || n < q.Limit, nil
-		})
+		}
+		var err error
+		if !started && q.From <= 1 {
+			// From the start: whatever the journal holds, even if a
+			// collection moved its first record since First above.
+			var start uint64
+			start, err = journal.ReadRetained(log, next, read)
+			next = max(next, start)
+		} else {
+			// From a seq, or following on: records dropped before they
+			// were read are a refusal, never skipped in silence.
+			err = log.Read(next, read)
+		}
 		if err != nil {
-			return AsError(err, fmt.Sprintf("journal seq %d", next))
+			where := fmt.Sprintf("journal seq %d", next)
+			if !started && errors.Is(err, journal.ErrTruncated) {
+				where = "from"
+			}
+			return AsError(err, where)
 		}
 		if !q.Follow || (q.Limit > 0 && n >= q.Limit) {
 			return nil

@@ -223,7 +223,7 @@ func Backup(ctx context.Context, d Dir, opt ConnectOptions, path string) (*Backu
 		err = found.client.Backup(ctx, tmp)
 	} else {
 		var st *store
-		if st, err = openStoreAt(d.Store()); err != nil {
+		if st, err = openStoreAt(d.Store(), opt.Store); err != nil {
 			tmp.Close()
 			return nil, found.openError(d, opt, err)
 		}

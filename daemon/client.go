@@ -214,12 +214,21 @@ func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMe
 		b, _ := io.ReadAll(resp.Body)
 		return decodeError(resp.StatusCode, b, nil)
 	}
+	if q.Start != nil {
+		if first, err := strconv.ParseUint(resp.Header.Get(HeaderJournalFirst), 10, 64); err == nil {
+			q.Start(first)
+		}
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte(`{"error":`)) {
-			return decodeError(http.StatusInternalServerError, line, nil)
+			status := http.StatusInternalServerError
+			if bytes.Contains(line, []byte(`"code":"`+CodeTruncated+`"`)) {
+				status = http.StatusGone // the records were dropped while the stream ran
+			}
+			return decodeError(status, line, nil)
 		}
 		if err := fn(json.RawMessage(append([]byte(nil), line...))); err != nil {
 			return err

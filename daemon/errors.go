@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 )
@@ -38,7 +39,15 @@ const (
 	// CodeIdempotencyConflict: an event reuses an idempotency key the world
 	// remembers (or one given twice in the request) for another event.
 	CodeIdempotencyConflict = "idempotency_conflict"
+	// CodeTruncated: a journal read from a seq that retention dropped (410
+	// Gone); the message names the first seq the journal still holds.
+	CodeTruncated = "truncated"
 )
+
+// HeaderJournalFirst is the response header of GET /v1/journal that names
+// the lowest seq the journal holds: 1, unless retention (aosd gc
+// --drop-journal) dropped the records before it.
+const HeaderJournalFirst = "Aos-Journal-First"
 
 // Error is a refusal as the API reports it:
 // {"error": {"code", "message", "where"}} with HTTP status Status.
@@ -80,6 +89,7 @@ func AsError(err error, where string) *Error {
 	}
 	var ps manifest.Problems
 	var ie *kernel.InputError
+	var tr *journal.Truncation
 	switch {
 	case errors.As(err, &ps):
 		w := where
@@ -99,6 +109,9 @@ func AsError(err error, where string) *Error {
 		return &Error{Status: http.StatusConflict, Code: CodeNotQuiescent, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrSnapshotBusy):
 		return &Error{Status: http.StatusConflict, Code: CodeNotIdle, Message: err.Error(), Where: where, err: err}
+	case errors.As(err, &tr):
+		return &Error{Status: http.StatusGone, Code: CodeTruncated, Where: where, err: err,
+			Message: fmt.Sprintf("%v; the journal now starts at seq %d (aosd gc --drop-journal dropped what came before): read from seq %d or later, or from the start (from 0) for all it holds", err, tr.First, tr.First)}
 	case errors.Is(err, kernel.ErrClosed), errors.Is(err, kernel.ErrBroken):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, context.DeadlineExceeded):

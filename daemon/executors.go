@@ -400,12 +400,17 @@ func (l *Local) TraceIntent(ctx context.Context, hash string) ([]TraceEntry, err
 	if err != nil {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, hash, "%v", err)
 	}
-	es, err := records.TraceIntent(ctx, l.W.Journal(), h)
+	log := l.W.Journal()
+	first := log.First()
+	es, err := records.TraceIntent(ctx, log, h)
 	if err != nil {
 		return nil, err
 	}
 	tr := TraceView(es)
 	if len(tr) == 0 {
+		if first > 1 {
+			return nil, newError(http.StatusNotFound, CodeNotFound, hash, "no intent with this hash in the journal, which starts at seq %d: retention (aosd gc --drop-journal) dropped the records before it", first)
+		}
 		return nil, newError(http.StatusNotFound, CodeNotFound, hash, "no intent with this hash in the journal")
 	}
 	return tr, nil

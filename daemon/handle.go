@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+
+	"github.com/aos-kernel/aos/kernel"
 )
 
 // body says how a route reads its request body.
@@ -177,7 +179,12 @@ func (s *Server) fail(w http.ResponseWriter, err error, where string) {
 		s.Logger.Debug("client went away", "where", where)
 		return
 	}
-	if e.Status >= 500 {
+	switch {
+	case errors.Is(err, kernel.ErrBroken):
+		// The kernel logged the storage failure once, as it stopped the
+		// world; every request after it would repeat the cause.
+		s.Logger.Debug("request refused: the world stopped after a storage failure", "where", e.Where)
+	case e.Status >= 500:
 		s.Logger.Error("request failed", "code", e.Code, "where", e.Where, "err", e.Message)
 	}
 	writeError(w, e)

@@ -52,6 +52,8 @@ type Options struct {
 	// HTTP bounds what one client of the HTTP API may hold (zero fields:
 	// the defaults).
 	HTTP HTTPLimits
+	// Store are the choices about the world's store (its disk reserve).
+	Store StoreOptions
 }
 
 // HTTPLimits bound the HTTP API's connections and requests, so that clients
@@ -193,7 +195,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	cfg = d.Config(cfg)
 	if opts.Create {
 		if _, err := os.Stat(d.Store()); errors.Is(err, os.ErrNotExist) {
-			if _, err := Init(d, cfg); err != nil {
+			if _, err := InitWith(d, cfg, opts.Store); err != nil {
 				return nil, err
 			}
 			log.Info("created world", "world", dir)
@@ -208,7 +210,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	// The store opens first so the built-in blob executors share its CAS;
 	// the dispatcher must exist before the kernel opens, because opening
 	// republishes every intent still in flight.
-	st, err := openStore(d)
+	st, err := openStore(d, opts.Store)
 	if err != nil {
 		return nil, err
 	}

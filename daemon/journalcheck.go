@@ -105,7 +105,7 @@ func CheckJournal(ctx context.Context, d Dir, opt ConnectOptions) (*JournalCheck
 	if found.client != nil {
 		return found.client.CheckJournal(ctx)
 	}
-	st, err := openStoreAt(d.Store())
+	st, err := openStoreAt(d.Store(), opt.Store)
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}

@@ -43,6 +43,9 @@ type JournalVerify struct {
 	Keys []string `json:"keys"`
 	// Records is how many records were read (lines, for a file).
 	Records uint64 `json:"records"`
+	// First, when set, is the seq the world's journal started at: what
+	// retention (aosd gc --drop-journal) dropped before it was not read.
+	First uint64 `json:"first,omitempty"`
 	// Receipts, Drops, Frames and Intents count the records checked of
 	// each kind; UnsignedFrames the frames journaled before frames were
 	// signed, which carry nothing to check.

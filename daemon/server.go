@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aos-kernel/aos/inspector"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -483,8 +484,11 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if q.Follow {
-		start()
+	q.Start = func(first uint64) {
+		w.Header().Set(HeaderJournalFirst, strconv.FormatUint(first, 10))
+		if q.Follow {
+			start()
+		}
 	}
 	err = s.Backend.Journal(r.Context(), q, func(line json.RawMessage) error {
 		start()
@@ -505,6 +509,10 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil && !started {
+		var tr *journal.Truncation
+		if errors.As(err, &tr) {
+			w.Header().Set(HeaderJournalFirst, strconv.FormatUint(tr.First, 10))
+		}
 		s.fail(w, err, "journal")
 		return
 	}

@@ -103,10 +103,13 @@ type Status struct {
 	// World is the world's identity: "world:" and 32 hex digits, made when
 	// the world was created (kernel.World.Identity). Every intent hash
 	// binds it, and every receipt and frame must name it.
-	World         string         `json:"world"`
-	ManifestHash  *schemas.Hash  `json:"manifest_hash"`
-	ManifestName  string         `json:"manifest_name,omitempty"`
-	JournalHeight uint64         `json:"journal_height"`
+	World         string        `json:"world"`
+	ManifestHash  *schemas.Hash `json:"manifest_hash"`
+	ManifestName  string        `json:"manifest_name,omitempty"`
+	JournalHeight uint64        `json:"journal_height"`
+	// JournalFirst is the lowest seq the journal holds: 1, unless
+	// retention (aosd gc --drop-journal) dropped the records before it.
+	JournalFirst  uint64         `json:"journal_first"`
 	Quiescent     bool           `json:"quiescent"`
 	Instances     InstanceCounts `json:"instances"`
 	Inflight      int            `json:"inflight"`
@@ -255,7 +258,7 @@ type ReceiptResult struct {
 // StatusOf renders the kernel's status.
 func StatusOf(s *kernel.Status) *Status {
 	return &Status{World: s.World, ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
-		Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
+		JournalFirst: s.JournalFirst, Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
 		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled}
 }
 

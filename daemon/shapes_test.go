@@ -46,7 +46,7 @@ func describe(t *testing.T, seq uint64, kind journal.Kind, rec any) any {
 func TestKernelAnswerShapes(t *testing.T) {
 	lim := allLimits
 	h := schemas.HashBytes([]byte("m"))
-	fullStatus := &kernel.Status{World: "world:0123456789abcdef0123456789abcdef", ManifestHash: &h, ManifestName: "shop<&>", JournalHeight: 42, Quiescent: true,
+	fullStatus := &kernel.Status{World: "world:0123456789abcdef0123456789abcdef", ManifestHash: &h, ManifestName: "shop<&>", JournalHeight: 42, JournalFirst: 17, Quiescent: true,
 		Instances: kernel.InstanceCounts{Running: 1, Waiting: 2, Completed: 3, Failed: 4}, Inflight: 5, QueuedEffects: 6,
 		Cells: map[string]int{"b": 2, "a": 1}, Limits: lim, Journaled: map[journal.Kind]uint64{journal.KindStep: 7, journal.KindEvent: 3}}
 	for _, c := range []struct {
@@ -55,11 +55,11 @@ func TestKernelAnswerShapes(t *testing.T) {
 		want string
 	}{
 		{"status", daemon.StatusOf(fullStatus),
-			`{"world":"world:0123456789abcdef0123456789abcdef","manifest_hash":"` + hashText + `","manifest_name":"shop\u003c\u0026\u003e","journal_height":42,"quiescent":true,"instances":{"running":1,"waiting":2,"completed":3,"failed":4},"inflight":5,"queued_effects":6,"cells":{"a":1,"b":2},"limits":` + limitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":{"event":3,"step":7}}`},
+			`{"world":"world:0123456789abcdef0123456789abcdef","manifest_hash":"` + hashText + `","manifest_name":"shop\u003c\u0026\u003e","journal_height":42,"journal_first":17,"quiescent":true,"instances":{"running":1,"waiting":2,"completed":3,"failed":4},"inflight":5,"queued_effects":6,"cells":{"a":1,"b":2},"limits":` + limitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":{"event":3,"step":7}}`},
 		{"status zero", daemon.StatusOf(&kernel.Status{}),
-			`{"world":"","manifest_hash":null,"journal_height":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":null,"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
+			`{"world":"","manifest_hash":null,"journal_height":0,"journal_first":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":null,"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
 		{"status empty cells", daemon.StatusOf(&kernel.Status{Cells: map[string]int{}}),
-			`{"world":"","manifest_hash":null,"journal_height":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":{},"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
+			`{"world":"","manifest_hash":null,"journal_height":0,"journal_first":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":{},"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
 		{"snapshot result", daemon.SnapshotResultOf(kernel.SnapshotResult{Checkpoint: 3, Seq: 4, Object: h, Bytes: 5, Dirty: 6, Cells: 7,
 			Pause: 1500 * time.Microsecond, Duration: 2 * time.Second}),
 			`{"checkpoint":3,"seq":4,"object":"` + hashText + `","bytes":5,"dirty":6,"cells":7,"pause_ms":1.5,"duration_ms":2000}`},

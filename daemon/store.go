@@ -21,10 +21,21 @@ type store struct {
 	guard *cas.Guard
 }
 
+// StoreOptions are the choices about a world's store on disk; the zero
+// value is the default.
+type StoreOptions struct {
+	// DiskReserve is the free space, in bytes, the store keeps on its
+	// filesystem beyond its tables and the writes under way: a write that
+	// would leave less stops the world (a storage failure naming the disk
+	// as full), and opening a world with less is refused. 0 is the default,
+	// badgerdb.DefaultDiskReserve (docs/limits.md, "A full disk").
+	DiskReserve int64
+}
+
 // openStore opens the store of the world in d. A store another process
 // holds is badgerdb.ErrLocked, with a hint at who.
-func openStore(d Dir) (*store, error) {
-	s, err := openStoreAt(d.Store())
+func openStore(d Dir, so StoreOptions) (*store, error) {
+	s, err := openStoreAt(d.Store(), so)
 	if err != nil {
 		if isLocked(err) {
 			return nil, fmt.Errorf("open world %s: %w (another process, perhaps aosd serve, holds it)", d, err)
@@ -35,8 +46,8 @@ func openStore(d Dir) (*store, error) {
 }
 
 // openStoreAt opens the store directory at path.
-func openStoreAt(path string) (*store, error) {
-	db, err := badgerdb.Open(path)
+func openStoreAt(path string, so StoreOptions) (*store, error) {
+	db, err := badgerdb.OpenWith(path, badgerdb.Options{DiskReserve: so.DiskReserve})
 	if err != nil {
 		return nil, err
 	}
@@ -48,8 +59,8 @@ func isLocked(err error) bool { return errors.Is(err, badgerdb.ErrLocked) }
 
 // openWorld opens the store directory and the world on it. The caller
 // closes the world, then the store.
-func openWorld(path string, cfg kernel.Config) (*kernel.World, *store, error) {
-	s, err := openStoreAt(path)
+func openWorld(path string, cfg kernel.Config, so StoreOptions) (*kernel.World, *store, error) {
+	s, err := openStoreAt(path, so)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -72,6 +72,10 @@ type TimelineEntry struct {
 type TimelinePage struct {
 	Entries []TimelineEntry `json:"entries"`
 	Next    *uint64         `json:"next,omitempty"`
+	// First, present once retention (aosd gc --drop-journal) dropped the
+	// journal's oldest records, is the lowest seq it holds: the timeline
+	// reaches back to there, not to the cell's beginning.
+	First uint64 `json:"first,omitempty"`
 }
 
 // Timeline implements Backend.
@@ -96,11 +100,15 @@ func (l *Local) Timeline(ctx context.Context, workflow, key string, q TimelineQu
 			return nil, AsError(err, where)
 		}
 	}
+	first := log.First()
 	es, full, err := records.TracePage(ctx, log, workflow, k, q.After, limit, known)
 	if err != nil {
 		return nil, AsError(err, where)
 	}
 	page := &TimelinePage{Entries: make([]TimelineEntry, len(es))}
+	if first > 1 {
+		page.First = first
+	}
 	for i, e := range TraceView(es) {
 		page.Entries[i].TraceEntry = e
 	}

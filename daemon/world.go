@@ -63,7 +63,10 @@ type Created struct {
 // Init creates a new world directory: the store (whose journal's first
 // record is the world's identity), a bearer token and an executor signing
 // key. It refuses a directory that already holds a world.
-func Init(d Dir, cfg kernel.Config) (Created, error) {
+func Init(d Dir, cfg kernel.Config) (Created, error) { return InitWith(d, cfg, StoreOptions{}) }
+
+// InitWith is Init with store options.
+func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (Created, error) {
 	for _, n := range []string{StoreDir, TokenFile, ExecutorKey} {
 		if _, err := os.Stat(d.Path(n)); err == nil {
 			return Created{}, fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
@@ -90,7 +93,7 @@ func Init(d Dir, cfg kernel.Config) (Created, error) {
 	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
 		return Created{}, err
 	}
-	w, db, err := openWorld(d.Store(), d.Config(cfg))
+	w, db, err := openWorld(d.Store(), d.Config(cfg), so)
 	if err != nil {
 		return Created{}, fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
@@ -223,6 +226,7 @@ func (c *Conn) Close() error {
 type ConnectOptions struct {
 	Direct bool          // never use a daemon; open the store (fails while one holds it)
 	Config kernel.Config // for a direct open
+	Store  StoreOptions  // for a direct open
 }
 
 // Connect reaches the world in d: through its daemon when daemon.json names
@@ -241,7 +245,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 		return &Conn{Backend: found.client, Remote: true, Addr: found.info.Addr}, nil
 	}
 	cfg := d.Config(opt.Config)
-	w, db, err := openWorld(d.Store(), cfg)
+	w, db, err := openWorld(d.Store(), cfg, opt.Store)
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}

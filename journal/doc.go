@@ -9,7 +9,9 @@
 //   - Record and Kind, and the errors every backend returns (ErrGap,
 //     ErrCorrupt, ErrFailed, ErrTruncated).
 //   - Retention's shared rules (retention.go): DropStats, the bound on
-//     DropBefore's argument, the ErrTruncated a read below First gets.
+//     DropBefore's argument, the ErrTruncated a read below First gets (a
+//     *Truncation naming First), and ReadRetained, the read from a point
+//     that starts at First when retention dropped what came before.
 //   - The archive format (archive.go): a file of dropped frames.
 //   - The frame codec: EncodeFrame, and DecodeFrame, which checks a stored
 //     frame against the seq it was stored under (frame.go, codec.go).
@@ -52,8 +54,9 @@
 // nothing.
 //
 // A dropped record is gone from the journal: Read and ReadKind from below
-// First() return ErrTruncated (never ErrCorrupt), and Marks never gives a
-// dropped seq. So a truncated journal can no longer be replayed from
+// First() return ErrTruncated (never ErrCorrupt; a *Truncation that names
+// First, so a refusal can say where the journal now starts), and Marks
+// never gives a dropped seq. So a truncated journal can no longer be replayed from
 // genesis; a world that drops records must be able to start from a later
 // point (a snapshot's checkpoint) and keep that point at or after First().
 // Choosing what to keep is the caller's job: this package only drops.

@@ -1,6 +1,9 @@
 package journal
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Retention: a backend may drop the oldest whole frames of its journal
 // (DropBefore), optionally handing each to an archive first. What every
@@ -25,7 +28,55 @@ func CheckDropBefore(before, height uint64) error {
 }
 
 // TruncatedError is the error of a read from seq from below first, the
-// lowest seq a journal still holds after retention. It wraps ErrTruncated.
-func TruncatedError(first, from uint64) error {
-	return fmt.Errorf("%w: journal records before seq %d were dropped by retention (read from seq %d)", ErrTruncated, first, from)
+// lowest seq a journal still holds after retention: a *Truncation, which
+// wraps ErrTruncated.
+func TruncatedError(first, from uint64) error { return &Truncation{First: first, From: from} }
+
+// Truncation is a read from seq From below First, the lowest seq the
+// journal still holds: retention dropped the records before First. Callers
+// that answer a person take First from it (errors.As) to say where the
+// journal now starts.
+type Truncation struct {
+	First, From uint64
+}
+
+func (e *Truncation) Error() string {
+	return fmt.Sprintf("%v: journal records before seq %d were dropped by retention (read from seq %d)", ErrTruncated, e.First, e.From)
+}
+
+// Unwrap makes a Truncation ErrTruncated.
+func (e *Truncation) Unwrap() error { return ErrTruncated }
+
+// Retained is a journal retention may have cut: it reads from a seq on
+// and says the lowest seq it still holds.
+type Retained interface {
+	First() uint64
+	Read(from uint64, fn func(Record) (bool, error)) error
+}
+
+// ReadRetained reads j from seq from on, or from First() when from is
+// below it: a reader that wants whatever the journal holds from a point
+// (a trace, a listing from the start) skips what retention dropped instead
+// of failing. It returns the seq the read started at. A drop that moves
+// First as the read starts (ErrTruncated before fn saw a record) is met by
+// starting again at the new First. One that overtakes the read once fn has
+// seen records (a backend reading in chunks may meet it) is returned as the
+// error it is: records are never skipped in the middle. A reader that must
+// not skip anything (a follower resuming at a seq) calls Read and meets
+// ErrTruncated instead.
+func ReadRetained(j Retained, from uint64, fn func(Record) (bool, error)) (uint64, error) {
+	seen := false
+	seeing := func(r Record) (bool, error) {
+		seen = true
+		return fn(r)
+	}
+	for {
+		start := max(from, j.First(), 1)
+		err := j.Read(start, seeing)
+		var tr *Truncation
+		if err == nil || seen || !errors.As(err, &tr) || tr.First <= start {
+			return start, err
+		}
+		// Dropped meanwhile: the journal now starts later; read from there.
+	}
 }

@@ -194,3 +194,43 @@ func checkReopened(t *testing.T, dir string, run storageRun) {
 		t.Fatalf("the reopened world does not go on: %v", err)
 	}
 }
+
+// TestSnapshotStorageFailureStops: a snapshot whose writes fail stops the
+// world like any storage failure, and its caller is answered as every
+// caller is then: ErrBroken wrapping ErrStorage (the daemon's 503), not a
+// bare storage error.
+func TestSnapshotStorageFailureStops(t *testing.T) {
+	db, err := worldstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	inj := &storefault.Injector{}
+	w, err := kernel.Open(kernel.Stores{
+		CAS:     &storefault.CAS{Store: db.CAS(), Faults: inj},
+		Journal: &storefault.Journal{Log: db.Journal(), Faults: inj},
+	}, kernel.Config{Builtins: testBuiltins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	h := &harness{t: t, w: w}
+	mustApply(t, h, counterManifest)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := w.Submit(ctx, countEvent(k, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inj.Arm(storefault.Ops(storefault.CASPut, storefault.CASPutBatch), 1)
+	_, err = w.Snapshot(ctx)
+	if !inj.Fired() {
+		t.Fatal("the snapshot wrote nothing to the CAS")
+	}
+	if !errors.Is(err, kernel.ErrBroken) || !errors.Is(err, kernel.ErrStorage) {
+		t.Fatalf("snapshot whose write failed: %v, want ErrBroken wrapping ErrStorage", err)
+	}
+	if _, err := w.Submit(ctx, countEvent("after", 1)); !errors.Is(err, kernel.ErrBroken) {
+		t.Fatalf("submit after the failed snapshot: %v, want ErrBroken", err)
+	}
+}

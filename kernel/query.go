@@ -25,6 +25,10 @@ type Status struct {
 	ManifestHash  *schemas.Hash
 	ManifestName  string
 	JournalHeight uint64
+	// JournalFirst is the lowest seq the journal holds: 1, unless
+	// retention dropped the records before it (JournalHeight+1 once it
+	// dropped them all).
+	JournalFirst  uint64
 	Quiescent     bool
 	Instances     InstanceCounts
 	Inflight      int
@@ -70,6 +74,7 @@ func (w *World) Status(ctx context.Context) (*Status, error) {
 	})
 	s.JournalHeight = w.journal.Height()
 	s.World = w.identity
+	s.JournalFirst = max(w.journal.First(), 1)
 	s.Journaled = map[journal.Kind]uint64{}
 	w.journaledMu.Lock()
 	for _, k := range journal.Kinds() {

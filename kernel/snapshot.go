@@ -259,7 +259,9 @@ func (st *state) finishSnapshot(job *snapJob) {
 	defer func() { job.pause += time.Since(t0) }()
 	if job.err != nil {
 		st.stop("snapshot of checkpoint "+fmt.Sprint(job.checkpoint), job.err)
-		job.fail = fmt.Errorf("%w: %w", ErrStorage, job.err)
+		// Answered as every caller of a stopped world is (ErrStorage's
+		// promise): ErrBroken, then the storage failure.
+		job.fail = fmt.Errorf("%w: %w", ErrBroken, st.stopped)
 		return
 	}
 	for _, sh := range job.heads {

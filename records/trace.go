@@ -10,10 +10,11 @@ import (
 )
 
 // Source is the journal as a trace reads it: records from a seq on, in
-// order, until fn says stop (*journal.Journal, kernel.World.Journal()).
-type Source interface {
-	Read(from uint64, fn func(journal.Record) (bool, error)) error
-}
+// order, until fn says stop, and the lowest seq it still holds
+// (*journal.Memory, kernel.World.Journal()). A trace reads what the
+// journal holds: once retention dropped the oldest records, it starts at
+// First (journal.ReadRetained).
+type Source = journal.Retained
 
 // TraceEntry is one line of a timeline: the fields of one record that a
 // person reading an instance's or intent's life needs. Value is canonical
@@ -42,10 +43,11 @@ type TraceEntry struct {
 
 // Trace returns the durable timeline of one instance: events delivered to it,
 // its steps with resulting state hashes, intents opened, stream frames,
-// receipts delivered or dropped, and faults. It scans the journal, decoding
-// only the records whose bytes contain the workflow name and key (or one of
-// the instance's intent hashes): a record that lacks them cannot be part of
-// the timeline.
+// receipts delivered or dropped, and faults, as far back as the journal
+// goes (from First, once retention dropped the oldest records). It scans
+// the journal, decoding only the records whose bytes contain the workflow
+// name and key (or one of the instance's intent hashes): a record that
+// lacks them cannot be part of the timeline.
 func Trace(ctx context.Context, src Source, workflow string, key []byte) ([]TraceEntry, error) {
 	might, match := instanceFilters(workflow, key)
 	return trace(ctx, src, 1, 0, might, match)
@@ -82,7 +84,7 @@ func InstanceIntents(ctx context.Context, src Source, workflow string, key []byt
 		return nil, nil
 	}
 	wfb := []byte(workflow)
-	err := src.Read(max(from, 1), func(r journal.Record) (bool, error) {
+	_, err := journal.ReadRetained(src, from, func(r journal.Record) (bool, error) {
 		if r.Seq > upTo {
 			return false, nil
 		}
@@ -182,7 +184,7 @@ func intentFilters(h schemas.Hash) (mightFilter, matchFilter) {
 // would refuse; for events match is asked once per target.
 func trace(ctx context.Context, src Source, from uint64, limit int, might mightFilter, match matchFilter) ([]TraceEntry, error) {
 	out := []TraceEntry{}
-	err := src.Read(from, func(r journal.Record) (bool, error) {
+	_, err := journal.ReadRetained(src, from, func(r journal.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}

@@ -17,7 +17,11 @@ func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		c, err := daemon.Init(daemon.Dir(a.world), cfg)
+		so, err := envStore()
+		if err != nil {
+			return err
+		}
+		c, err := daemon.InitWith(daemon.Dir(a.world), cfg, so)
 		if err != nil {
 			return err
 		}

@@ -49,6 +49,11 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return usagef("%v", err)
 		}
+		q.Start = func(first uint64) {
+			if q.From <= 1 && first > 1 {
+				fmt.Fprintf(a.stderr, "aosd journal: %s\n", retainedFrom(first))
+			}
+		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
 			var tw *table
 			if !a.json {
@@ -88,6 +93,11 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		})
 	}
+}
+
+// retainedFrom says where a journal that retention cut starts.
+func retainedFrom(first uint64) string {
+	return fmt.Sprintf("the journal starts at seq %d: retention (aosd gc --drop-journal) dropped the records before it", first)
 }
 
 // journalSubcommands are `aosd journal SUB [ARGS]`: each registers its

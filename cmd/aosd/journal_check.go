@@ -28,7 +28,11 @@ func (a *app) journalCheck(fs *flag.FlagSet, pos []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := daemon.CheckJournal(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg})
+	so, err := envStore()
+	if err != nil {
+		return err
+	}
+	rep, err := daemon.CheckJournal(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
 	if err != nil {
 		return err
 	}

@@ -79,14 +79,20 @@ func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, e
 		}
 		return v.Report(), nil
 	}
-	err = conn.Journal(a.ctx, daemon.JournalQuery{From: 1, Kinds: daemon.VerifyKinds()}, func(line json.RawMessage) error {
+	var first uint64
+	q := daemon.JournalQuery{From: 1, Kinds: daemon.VerifyKinds(), Start: func(f uint64) { first = f }}
+	err = conn.Journal(a.ctx, q, func(line json.RawMessage) error {
 		v.Line(0, line)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return v.Report(), nil
+	rep = v.Report()
+	if first > 1 {
+		rep.First = first
+	}
+	return rep, nil
 }
 
 // verifier is a verifier over the keys of keysFile, or else of the world.
@@ -161,6 +167,9 @@ func printJournalVerify(w io.Writer, rep *daemon.JournalVerify, source string) e
 	}
 	if rep.UnsignedFrames > 0 {
 		fmt.Fprintf(w, "; %d frames unsigned (journaled before frames were signed), not verified", rep.UnsignedFrames)
+	}
+	if rep.First > 1 {
+		fmt.Fprintf(w, "; %s", retainedFrom(rep.First))
 	}
 	if rep.OK {
 		_, err := fmt.Fprintln(w, ": ok")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -34,6 +35,7 @@ const (
 	envCellCache  = "AOS_CELL_CACHE_SIZE"
 	envSnapEvery  = "AOS_SNAPSHOT_EVERY"
 	envSnapTime   = "AOS_SNAPSHOT_INTERVAL"
+	envReserve    = "AOS_DISK_RESERVE"
 	envGOROOT     = "GOROOT"
 	programHeader = "aosd — the aos daemon and CLI"
 )
@@ -314,6 +316,38 @@ func snapshotInterval(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// envStore is the store's configuration the environment sets:
+// AOS_DISK_RESERVE (diskReserve).
+func envStore() (daemon.StoreOptions, error) {
+	n, err := diskReserve(os.Getenv(envReserve))
+	return daemon.StoreOptions{DiskReserve: n}, err
+}
+
+// diskReserve reads AOS_DISK_RESERVE into StoreOptions.DiskReserve: unset
+// or empty is 0 (the store's default), otherwise a positive number of
+// bytes, with an optional KiB, MiB or GiB suffix; anything else is a usage
+// error naming the variable.
+func diskReserve(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	num, unit := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, unit = strings.TrimSuffix(s, u.suffix), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/unit {
+		return 0, usagef("%s=%q: want a positive size in bytes, or with a KiB, MiB or GiB suffix such as 256MiB (unset: the default)", envReserve, s)
+	}
+	return n * unit, nil
+}
+
 // cellCacheSize reads AOS_CELL_CACHE_SIZE: unset or empty is 0 (the cells
 // default), anything but a positive integer an error naming the variable.
 func cellCacheSize(s string, set bool) (int, error) {
@@ -382,7 +416,11 @@ func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg})
+	so, err := envStore()
+	if err != nil {
+		return nil, err
+	}
+	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
 }
 
 // withConn runs fn against the world and closes it after.

@@ -151,13 +151,17 @@ func serve(a *app, listen string, create bool, lim daemon.HTTPLimits) error {
 	if err != nil {
 		return err
 	}
+	so, err := envStore()
+	if err != nil {
+		return err
+	}
 	// SIGHUP re-reads the token file (docs/operations.md, "Rotating the API
 	// token").
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return daemon.Run(a.ctx, a.world, daemon.Options{
-		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create, HTTP: lim,
+		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create, HTTP: lim, Store: so,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
 			if f, ok := a.stdout.(*os.File); ok {

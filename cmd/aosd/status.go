@@ -39,6 +39,9 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			w.row("manifest hash", mh)
 			w.row("journal height", st.JournalHeight)
+			if st.JournalFirst > 1 {
+				w.row("journal first", fmt.Sprintf("%d (retention dropped the records before it)", st.JournalFirst))
+			}
 			snap := "(none yet)"
 			if ls := st.LastSnapshot; ls != nil {
 				snap = fmt.Sprintf("seq %d (checkpoint %d) %s", ls.Seq, ls.Checkpoint, ls.Object)

@@ -114,6 +114,11 @@ func check(root string, m mutation) (verdict, detail string) {
 		// A test binary that panics fails its test: the check was needed
 		// even to keep the kernel from crashing.
 		return "caught", "a test panicked"
+	case bytes.Contains(out, []byte("\nfatal error: ")) && !bytes.Contains(out, []byte("--- FAIL")):
+		// Killed by a fatal runtime error (the SIGBUS of a write to a
+		// mapped file on a full disk): the test failed as hard as a test
+		// can.
+		return "caught", "a test died: " + firstLineAfter(out, "fatal error: ")
 	case !bytes.Contains(out, []byte("--- FAIL")):
 		return "ERROR", "go test failed without a failing test:\n" + string(out)
 	}
@@ -221,4 +226,17 @@ func repoRoot() (string, error) {
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "mutcheck:", err)
 	os.Exit(2)
+}
+
+// firstLineAfter is the rest of the line of out that starts with prefix.
+func firstLineAfter(out []byte, prefix string) string {
+	i := bytes.Index(out, []byte(prefix))
+	if i < 0 {
+		return ""
+	}
+	line := out[i:]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	return string(line)
 }

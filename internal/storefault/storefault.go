@@ -244,6 +244,17 @@ func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 // First implements kernel.Log.
 func (j *Journal) First() uint64 { return j.Log.First() }
 
+// DropBefore is the wrapped journal's retention (kernel.Dropper), with no
+// failure injected: a world on a faulty journal can still be collected
+// with --drop-journal when the journal under it can.
+func (j *Journal) DropBefore(before uint64, archive func(first uint64, frame []byte) error) (journal.DropStats, error) {
+	d, ok := j.Log.(kernel.Dropper)
+	if !ok {
+		return journal.DropStats{First: j.Log.First()}, fmt.Errorf("storefault: the wrapped journal (%T) does not support retention", j.Log)
+	}
+	return d.DropBefore(before, archive)
+}
+
 // Gate holds the first operation of a kind after Arm until Open: hooked
 // into BeforeWrite or BeforeRead, it stops a writer (a snapshot writing its
 // object, say) at a known point while a test looks at the world.

@@ -38,7 +38,8 @@ func DropBefore(t testing.TB, j Journal, before uint64, archive func(uint64, []b
 
 // CheckTruncated fails unless j, holding Mixed records through height,
 // holds them from first on: First is first, reads from below it are
-// ErrTruncated (not ErrCorrupt) and say so, reads from first on return
+// ErrTruncated (not ErrCorrupt), a *journal.Truncation naming first, and
+// say so, reads from first on return
 // every record, and Marks gives no seq below first.
 func CheckTruncated(t testing.TB, j Journal, first, height uint64) {
 	t.Helper()
@@ -52,6 +53,9 @@ func CheckTruncated(t testing.TB, j Journal, first, height uint64) {
 		}
 		if want := fmt.Sprintf("journal records before seq %d were dropped by retention", first); !strings.Contains(err.Error(), want) {
 			t.Fatalf("Read(%d): %q does not say %q", from, err, want)
+		}
+		if tr := (*journal.Truncation)(nil); !errors.As(err, &tr) || tr.First != first {
+			t.Fatalf("Read(%d): %v is not a *journal.Truncation naming First %d (readers take First from it)", from, err, first)
 		}
 		err = j.ReadKind(from, journal.Kinds(), func(journal.Record) (bool, error) { return true, nil })
 		if !errors.Is(err, journal.ErrTruncated) {

@@ -72,13 +72,18 @@ export async function text(path, signal) {
 // arrives (the journal's live follow streams this way: fetch keeps the
 // Authorization header, which EventSource could not send). It returns when
 // the stream ends or signal aborts.
+// A refusal carries journalFirst, the Aos-Journal-First header (the
+// first seq the journal holds), when the answer had one.
 export async function lines(path, onLine, signal) {
   const resp = await check(await fetch(path, { headers: headers(), signal }));
   if (!resp.ok) {
     const t = await resp.text();
     let body;
     try { body = JSON.parse(t); } catch { body = undefined; }
-    throw new APIError(resp.status, body, t);
+    const e = new APIError(resp.status, body, t);
+    const first = resp.headers.get('Aos-Journal-First');
+    if (first !== null && /^\d+$/.test(first)) e.journalFirst = Number(first);
+    throw e;
   }
   const reader = resp.body.getReader();
   const dec = new TextDecoder();

@@ -88,7 +88,10 @@ async function timeline(ctx, wf, key, root, panel) {
     const nextBtn = h('button', { type: 'button', id: 'timeline-next', disabled: !page.next }, 'Later →');
     prevBtn.addEventListener('click', () => { cursors.pop(); load(); });
     nextBtn.addEventListener('click', () => { cursors.push(String(page.next)); load(); });
-    replace(root,
+    const dropped = page.first && cursors.length === 1
+      ? h('p', { class: 'muted', id: 'timeline-retained' }, `The journal starts at seq ${page.first}: retention (aosd gc --drop-journal) dropped what came before, so the timeline starts there.`)
+      : null;
+    replace(root, dropped,
       entries.length === 0 ? h('p', { class: 'muted' }, 'Nothing in the journal reached this cell.') : tbl,
       h('div', { class: 'toolbar' }, prevBtn, h('span', { class: 'muted', id: 'timeline-count' }, 'page ' + cursors.length + ': ' + entries.length + ' entries'), nextBtn));
     if (first) {

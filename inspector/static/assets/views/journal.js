@@ -1,7 +1,10 @@
 // The journal: a page of records at a time (from a seq, a limit, kind
 // filters), a record's full body, and live follow: the NDJSON stream of
 // /v1/journal?follow=true read with fetch, appended as records become
-// durable, with at most MAX_ROWS rows kept in the page.
+// durable, with at most MAX_ROWS rows kept in the page. Once retention
+// (aosd gc --drop-journal) dropped the oldest records, the journal starts
+// at the status's journal_first: the page never asks from below it, and a
+// link from before it (410 truncated) offers the first record held.
 import { h, replace, table, pretty, compact, errorBox } from '../dom.js';
 import { get, lines, APIError } from '../api.js';
 import { cellPath, intentPath, journalPath } from '../links.js';
@@ -17,10 +20,12 @@ export async function journalView(ctx, seqParam) {
   const focus = seqParam !== undefined && /^\d+$/.test(seqParam) ? Number(seqParam) : null;
   let from = focus;
   if (from === null && params.has('from') && /^\d+$/.test(params.get('from'))) from = Number(params.get('from'));
-  if (from === null) {
-    const s = await get('/v1/status', ctx.signal);
-    from = Math.max(0, s.journal_height - PAGE + 1);
-  }
+  // The status says where the journal starts and ends; a stopped world
+  // does not answer it, and a page from a given seq does without.
+  let s = null;
+  try { s = await get('/v1/status', ctx.signal); } catch (e) { if (!(e instanceof APIError) || from === null) throw e; }
+  const first = s && s.journal_first > 1 ? s.journal_first : 0; // 0: nothing dropped, from the start
+  if (from === null) from = Math.max(first, s.journal_height - PAGE + 1);
 
   const boxes = KINDS.map((k) => h('label', {}, h('input', { type: 'checkbox', value: k, checked: kinds.includes(k), 'data-kind-filter': k }), ' ' + k));
   const follow = h('input', { type: 'checkbox', id: 'follow' });
@@ -60,12 +65,21 @@ export async function journalView(ctx, seqParam) {
   try {
     await lines('/v1/journal?' + q, add, ctx.signal);
   } catch (e) {
+    if (e instanceof APIError && e.journalFirst && e.body && e.body.error && e.body.error.code === 'truncated') {
+      replace(err, h('div', { class: 'error', role: 'alert', id: 'journal-truncated' },
+        `Records before seq ${e.journalFirst} were dropped by retention (aosd gc --drop-journal). `,
+        h('a', { href: here(e.journalFirst), id: 'journal-first' }, `Show from seq ${e.journalFirst}`)));
+      return;
+    }
     if (e instanceof APIError) { replace(err, errorBox(e)); return; }
     throw e;
   }
   const pageEnd = last;
+  const earlier = from > Math.max(first, 1)
+    ? h('a', { href: here(Math.max(first, from - PAGE)), id: 'journal-earlier' }, '← Earlier')
+    : h('span', { class: 'muted', id: 'journal-earlier' }, first ? `starts at seq ${first} (retention dropped what came before)` : 'the start');
   replace(nav,
-    h('a', { href: here(Math.max(0, from - PAGE)), id: 'journal-earlier' }, '← Earlier'),
+    earlier,
     h('span', { class: 'muted', id: 'journal-page' }, rows.childElementCount === 0 ? `no records from seq ${from}` : `seqs ${from}–${pageEnd}`),
     h('a', { href: here(pageEnd + 1), id: 'journal-later' }, 'Later →'));
 
