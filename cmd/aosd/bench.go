@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,7 +69,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		var err error
 		switch {
 		case *start != "":
-			cfg.Base, cfg.Token, stop, err = a.startBenchWorld(*start, *manifest, *effects)
+			cfg.Base, cfg.Token, stop, err = a.startBenchWorld(*start, *manifest, *effects, *batch)
 		case *addr != "":
 			cfg.Base = "http://" + *addr
 		default:
@@ -115,7 +116,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 // startBenchWorld makes a fresh world in dir, applies the manifest and
 // starts `aosd serve` on it (this binary), returning its address, token
 // and how to stop it.
-func (a *app) startBenchWorld(dir, manifest string, effects bool) (base, token string, stop func() error, err error) {
+func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (base, token string, stop func() error, err error) {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return "", "", nil, usagef("--start %s: not empty; give a new or empty directory (bench makes a fresh world)", dir)
 	}
@@ -162,7 +163,10 @@ func (a *app) startBenchWorld(dir, manifest string, effects bool) (base, token s
 	if err != nil {
 		return "", "", nil, err
 	}
-	cmd := exec.Command(exe, "serve", "--world", world, "--listen", "127.0.0.1:0")
+	// The daemon it starts takes the batches it will send (a daemon of
+	// one's own refuses more than --max-batch events per request).
+	cmd := exec.Command(exe, "serve", "--world", world, "--listen", "127.0.0.1:0",
+		"--max-batch", strconv.Itoa(max(batch, daemon.DefaultMaxBatchEvents)))
 	cmd.Stderr = logf
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
