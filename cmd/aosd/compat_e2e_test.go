@@ -384,6 +384,19 @@ func checkCompatWorld(t *testing.T, dir string) {
 	// It opens to the state the old version left, and answers as it did.
 	got := readCompatExpect(t, w)
 	got.PendingCharge = exp.PendingCharge
+	// Opening it may journal what this version keeps of every world and
+	// the old one did not (docs/operations.md, "Upgrading aos"): after the
+	// old records, and only records of those kinds.
+	after := journalDigestOf(t, w)
+	if !strings.HasPrefix(after, string(wantDigest)) {
+		t.Fatalf("opening %s changed its old records:\n%s", dir, firstDiff(after, string(wantDigest)))
+	}
+	for _, line := range strings.Fields(strings.ReplaceAll(strings.TrimPrefix(after, string(wantDigest)), " ", "/")) {
+		if kind := strings.Split(line, "/")[1]; !slices.Contains(upgradeKinds, kind) {
+			t.Fatalf("opening %s journaled %s: only %v may follow the old records", dir, line, upgradeKinds)
+		}
+	}
+	exp.JournalHeight += uint64(strings.Count(after, "\n") - strings.Count(string(wantDigest), "\n"))
 	if got.ManifestHash != exp.ManifestHash || got.JournalHeight != exp.JournalHeight || got.SnapshotSeq != exp.SnapshotSeq ||
 		got.Inflight != exp.Inflight || !reflect.DeepEqual(got.Instances, exp.Instances) {
 		t.Fatalf("status differs from the old version's:\n got %+v\nwant %+v", got, exp)
@@ -458,6 +471,7 @@ type claimedCharge struct {
 	Hash   string
 	Effect string
 	Params map[string]any
+	World  string // the world the claim answered for, which a receipt must name
 }
 
 // claimCharges claims charge intents as the payments executor, for an
@@ -478,11 +492,15 @@ func claimCharges(t *testing.T, d *daemon, tok string, orders ...string) map[str
 	for tries := 0; len(missing()) > 0 && tries < 20; tries++ {
 		req := fmt.Sprintf(`{"executor":%q,"effects":[%q],"max":100,"lease_ms":3600000,"wait_ms":5000}`, compatPayments, chargeEffect)
 		code, body := post(t, d, tok, "/v1/effects/claim", []byte(req))
-		var claim struct{ Intents []claimedCharge }
+		var claim struct {
+			Intents []claimedCharge
+			World   string
+		}
 		if code != 200 || json.Unmarshal(body, &claim) != nil {
 			t.Fatalf("claim: %d %s", code, body)
 		}
 		for _, it := range claim.Intents {
+			it.World = claim.World
 			out[it.Params["order_id"].(string)] = it
 		}
 	}
@@ -491,6 +509,12 @@ func claimCharges(t *testing.T, d *daemon, tok string, orders ...string) map[str
 	}
 	return out
 }
+
+// upgradeKinds are the records a version may journal when it first opens
+// a world an older one wrote: the world's identity (a world made before
+// identities) and the limits in force (a limit the old version did not
+// have).
+var upgradeKinds = []string{"world", "config"}
 
 // chargeID is the charge id settleCharge reports for an intent.
 func chargeID(intent string) string { return "ch_" + strings.TrimPrefix(intent, "sha256:")[:12] }
@@ -511,7 +535,7 @@ func chargeReceipt(t *testing.T, priv ed25519.PrivateKey, it claimedCharge, stat
 	if err != nil {
 		t.Fatalf("charge intent %q: %v", it.Hash, err)
 	}
-	sr := receipts.Sign(priv, receipts.Receipt{Intent: h, Effect: chargeEffect, Executor: compatPayments, Status: receipts.StatusOK,
+	sr := receipts.Sign(priv, receipts.Receipt{World: it.World, Intent: h, Effect: chargeEffect, Executor: compatPayments, Status: receipts.StatusOK,
 		Payload: schemas.MustMarshal(map[string]any{"charge_id": chargeID(it.Hash), "status": status}), Attempt: 1})
 	rj, err := receipts.ToJSON(sr)
 	if err != nil {
@@ -527,7 +551,7 @@ func postFrame(t *testing.T, d *daemon, tok string, priv ed25519.PrivateKey, it 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fj, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{Intent: h, Effect: chargeEffect, Seq: seq, Executor: compatPayments,
+	fj, err := receipts.FrameToJSON(receipts.SignFrame(priv, receipts.Frame{World: it.World, Intent: h, Effect: chargeEffect, Seq: seq, Executor: compatPayments,
 		Payload: schemas.MustMarshal(map[string]any{"step": "authorizing"})}))
 	if err != nil {
 		t.Fatal(err)
