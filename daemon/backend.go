@@ -47,7 +47,12 @@ type Backend interface {
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
 	// Send journals events in order; an event under an idempotency key the
 	// world remembers is answered with the original's seq as a duplicate.
-	Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error)
+	// An event parked for targets that cannot take it now says which.
+	Send(ctx context.Context, evs []EventIn) ([]Sent, error)
+	// Modules lists the modules and those set aside (aside.go);
+	// ResumeModule lets one set aside run again (journaled).
+	Modules(ctx context.Context) ([]ModuleView, error)
+	ResumeModule(ctx context.Context, module string) (*ResumeResult, error)
 	// Apply loads src and applies it. When the world is not quiescent the
 	// result lists the blockers and the error has code not_quiescent.
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
@@ -82,6 +87,35 @@ type EventIn struct {
 	// IdempotencyKey makes a resend safe (kernel.Event.IdempotencyKey);
 	// empty: none.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// Sent is what became of one event of POST /v1/events: kernel.Ingested
+// with keys as JSON.
+type Sent struct {
+	Seq       uint64
+	Duplicate bool
+	// Parked lists the targets the event was parked for: instances that
+	// cannot take it now (failed, or their module set aside); it is
+	// delivered to them once an operator recovers or resumes them.
+	Parked []Target
+}
+
+// Target is one instance an event was addressed to.
+type Target struct {
+	Workflow string          `json:"workflow"`
+	Key      json.RawMessage `json:"key"`
+}
+
+// sentOf renders the kernel's answer.
+func sentOf(res []kernel.Ingested) []Sent {
+	out := make([]Sent, len(res))
+	for i, r := range res {
+		out[i] = Sent{Seq: r.Seq, Duplicate: r.Duplicate}
+		for _, t := range r.Parked {
+			out[i].Parked = append(out[i].Parked, Target{Workflow: t.Workflow, Key: KeyJSON(t.Key)})
+		}
+	}
+	return out
 }
 
 // CellsQuery selects a page of a workflow's cells:
@@ -394,7 +428,7 @@ func containsString(xs []string, s string) bool {
 
 // Send implements Backend. The kernel checks the events (once, for every
 // caller); a refusal of one event is answered at its place in the request.
-func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
+func (l *Local) Send(ctx context.Context, evs []EventIn) ([]Sent, error) {
 	if len(evs) == 0 {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "events", "no events given")
 	}
@@ -404,9 +438,9 @@ func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, err
 	}
 	res, err := l.W.Ingest(ctx, kevs...)
 	if err != nil {
-		return res, sendError(err, evs)
+		return sentOf(res), sendError(err, evs)
 	}
-	return res, nil
+	return sentOf(res), nil
 }
 
 // sendError words a refused send. An event that lacks its schema or value

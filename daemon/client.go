@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aos-kernel/aos/kernel"
 )
 
 // Client is a Backend over the HTTP API of a running daemon.
@@ -232,10 +230,14 @@ func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMe
 }
 
 // Send implements Backend.
-func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
+func (c *Client) Send(ctx context.Context, evs []EventIn) ([]Sent, error) {
 	var out struct {
 		Seqs       []uint64 `json:"seqs"`
 		Duplicates []bool   `json:"duplicates"`
+		Parked     []struct {
+			Event int `json:"event"`
+			Target
+		} `json:"parked"`
 	}
 	if err := c.call(ctx, "POST", "/v1/events", evs, &out); err != nil {
 		return nil, err
@@ -243,9 +245,15 @@ func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, er
 	if out.Duplicates != nil && len(out.Duplicates) != len(out.Seqs) {
 		return nil, fmt.Errorf("daemon at %s: events: %d seqs but %d duplicate flags", c.Base, len(out.Seqs), len(out.Duplicates))
 	}
-	res := make([]kernel.Ingested, len(out.Seqs))
+	res := make([]Sent, len(out.Seqs))
 	for i, seq := range out.Seqs {
-		res[i] = kernel.Ingested{Seq: seq, Duplicate: out.Duplicates != nil && out.Duplicates[i]}
+		res[i] = Sent{Seq: seq, Duplicate: out.Duplicates != nil && out.Duplicates[i]}
+	}
+	for _, p := range out.Parked {
+		if p.Event < 0 || p.Event >= len(res) {
+			return nil, fmt.Errorf("daemon at %s: events: a parked target of event %d, of %d events", c.Base, p.Event, len(res))
+		}
+		res[p.Event].Parked = append(res[p.Event].Parked, p.Target)
 	}
 	return res, nil
 }

@@ -18,13 +18,14 @@ const (
 	KindFault      Kind = "fault"      // an instance failed
 	KindConfig     Kind = "config"     // the world's limits changed
 	KindRecover    Kind = "recover"    // an operator recovered a failed instance
+	KindModule     Kind = "module"     // a module set aside (its steps kept timing out) or resumed
 )
 
 // Kinds lists every record kind, in the order above: readers that filter by
 // kind accept exactly these.
 func Kinds() []Kind {
 	return []Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest,
-		KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover}
+		KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindModule}
 }
 
 // Record is one journal entry. Seq is gap-free and strictly increasing from 1.

@@ -44,6 +44,8 @@ const (
 	RuleRecoverStaleFault  = "recover-stale-fault" // a recover that answers another fault than the current one
 	RuleRecoverMismatch    = "recover-mismatch"    // a recover whose input or skipped count is not its fault's
 	RuleRecoverAction      = "recover-action"      // an unknown action, or a retry with nothing to deliver again
+	RuleModuleAction       = "module-action"       // an unknown module action, a module set aside twice, a resume of one not set aside
+	RuleModuleResume       = "module-resume"       // a resume whose workflows or parked count are not what the module held
 	RuleSnapshotCheckpoint = "snapshot-checkpoint" // a snapshot that does not name the latest checkpoint, or names it twice
 )
 
@@ -60,6 +62,7 @@ func Rules() []string {
 		RuleFrameNotPending, RuleFrameSeqNotRising, RuleFrameEffect,
 		RuleApplyNotQuiescent,
 		RuleRecoverNotFailed, RuleRecoverStaleFault, RuleRecoverMismatch, RuleRecoverAction,
+		RuleModuleAction, RuleModuleResume,
 		RuleSnapshotCheckpoint,
 	}
 }

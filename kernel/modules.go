@@ -140,12 +140,13 @@ func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fa
 		return out, fault, nil
 	}
 	ctx := context.Background()
-	if !st.replaying && st.w.cfg.StepTimeout > 0 {
+	if d := st.stepLimit(); !st.replaying && d > 0 {
 		// Replay runs with no wall-clock limit: a step that finished live
 		// finishes again, and one the limit stopped live is adopted from its
-		// journaled environmental fault without running.
+		// journaled environmental fault without running. The limit is
+		// StepTimeout, or what is left of the input's InputTimeout.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, st.w.cfg.StepTimeout)
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	o, err := rt.mod.runner.Step(ctx, rt.def.Impl.Entrypoint, in)

@@ -70,6 +70,9 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			if a.json {
 				out := map[string]any{"seq": sent.Seq, "duplicate": sent.Duplicate}
+				if len(sent.Parked) > 0 {
+					out["parked"] = sent.Parked
+				}
 				if quiet != nil {
 					out["quiescent"] = *quiet
 				}
@@ -79,6 +82,10 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stdout, "event %s already journaled at seq %d under idempotency key %s; nothing journaled\n", pos[0], sent.Seq, *key)
 			} else {
 				fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], sent.Seq)
+			}
+			for _, t := range sent.Parked {
+				fmt.Fprintf(a.stdout, "parked for workflow %s key %s: it cannot take events now (failed, or its module set aside); "+
+					"it gets this one when it is recovered or resumed (aosd cells show %s %s)\n", t.Workflow, t.Key, t.Workflow, t.Key)
 			}
 			if quiet != nil && !*quiet {
 				fmt.Fprintf(a.stdout, "world not quiescent after %s (instances running or waiting on effects)\n", *wait)
