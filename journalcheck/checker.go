@@ -177,9 +177,10 @@ func (c *checker) offer(in *instance, d delivery) {
 func parkedRange(ds []delivery) (lo, hi uint64) {
 	for _, d := range ds {
 		hi++
-		if !d.optional {
-			lo++
+		if d.optional {
+			continue
 		}
+		lo++
 	}
 	return lo, hi
 }

@@ -60,20 +60,20 @@ func (st *state) overTime() (string, bool) {
 
 // stepLimit is the wall-clock limit of the next wasm step: StepTimeout, or
 // what is left of the input's budget when that is less (at least a
-// millisecond: overTime stops the input before a step when none is left).
-// Zero means none.
-func (st *state) stepLimit() time.Duration {
-	d := st.w.cfg.StepTimeout
+// millisecond: overTime stops the input before a step when none is left),
+// and whether it is the latter. Zero means none.
+func (st *state) stepLimit() (d time.Duration, input bool) {
+	d = st.w.cfg.StepTimeout
 	if d < 0 {
 		d = 0
 	}
 	if w := &st.work; !w.deadline.IsZero() {
 		left := max(time.Until(w.deadline), time.Millisecond)
 		if d == 0 || left < d {
-			d = left
+			d, input = left, true
 		}
 	}
-	return d
+	return d, input
 }
 
 // overBudget says which per-input limit the current input has reached, or "".
