@@ -382,18 +382,20 @@ func (w *World) usable() error {
 //
 // A turn takes the requests already queued (up to MaxBatch, until its
 // records reach maxTurnBytes or it has run Config.MaxTurnTime), then hands
-// their records to the committer. An events request still under way when
-// its turn's time is up yields: it goes to the backlog with its events left
-// and goes on in a later turn, after the requests queued meanwhile. So one
-// request of many slow inputs holds the loop, and other clients'
-// acknowledgements, for about one input at a time (each bounded by
-// Config.InputTimeout), not for all of them.
+// their records to the committer, which answers them once durable. An
+// events request still under way when its turn's time is up yields: it goes
+// to the backlog with its events left, and goes on in a later turn. Turns
+// of queued requests and turns of the backlog alternate while both have
+// work, so a request that arrives while a slow request runs waits for about
+// one of the slow request's inputs (each bounded by Config.InputTimeout),
+// not for all of them, and a backlog is never starved.
 func (w *World) loop() {
 	defer close(w.loopDone)
 	defer close(w.commits)
 	st := w.st
 	var backlog []request // requests that yielded, oldest first
 	open := true
+	backlogNext := false // the next turn serves the backlog when both have work
 	for open || len(backlog) > 0 {
 		var first *request
 		if len(backlog) == 0 {
@@ -424,36 +426,43 @@ func (w *World) loop() {
 				next = append(next, r)
 			}
 		}
+		// A turn also ends once its records are large (they are held in
+		// memory until durable and go to the store as one write) or its
+		// time is up.
 		more := func() bool {
 			return len(b.reqs) < w.cfg.MaxBatch && st.outBytes < maxTurnBytes && st.stopped == nil && !st.turnOver()
 		}
-		if first != nil {
-			run(*first)
-		}
-		// A turn also ends once its records are large (they are held in
-		// memory until durable and go to the store as one write) or its
-		// time is up. Requests queued meanwhile go first; then the
-		// backlog, oldest first, one at least.
-	drain:
-		for open && more() {
-			select {
-			case r, ok := <-w.reqs:
-				if !ok {
-					open = false
+		if first != nil || (open && len(w.reqs) > 0 && !backlogNext) {
+			// A turn of queued requests (only the loop receives, so a
+			// non-empty queue has one for it).
+			if first != nil {
+				run(*first)
+			}
+		drain:
+			for open && more() {
+				select {
+				case r, ok := <-w.reqs:
+					if !ok {
+						open = false
+						break drain
+					}
+					run(r)
+				default:
 					break drain
 				}
+			}
+			backlogNext = len(backlog) > 0
+		} else {
+			// A turn of the backlog, oldest first, one at least.
+			for len(backlog) > 0 && st.stopped == nil {
+				r := backlog[0]
+				backlog = backlog[1:]
 				run(r)
-			default:
-				break drain
+				if !more() {
+					break
+				}
 			}
-		}
-		for len(backlog) > 0 && st.stopped == nil {
-			r := backlog[0]
-			backlog = backlog[1:]
-			run(r)
-			if !more() {
-				break
-			}
+			backlogNext = false
 		}
 		backlog = append(backlog, next...)
 		if st.stopped != nil {

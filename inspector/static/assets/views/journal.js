@@ -102,6 +102,9 @@ function summary(rec) {
     case 'frame': return [`frame ${b.seq} from ${b.executor} for `, h('a', { href: intentPath(b.intent), class: 'mono' }, String(b.intent).slice(0, 19) + '…')];
     case 'fault': return [h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)), ': ' + b.reason];
     case 'manifest': return [b.name + ' ', h('span', { class: 'mono' }, b.hash)];
+    case 'recover': return [b.action + ' ', h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)),
+      ` (${b.parked} parked ${b.drop_parked ? 'dropped' : 'delivered'})`];
+    case 'module': return [`${b.action} ${b.module} (${(b.workflows || []).join(', ')})`, b.action === 'resume' ? `: ${b.parked} parked delivered` : ''];
     default: return h('span', { class: 'mono' }, compact(b, 120));
   }
 }
