@@ -47,8 +47,10 @@ type Backend interface {
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
 	// Send journals events in order; an event under an idempotency key the
 	// world remembers is answered with the original's seq as a duplicate.
-	// An event parked for targets that cannot take it now says which.
-	Send(ctx context.Context, evs []EventIn) ([]Sent, error)
+	// An event parked for targets that cannot take it now says which
+	// (kernel.Ingested.Parked; through a Client, each key is its JSON
+	// converted back without a schema, which renders as the same JSON).
+	Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error)
 	// Modules lists the modules and those set aside (aside.go);
 	// ResumeModule lets one set aside run again (journaled).
 	Modules(ctx context.Context) ([]ModuleView, error)
@@ -89,42 +91,13 @@ type EventIn struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
-// Sent is what became of one event of POST /v1/events: kernel.Ingested
-// with keys as JSON.
-type Sent struct {
-	Seq       uint64
-	Duplicate bool
-	// Parked lists the targets the event was parked for: instances that
-	// cannot take it now (failed, or their module set aside); it is
-	// delivered to them once an operator recovers or resumes them.
-	Parked []Target
-}
-
-// Target is one instance an event was addressed to.
-type Target struct {
-	Workflow string          `json:"workflow"`
-	Key      json.RawMessage `json:"key"`
-}
-
-// sentOf renders the kernel's answer.
-func sentOf(res []kernel.Ingested) []Sent {
-	out := make([]Sent, len(res))
-	for i, r := range res {
-		out[i] = Sent{Seq: r.Seq, Duplicate: r.Duplicate}
-		for _, t := range r.Parked {
-			out[i].Parked = append(out[i].Parked, Target{Workflow: t.Workflow, Key: KeyJSON(t.Key)})
-		}
-	}
-	return out
-}
-
 // CellsQuery selects a page of a workflow's cells:
 // GET /v1/cells/{workflow}?limit=N&after=CURSOR.
 type CellsQuery struct {
 	Limit int    // rows: 0 for kernel.DefaultCellPage (100), at most kernel.MaxCellPage (10,000)
 	After string // the next of the page before ("" for the first page)
 	// Status keeps only the rows with one of these statuses (running,
-	// waiting, completed, failed); empty: all (cellsfilter.go).
+	// waiting, completed, failed, parked); empty: all (cellsfilter.go).
 	Status []string
 	// Key, with HasKey, looks up the one row of that key (as the user
 	// typed it, see ParseKey): a page of that row or of none.
@@ -428,7 +401,7 @@ func containsString(xs []string, s string) bool {
 
 // Send implements Backend. The kernel checks the events (once, for every
 // caller); a refusal of one event is answered at its place in the request.
-func (l *Local) Send(ctx context.Context, evs []EventIn) ([]Sent, error) {
+func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
 	if len(evs) == 0 {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "events", "no events given")
 	}
@@ -438,9 +411,9 @@ func (l *Local) Send(ctx context.Context, evs []EventIn) ([]Sent, error) {
 	}
 	res, err := l.W.Ingest(ctx, kevs...)
 	if err != nil {
-		return sentOf(res), sendError(err, evs)
+		return res, sendError(err, evs)
 	}
-	return sentOf(res), nil
+	return res, nil
 }
 
 // sendError words a refused send. An event that lacks its schema or value

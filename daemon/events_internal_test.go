@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // The hand-written answer of POST /v1/events is byte for byte what
@@ -18,8 +21,8 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 		}
 		return b.Bytes()
 	}
-	parked := []Target{{Workflow: "w@1", Key: json.RawMessage(`"a<b>"`)}, {Workflow: "u@1", Key: json.RawMessage(`null`)}}
-	for _, res := range [][]Sent{
+	parked := []kernel.Target{{Workflow: "w@1", Key: schemas.MustMarshal("a<b>")}, {Workflow: "u@1"}}
+	for _, res := range [][]kernel.Ingested{
 		{{Seq: 0}},
 		{{Seq: 2}},
 		{{Seq: 17, Duplicate: true}},
@@ -33,7 +36,7 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 			if len(res[0].Parked) > 0 {
 				var ps []map[string]any
 				for _, p := range res[0].Parked {
-					ps = append(ps, map[string]any{"workflow": p.Workflow, "key": p.Key})
+					ps = append(ps, map[string]any{"workflow": p.Workflow, "key": KeyJSON(p.Key)})
 				}
 				m["parked"] = ps
 			}
@@ -47,7 +50,7 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 		for i, x := range res {
 			seqs[i], dups[i] = x.Seq, x.Duplicate
 			for _, p := range x.Parked {
-				ps = append(ps, map[string]any{"event": i, "workflow": p.Workflow, "key": p.Key})
+				ps = append(ps, map[string]any{"event": i, "workflow": p.Workflow, "key": KeyJSON(p.Key)})
 			}
 		}
 		m := map[string]any{"seqs": seqs, "duplicates": dups}
@@ -64,7 +67,7 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 // BenchmarkEventsAnswer: the answer of one event, by hand (hand) and as
 // the map it replaced through writeJSON's encoder (map).
 func BenchmarkEventsAnswer(b *testing.B) {
-	res := []Sent{{Seq: 123456}}
+	res := []kernel.Ingested{{Seq: 123456}}
 	var buf bytes.Buffer
 	b.Run("hand", func(b *testing.B) {
 		b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/kernel"
 )
 
 const cancelEv = "com.example/OrderCancel@1"
@@ -161,7 +162,7 @@ func TestClientSendIdempotency(t *testing.T) {
 		t.Fatalf("first: %+v %v", first, err)
 	}
 	again, err := c.Send(ctx, []daemon.EventIn{ev, ev})
-	dup := daemon.Sent{Seq: first[0].Seq, Duplicate: true}
+	dup := kernel.Ingested{Seq: first[0].Seq, Duplicate: true}
 	if err != nil || len(again) != 2 || !reflect.DeepEqual(again[0], dup) || !reflect.DeepEqual(again[1], dup) {
 		t.Fatalf("resend: %+v %v, want seq %d twice as duplicates", again, err, first[0].Seq)
 	}

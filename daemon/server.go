@@ -232,7 +232,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // cannot take it now: failed, or their module set aside), "parked" lists
 // them: [{"key", "workflow"}] for one event, [{"event", "key", "workflow"}]
 // for a batch (event is the index in the request).
-func eventsAnswer(res []Sent, batch bool) preEncoded {
+func eventsAnswer(res []kernel.Ingested, batch bool) preEncoded {
 	if !batch {
 		b := make([]byte, 0, 48)
 		b = append(b, `{"duplicate":`...)
@@ -278,13 +278,20 @@ type parkedEntry struct {
 	Workflow string          `json:"workflow"`
 }
 
+// ParkedTarget is an instance an event was parked for, as the answer of
+// POST /v1/events and `aosd send --json` show it.
+type ParkedTarget struct {
+	Workflow string          `json:"workflow"`
+	Key      json.RawMessage `json:"key"`
+}
+
 // appendParked appends the parked targets of res as a JSON array, as
 // encoding/json (HTML left unescaped) writes it.
-func appendParked(b []byte, res []Sent, batch bool) []byte {
+func appendParked(b []byte, res []kernel.Ingested, batch bool) []byte {
 	var es []parkedEntry
 	for i := range res {
 		for _, t := range res[i].Parked {
-			e := parkedEntry{Key: t.Key, Workflow: t.Workflow}
+			e := parkedEntry{Key: KeyJSON(t.Key), Workflow: t.Workflow}
 			if batch {
 				e.Event = &i
 			}

@@ -221,6 +221,9 @@ func TestRunawayModuleSetAside(t *testing.T) {
 				t.Fatalf("%s: cell k%d %+v, want parked behind %s", when, i, v, hostileMod)
 			}
 		}
+		if p, err := h.w.InstancePage(ctx, hostileWF, "", 100, []string{kernel.StatusParked}); err != nil || len(p.Cells) != 5 {
+			t.Fatalf("%s: the listing of parked instances: %+v %v, want 5 rows", when, p, err)
+		}
 	}
 	check("live")
 	if seqs, err := h.w.Submit(ctx, countEvent("healthy", 2)); err != nil || len(seqs) != 1 {
