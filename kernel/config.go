@@ -106,7 +106,8 @@ type Config struct {
 	// replay, never re-judged. Replay runs with no limit. Negative: none.
 	StepTimeout time.Duration
 	// InputTimeout is the wall-clock budget of one external input's whole
-	// cascade, every step it causes together (default 5s; negative: none).
+	// cascade, every step it causes together (default 5s, or none when
+	// StepTimeout is negative; negative: none).
 	// Each wasm step's limit is the smaller of StepTimeout and what is
 	// left of it; once it is spent, the instances still holding the
 	// input's work are failed with an environmental fault (their pending
@@ -200,14 +201,19 @@ func (c Config) withDefaults() Config {
 	if c.MaterializeChunk == 0 {
 		c.MaterializeChunk = 4096
 	}
+	if c.InputTimeout == 0 {
+		c.InputTimeout = 5 * time.Second
+		if c.StepTimeout < 0 {
+			// A world that asked for no wall-clock limit on its steps
+			// gets none on its inputs either, unless it asks.
+			c.InputTimeout = -1
+		}
+	}
 	if c.StepTimeout == 0 {
 		c.StepTimeout = 2 * time.Second
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
-	}
-	if c.InputTimeout == 0 {
-		c.InputTimeout = 5 * time.Second
 	}
 	if c.SetAsideAfter == 0 {
 		c.SetAsideAfter = 3
