@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/aos-kernel/aos/internal/examples"
 )
 
 // TestSendParkedThenDelivered: against `aosd serve`, an event for a failed
@@ -92,4 +94,40 @@ func TestSendParkedThenDelivered(t *testing.T) {
 	if r := aosd(t, w, "cells", "show", counterWF, "b"); r.code != 1 || !strings.Contains(r.stderr, "no such cell") {
 		t.Fatalf("b after skip --drop-parked: exit %d %s%s, want no cell (its parked event dropped)", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestModulesCommand: `aosd modules` lists the world's modules with their
+// status (direct and through a daemon), and a resume of a module that is
+// not set aside is refused (exit 1), journaling nothing.
+func TestModulesCommand(t *testing.T) {
+	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
+		ok(t, w, "apply", examples.Path(t, "counter"))
+		var page struct {
+			Modules []struct {
+				Name      string   `json:"name"`
+				Kind      string   `json:"kind"`
+				Status    string   `json:"status"`
+				Workflows []string `json:"workflows"`
+				Waiting   int      `json:"waiting"`
+			} `json:"modules"`
+		}
+		jsonOut(t, w, &page, "modules")
+		if len(page.Modules) != 1 || page.Modules[0].Name != "com.example/counter@1" || page.Modules[0].Status != "running" ||
+			len(page.Modules[0].Workflows) != 1 || page.Modules[0].Workflows[0] != counterWF {
+			t.Fatalf("modules --json: %+v", page)
+		}
+		if out := ok(t, w, "modules", "ls"); !strings.Contains(out, "com.example/counter@1") || !strings.Contains(out, "1 module(s), 0 set aside") {
+			t.Fatalf("modules:\n%s", out)
+		}
+		height := getStatus(t, w).JournalHeight
+		if r := aosd(t, w, "modules", "resume", "com.example/counter@1"); r.code != 1 || !strings.Contains(r.stderr, "not set aside") {
+			t.Fatalf("resume of a running module: exit %d %s", r.code, r.stderr)
+		}
+		if r := aosd(t, w, "modules", "resume"); r.code != 2 {
+			t.Fatalf("resume without a module: exit %d, want 2", r.code)
+		}
+		if h := getStatus(t, w).JournalHeight; h != height {
+			t.Fatalf("a refused resume journaled %d records", h-height)
+		}
+	})
 }
