@@ -29,11 +29,16 @@ type Options struct {
 
 	// The kernel's knobs (kernel.Config documents each; zero values take
 	// its defaults).
-	Limits      kernel.Limits  // per-step and ingress bounds
-	Cells       cells.Config   // hot cache size, spill thresholds
-	StepTimeout time.Duration  // wall-clock limit of one wasm step
-	Clock       kernel.Clock   // ingress time (default: the system clock)
-	Entropy     kernel.Entropy // ingress entropy (default: crypto/rand)
+	Limits      kernel.Limits // per-step and ingress bounds
+	Cells       cells.Config  // hot cache size, spill thresholds
+	StepTimeout time.Duration // wall-clock limit of one wasm step
+	// InputTimeout bounds the wall time of one external input's whole
+	// cascade, and SetAsideAfter sets a wasm module aside after that many
+	// of its steps in a row timed out (kernel.Config documents both).
+	InputTimeout  time.Duration
+	SetAsideAfter int
+	Clock         kernel.Clock   // ingress time (default: the system clock)
+	Entropy       kernel.Entropy // ingress entropy (default: crypto/rand)
 	// WasmCacheDir keeps compiled wasm code across restarts (default:
 	// wasm-cache in the world directory). Worlds may share one.
 	WasmCacheDir string
@@ -54,6 +59,7 @@ func Open(ctx context.Context, dir string, opts Options) (*World, error) {
 		Listen: opts.Listen, Logger: opts.Logger, Modules: opts.Modules, Create: true,
 		Kernel: kernel.Config{
 			Limits: opts.Limits, Cells: opts.Cells, StepTimeout: opts.StepTimeout,
+			InputTimeout: opts.InputTimeout, SetAsideAfter: opts.SetAsideAfter,
 			Clock: opts.Clock, Entropy: opts.Entropy, WasmCacheDir: opts.WasmCacheDir,
 		},
 	})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,6 +68,8 @@ var answerRoutes = map[string]string{
 	"GET /v1/manifest":                   "/v1/manifest",
 	"GET /v1/failed":                     "/v1/failed",
 	"POST /v1/failed/{workflow}/recover": "/v1/failed/t%2Ftally@1/recover",
+	"GET /v1/modules":                    "/v1/modules",
+	"POST /v1/modules/{module}/resume":   "/v1/modules/t%2Fhostile_mod@1/resume",
 	"GET /v1/journal":                    "/v1/journal",
 	"GET /v1/journal/check":              "/v1/journal/check",
 	"POST /v1/apply":                     "/v1/apply",
@@ -503,6 +506,40 @@ func TestAPIAnswers(t *testing.T) {
 	} {
 		aw.run(t, p)
 	}
+	// Parking: a failed job takes events parked, up to the bound; an apply
+	// that changes its event leaves them undeliverable, so a recover must
+	// drop them. A runaway guest: one timeout sets its module aside, the
+	// next event for it is parked, and a resume delivers it.
+	j3Fault := aw.faultOf(t, jobWF, "j3")
+	guest := runawayGuest(t)
+	runawayFiles := `{"files":[{"name":"manifest.json","content":` + fmt.Sprintf(runawayAnswersManifest, schemas.HashBytes(guest)) +
+		`},{"name":"hostile.wasm","base64":"` + base64.StdEncoding.EncodeToString(guest) + `"}]}`
+	hostile := func(key, act string) string {
+		return fmt.Sprintf(`{"schema":"t/HostileEvent@1","value":{"key":%q,"act":%q}}`, key, act)
+	}
+	const resumeHostile = "/v1/modules/t%2Fhostile_mod@1/resume"
+	for _, p := range []probe{
+		{name: "parking bound", route: "POST /v1/limits", path: "/v1/limits", body: `{"max_parked_per_instance":1}`, status: 200, journals: true, says: `"max_parked_per_instance":1`},
+		{name: "event parked", route: "POST /v1/events", path: "/v1/events", body: start("j3"), status: 200, journals: true, says: `"parked":[{"key":"j3","workflow":"t/job@1"}]`},
+		{name: "parked full", route: "POST /v1/events", path: "/v1/events", body: start("j3"), status: 409, code: "parked_full", says: "max_parked_per_instance 1"},
+		{name: "apply a runaway guest", route: "POST /v1/apply", path: "/v1/apply", body: runawayFiles, status: 200, journals: true, says: `"applied":true`},
+		{name: "recover, parked undeliverable", route: "POST /v1/failed/{workflow}/recover", path: recoverJob,
+			body: fmt.Sprintf(`{"key":"j3","action":"skip","fault_seq":%d}`, j3Fault), status: 409, code: "parked_undeliverable", says: "drop_parked"},
+		{name: "recover dropping parked", route: "POST /v1/failed/{workflow}/recover", path: recoverJob,
+			body: fmt.Sprintf(`{"key":"j3","action":"skip","fault_seq":%d,"drop_parked":true}`, j3Fault), status: 200, journals: true, says: `"dropped":1`},
+		{name: "modules", route: "GET /v1/modules", path: "/v1/modules", status: 200, says: `"status":"running"`},
+		{name: "resume a running module", route: "POST /v1/modules/{module}/resume", path: resumeHostile, status: 409, code: "not_aside"},
+		{name: "event for the runaway guest", route: "POST /v1/events", path: "/v1/events", body: hostile("k1", "loop"), status: 200, journals: true},
+		{name: "event parked behind its module", route: "POST /v1/events", path: "/v1/events", body: hostile("k2", "count"), status: 200, journals: true,
+			says: `"parked":[{"key":"k2","workflow":"t/hostile@1"}]`},
+		{name: "modules, one set aside", route: "GET /v1/modules", path: "/v1/modules", status: 200, says: `"status":"aside"`},
+		{name: "status, one set aside", route: "GET /v1/status", path: "/v1/status", status: 200, says: `"aside":[{"name":"t/hostile_mod@1"`},
+		{name: "metrics, one set aside", route: "GET /metrics", path: "/metrics", status: 200, says: `aos_module_parked_inputs{module="t/hostile_mod@1"} 1`},
+		{name: "resume", route: "POST /v1/modules/{module}/resume", path: resumeHostile, status: 200, journals: true, says: `"delivered":1`},
+	} {
+		aw.run(t, p)
+	}
+
 	// The key removed: the built-in one cannot be.
 	var keys []daemon.KeyView
 	if err := json.Unmarshal([]byte(aw.call(t, "", "GET", "/v1/keys", "", nil).body), &keys); err != nil {
@@ -559,6 +596,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "cell", route: "GET /v1/cells/{workflow}/{key}", path: tally + "/a"},
 		{name: "failed", route: "GET /v1/failed", path: "/v1/failed"},
 		{name: "recover", route: "POST /v1/failed/{workflow}/recover", path: recoverJob, body: fmt.Sprintf(`{"key":"j2","action":"skip","fault_seq":%d}`, j2Fault)},
+		{name: "modules", route: "GET /v1/modules", path: "/v1/modules"},
+		{name: "resume", route: "POST /v1/modules/{module}/resume", path: "/v1/modules/t%2Fhostile_mod@1/resume"},
 		{name: "apply", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest)},
 		{name: "shadow", route: "POST /v1/shadow", path: "/v1/shadow", body: files(answersManifest)},
 		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/badgerdb"
+	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/internal/storefault"
@@ -50,6 +52,36 @@ const (
 	jobWF  = "t/job@1"
 	workFx = "t/work@1"
 )
+
+// runawayAnswersManifest is answersManifest with the kernel's hostile test
+// guest (kernel/testdata/guests/hostile, its hash %s) as t/hostile@1, whose
+// "loop" act never returns, and t/job@1 taking another event schema, so that
+// events parked for it before cannot be delivered.
+var runawayAnswersManifest = strings.NewReplacer(
+	`"event":"t/JobEvent@1","key_schema"`, `"event":"t/JobEvent2@1","key_schema"`,
+	` {"$kind":"manifest","name":"t/answers","routing":{"subscriptions":[`,
+	` {"$kind":"defschema","name":"t/JobEvent2@1","variant":{"Start":"t/Start@1","Receipt":"sys/EffectReceiptEnvelope@1"}},
+ {"$kind":"defschema","name":"t/HostileEvent@1","schema":{"type":"object","properties":{"key":{"type":"string"},"act":{"type":"string"}},"required":["key","act"],"additionalProperties":false}},
+ {"$kind":"defschema","name":"t/HostileState@1","schema":{"type":"object","properties":{"calls":{"type":"integer"},"global":{"type":"integer"},"note":{"type":"string"}},"required":["calls","global"],"additionalProperties":false}},
+ {"$kind":"defmodule","name":"t/hostile_mod@1","runtime":{"kind":"wasm","artifact":"hostile.wasm","hash":"%s","max_memory_mib":64}},
+ {"$kind":"defworkflow","name":"t/hostile@1","state":"t/HostileState@1","event":"t/HostileEvent@1","key_schema":"t/Key@1","effects_emitted":[],"impl":{"module":"t/hostile_mod@1","entrypoint":"step"}},
+ {"$kind":"manifest","name":"t/answers","routing":{"subscriptions":[
+   {"event":"t/HostileEvent@1","workflow":"t/hostile@1","key_field":"key"},`).Replace(answersManifest)
+
+// runawayGuest builds the kernel's hostile test guest from source, with the
+// flags `aosd build` uses.
+func runawayGuest(t testing.TB) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "hostile.wasm")
+	if err := build.Package(context.Background(), "", "../kernel/testdata/guests/hostile", out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // jobStep starts a job by asking for t/work@1 (state n 1) and finishes it
 // on its receipt (n 2); a second start is a business fault.
@@ -119,7 +151,10 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 		t.Fatal(err)
 	}
 	metrics := daemon.NewMetrics()
-	cfg := kernel.Config{Builtins: b, Keyring: kr, Publisher: disp, Observer: metrics, SnapshotEvery: -1, SnapshotInterval: -1}
+	// A wasm step is stopped after 150ms, and one timeout sets its module
+	// aside: the runaway guest's answers need no more.
+	cfg := kernel.Config{Builtins: b, Keyring: kr, Publisher: disp, Observer: metrics, SnapshotEvery: -1, SnapshotInterval: -1,
+		StepTimeout: 150 * time.Millisecond, SetAsideAfter: 1}
 	w, err := kernel.Open(kernel.Stores{CAS: store, Journal: aw.log}, cfg)
 	if err != nil {
 		db.Close()

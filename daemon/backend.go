@@ -49,7 +49,14 @@ type Backend interface {
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
 	// Send journals events in order; an event under an idempotency key the
 	// world remembers is answered with the original's seq as a duplicate.
+	// An event parked for targets that cannot take it now says which
+	// (kernel.Ingested.Parked; through a Client, each key is its JSON
+	// converted back without a schema, which renders as the same JSON).
 	Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error)
+	// Modules lists the modules and those set aside (aside.go);
+	// ResumeModule lets one set aside run again (journaled).
+	Modules(ctx context.Context) ([]ModuleView, error)
+	ResumeModule(ctx context.Context, module string) (*ResumeResult, error)
 	// Apply loads src and applies it. When the world is not quiescent the
 	// result lists the blockers and the error has code not_quiescent.
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
@@ -92,7 +99,7 @@ type CellsQuery struct {
 	Limit int    // rows: 0 for kernel.DefaultCellPage (100), at most kernel.MaxCellPage (10,000)
 	After string // the next of the page before ("" for the first page)
 	// Status keeps only the rows with one of these statuses (running,
-	// waiting, completed, failed); empty: all (cellsfilter.go).
+	// waiting, completed, failed, parked); empty: all (cellsfilter.go).
 	Status []string
 	// Key, with HasKey, looks up the one row of that key (as the user
 	// typed it, see ParseKey): a page of that row or of none.

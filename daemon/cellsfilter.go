@@ -27,7 +27,7 @@ import (
 const MaxFilteredRows = kernel.MaxCellPage
 
 // cellStatuses are the statuses a listing may be filtered by.
-var cellStatuses = []string{kernel.StatusRunning, kernel.StatusWaiting, kernel.StatusCompleted, kernel.StatusFailed}
+var cellStatuses = []string{kernel.StatusRunning, kernel.StatusWaiting, kernel.StatusCompleted, kernel.StatusFailed, kernel.StatusParked}
 
 func checkStatuses(ss []string) error {
 	for _, s := range ss {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/receipts"
 )
 
 // Client is a Backend over the HTTP API of a running daemon.
@@ -240,11 +241,19 @@ func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMe
 	return nil
 }
 
-// Send implements Backend.
+// Send implements Backend. A parked target's key comes back as the
+// canonical CBOR of its JSON form, converted without a schema: exact for
+// keys of text and numbers, and rendering as the same JSON (KeyJSON) for
+// any key.
 func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
 	var out struct {
 		Seqs       []uint64 `json:"seqs"`
 		Duplicates []bool   `json:"duplicates"`
+		Parked     []struct {
+			Event    int             `json:"event"`
+			Workflow string          `json:"workflow"`
+			Key      json.RawMessage `json:"key"`
+		} `json:"parked"`
 	}
 	if err := c.call(ctx, "POST", "/v1/events", evs, &out); err != nil {
 		return nil, err
@@ -255,6 +264,20 @@ func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, er
 	res := make([]kernel.Ingested, len(out.Seqs))
 	for i, seq := range out.Seqs {
 		res[i] = kernel.Ingested{Seq: seq, Duplicate: out.Duplicates != nil && out.Duplicates[i]}
+	}
+	for _, p := range out.Parked {
+		if p.Event < 0 || p.Event >= len(res) {
+			return nil, fmt.Errorf("daemon at %s: events: a parked target of event %d, of %d events", c.Base, p.Event, len(res))
+		}
+		var key []byte
+		if string(p.Key) != "null" {
+			k, err := receipts.PayloadFromJSON(p.Key)
+			if err != nil {
+				return nil, fmt.Errorf("daemon at %s: events: parked target key %s: %w", c.Base, p.Key, err)
+			}
+			key = k
+		}
+		res[p.Event].Parked = append(res[p.Event].Parked, kernel.Target{Workflow: p.Workflow, Key: key})
 	}
 	return res, nil
 }

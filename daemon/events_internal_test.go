@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/schemas"
 )
 
 // The hand-written answer of POST /v1/events is byte for byte what
@@ -20,24 +21,43 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 		}
 		return b.Bytes()
 	}
+	parked := []kernel.Target{{Workflow: "w@1", Key: schemas.MustMarshal("a<b>")}, {Workflow: "u@1"}}
 	for _, res := range [][]kernel.Ingested{
 		{{Seq: 0}},
 		{{Seq: 2}},
 		{{Seq: 17, Duplicate: true}},
 		{{Seq: 1<<64 - 1}},
 		{{Seq: 3}, {Seq: 4, Duplicate: true}, {Seq: 5}},
+		{{Seq: 6, Parked: parked}},
+		{{Seq: 7}, {Seq: 8, Parked: parked[:1]}, {Seq: 9, Parked: parked}},
 	} {
 		if len(res) == 1 {
-			want := enc(map[string]any{"seq": res[0].Seq, "duplicate": res[0].Duplicate})
+			m := map[string]any{"seq": res[0].Seq, "duplicate": res[0].Duplicate}
+			if len(res[0].Parked) > 0 {
+				var ps []map[string]any
+				for _, p := range res[0].Parked {
+					ps = append(ps, map[string]any{"workflow": p.Workflow, "key": KeyJSON(p.Key)})
+				}
+				m["parked"] = ps
+			}
+			want := enc(m)
 			if got := eventsAnswer(res, false); !bytes.Equal(got, want) {
 				t.Errorf("single %v: %q, want %q", res, got, want)
 			}
 		}
 		seqs, dups := make([]uint64, len(res)), make([]bool, len(res))
+		var ps []map[string]any
 		for i, x := range res {
 			seqs[i], dups[i] = x.Seq, x.Duplicate
+			for _, p := range x.Parked {
+				ps = append(ps, map[string]any{"event": i, "workflow": p.Workflow, "key": KeyJSON(p.Key)})
+			}
 		}
-		want := enc(map[string]any{"seqs": seqs, "duplicates": dups})
+		m := map[string]any{"seqs": seqs, "duplicates": dups}
+		if ps != nil {
+			m["parked"] = ps
+		}
+		want := enc(m)
 		if got := eventsAnswer(res, true); !bytes.Equal(got, want) {
 			t.Errorf("batch %v: %q, want %q", res, got, want)
 		}

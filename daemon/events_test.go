@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -162,7 +163,7 @@ func TestClientSendIdempotency(t *testing.T) {
 	}
 	again, err := c.Send(ctx, []daemon.EventIn{ev, ev})
 	dup := kernel.Ingested{Seq: first[0].Seq, Duplicate: true}
-	if err != nil || len(again) != 2 || again[0] != dup || again[1] != dup {
+	if err != nil || len(again) != 2 || !reflect.DeepEqual(again[0], dup) || !reflect.DeepEqual(again[1], dup) {
 		t.Fatalf("resend: %+v %v, want seq %d twice as duplicates", again, err, first[0].Seq)
 	}
 	ev.Value = json.RawMessage(`{"order_id":"o2"}`)

@@ -152,14 +152,28 @@ type ConfigBody struct {
 
 // RecoverBody is a recover record (records.RecoverRec).
 type RecoverBody struct {
-	Action   string          `json:"action"`
-	Fault    uint64          `json:"fault"`
-	Input    uint64          `json:"input"`
-	Key      json.RawMessage `json:"key"`
-	KeyCBOR  *[]byte         `json:"key_cbor,omitempty"`
-	Skipped  uint64          `json:"skipped"`
-	Stamp    StampBody       `json:"stamp"`
-	Workflow string          `json:"workflow"`
+	Action     string          `json:"action"`
+	DropParked bool            `json:"drop_parked"`
+	Fault      uint64          `json:"fault"`
+	Input      uint64          `json:"input"`
+	Key        json.RawMessage `json:"key"`
+	KeyCBOR    *[]byte         `json:"key_cbor,omitempty"`
+	Parked     uint64          `json:"parked"`
+	Skipped    uint64          `json:"skipped"`
+	Stamp      StampBody       `json:"stamp"`
+	Workflow   string          `json:"workflow"`
+}
+
+// ModuleBody is a module record (records.ModuleRec): a module set aside
+// (its steps kept timing out) or resumed.
+type ModuleBody struct {
+	Action    string       `json:"action"` // aside or resume
+	Hash      schemas.Hash `json:"hash"`
+	Module    string       `json:"module"`
+	Parked    uint64       `json:"parked"`
+	Reason    string       `json:"reason"`
+	Stamp     *StampBody   `json:"stamp"` // a resume's; null for a set-aside
+	Workflows []string     `json:"workflows"`
 }
 
 // CheckpointBody is a checkpoint record (records.CheckpointRec): a
@@ -269,9 +283,17 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 	case *records.ConfigRec:
 		body = &ConfigBody{Limits: Limits(rec.Limits)}
 	case *records.RecoverRec:
-		b := &RecoverBody{Action: rec.Action, Fault: rec.Fault, Input: rec.Input,
-			Skipped: rec.Skipped, Stamp: stampBody(&rec.Stamp), Workflow: rec.Workflow}
+		b := &RecoverBody{Action: rec.Action, DropParked: rec.DropParked, Fault: rec.Fault, Input: rec.Input,
+			Parked: rec.Parked, Skipped: rec.Skipped, Stamp: stampBody(&rec.Stamp), Workflow: rec.Workflow}
 		b.Key, b.KeyCBOR = keyOut(rec.Key)
+		body = b
+	case *records.ModuleRec:
+		b := &ModuleBody{Action: rec.Action, Hash: rec.Hash, Module: rec.Module, Parked: rec.Parked, Reason: rec.Reason,
+			Workflows: rec.Workflows}
+		if rec.Stamp != nil {
+			sb := stampBody(rec.Stamp)
+			b.Stamp = &sb
+		}
 		body = b
 	case *records.CheckpointRec:
 		body = &CheckpointBody{Reason: rec.Reason}
@@ -555,9 +577,24 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 			return nil, err
 		}
 		rec := &records.RecoverRec{Workflow: b.Workflow, Action: b.Action, Fault: b.Fault, Input: b.Input,
-			Skipped: b.Skipped, Stamp: stampRec(&b.Stamp)}
+			Skipped: b.Skipped, Stamp: stampRec(&b.Stamp), Parked: b.Parked, DropParked: b.DropParked}
 		rec.Key, err = keyIn("key", b.Key, b.KeyCBOR)
 		return rec, err
+	case journal.KindModule:
+		var b ModuleBody
+		if err := into(&b); err != nil {
+			return nil, err
+		}
+		if b.Workflows == nil {
+			return nil, errors.New("body: workflows: missing (a module record lists them, [] for none)")
+		}
+		rec := &records.ModuleRec{Module: b.Module, Hash: b.Hash, Action: b.Action, Workflows: b.Workflows,
+			Reason: b.Reason, Parked: b.Parked}
+		if b.Stamp != nil {
+			st := stampRec(b.Stamp)
+			rec.Stamp = &st
+		}
+		return rec, nil
 	case journal.KindCheckpoint:
 		var b CheckpointBody
 		if err := into(&b); err != nil {

@@ -199,7 +199,17 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		return &records.WorldRec{ID: "world:" + g.Str()}
 	case journal.KindRecover:
 		return &records.RecoverRec{Workflow: g.Str(), Key: g.key(), Action: g.Str(), Fault: g.Num(), Input: g.Num(),
-			Skipped: g.Num(), Stamp: g.stamp()}
+			Skipped: g.Num(), Stamp: g.stamp(), Parked: g.Num(), DropParked: r.IntN(2) == 0}
+	case journal.KindModule:
+		m := &records.ModuleRec{Module: g.Str(), Hash: g.Hash(), Action: g.Str(), Workflows: []string{}, Reason: g.Str(), Parked: g.Num()}
+		for range r.IntN(3) {
+			m.Workflows = append(m.Workflows, g.Str())
+		}
+		if r.IntN(2) == 0 {
+			st := g.stamp()
+			m.Stamp = &st
+		}
+		return m
 	}
 	t.Fatalf("record kind %q has no generator here: give it an export (daemon/export.go) and a case in exportGen.record", kind)
 	return nil
@@ -447,6 +457,10 @@ func TestExportOfRareKindsMatchesOpenAPI(t *testing.T) {
 		{journal.KindFault, &records.FaultRec{Input: 3, Workflow: "w@1", Key: key, Reason: "trap", Class: "environmental"}},
 		{journal.KindFault, &records.FaultRec{Input: 3, Workflow: "w@1", Reason: "trap"}},
 		{journal.KindRecover, &records.RecoverRec{Workflow: "w@1", Key: key, Action: "retry", Fault: 4, Input: 3, Skipped: 1, Stamp: stamp}},
+		{journal.KindRecover, &records.RecoverRec{Workflow: "w@1", Key: key, Action: "skip", Fault: 4, Input: 3, Stamp: stamp, Parked: 3, DropParked: true}},
+		{journal.KindModule, &records.ModuleRec{Module: "m@1", Hash: h, Action: records.ModuleAside, Workflows: []string{"w@1"}, Reason: "timed out"}},
+		{journal.KindModule, &records.ModuleRec{Module: "m@1", Hash: h, Action: records.ModuleResume, Workflows: []string{"w@1"}, Reason: "resumed by an operator",
+			Parked: 2, Stamp: &stamp}},
 		{journal.KindFrame, &records.FrameRec{Intent: h, Seq: 1, Executor: "payments", Payload: schemas.MustMarshal(1), Stamp: stamp}},
 		{journal.KindEvent, &records.EventRec{Schema: "s@1", Value: schemas.MustMarshal([]byte{1}), Stamp: stamp,
 			Origin: &records.OriginRec{Workflow: "w@1", Key: schemas.MustMarshal([]byte{2}), Step: 7, Depth: 1}}},

@@ -18,6 +18,9 @@ const (
 	CodeNotFailed    = "not_failed"    // the instance is not failed
 	CodeStaleFault   = "stale_fault"   // the instance is failed by another fault than the one named
 	CodeNotRetryable = "not_retryable" // retry cannot deliver the failed input again; reset or skip can
+	// CodeParkedUndeliverable: the current manifest cannot take an event
+	// parked for the instance; the recover must drop them (drop_parked).
+	CodeParkedUndeliverable = "parked_undeliverable"
 )
 
 // FailedQuery selects failed instances: GET /v1/failed.
@@ -41,6 +44,9 @@ type RecoverRequest struct {
 	Key      json.RawMessage `json:"key,omitempty"`
 	Action   string          `json:"action"`    // retry, reset or skip
 	FaultSeq uint64          `json:"fault_seq"` // the fault it answers (FailedInfo.FaultSeq)
+	// DropParked drops the events parked for the instance instead of
+	// delivering them after the action; the answer says how many.
+	DropParked bool `json:"drop_parked,omitempty"`
 }
 
 // keyText is the request's key as the text ParseKey reads.
@@ -139,7 +145,8 @@ func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest
 	if err != nil {
 		return nil, err
 	}
-	res, err := l.W.Recover(ctx, workflow, k, req.Action, req.FaultSeq)
+	res, err := l.W.RecoverInstance(ctx, kernel.RecoverRequest{Workflow: workflow, Key: k, Action: req.Action,
+		FaultSeq: req.FaultSeq, DropParked: req.DropParked})
 	if err != nil {
 		return nil, recoverError(err, fmt.Sprintf("workflow %s key %s", workflow, KeyJSON(k)))
 	}
@@ -153,7 +160,8 @@ func recoverError(err error, where string) *Error {
 	for _, c := range []struct {
 		err  error
 		code string
-	}{{kernel.ErrNotFailed, CodeNotFailed}, {kernel.ErrStaleFault, CodeStaleFault}, {kernel.ErrNotRetryable, CodeNotRetryable}} {
+	}{{kernel.ErrNotFailed, CodeNotFailed}, {kernel.ErrStaleFault, CodeStaleFault}, {kernel.ErrNotRetryable, CodeNotRetryable},
+		{kernel.ErrParkedUndeliverable, CodeParkedUndeliverable}} {
 		if errors.Is(err, c.err) {
 			return &Error{Status: http.StatusConflict, Code: c.code, Message: err.Error(), Where: where, err: err}
 		}
@@ -215,7 +223,7 @@ func (s *Server) failedRoute(w http.ResponseWriter, r *http.Request) {
 // recoverRoute is POST /v1/failed/{workflow}/recover.
 func (s *Server) recoverRoute(w http.ResponseWriter, r *http.Request) {
 	var req RecoverRequest
-	in := body{into: &req, shape: `body is not {"key": JSON, "action": "retry"|"reset"|"skip", "fault_seq": N}`}
+	in := body{into: &req, shape: `body is not {"key": JSON, "action": "retry"|"reset"|"skip", "fault_seq": N, "drop_parked"?: BOOL}`}
 	s.handle(w, r, "recover", in, func() (any, error) {
 		return s.Backend.Recover(r.Context(), r.PathValue("workflow"), req)
 	})

@@ -141,7 +141,7 @@ func TestFailedRoutes(t *testing.T) {
 		t.Fatalf("GET /v1/failed: %d %s", code, body)
 	}
 	a := fb.Failed[0]
-	if a.Workflow != tallyWF || string(a.Key) != `"a"` || a.Class != "business" || a.Skipped != 1 || !a.Retryable ||
+	if a.Workflow != tallyWF || string(a.Key) != `"a"` || a.Class != "business" || a.Skipped != 0 || a.Parked != 1 || !a.Retryable ||
 		!strings.Contains(a.Reason, "unlucky") || a.FaultSeq != a.Input+1 {
 		t.Fatalf("row a: %+v", a)
 	}
@@ -219,10 +219,10 @@ func TestFailedRoutes(t *testing.T) {
 	}
 	apply("t/tally_fixed")
 	got, err := c.Recover(ctx, tallyWF, daemon.RecoverRequest{Key: json.RawMessage(`"a"`), Action: "retry", FaultSeq: res.FaultSeq})
-	if err != nil || got.Status != "completed" || got.FaultSeq != 0 {
-		t.Fatalf("client retry with the fixed code: %+v %v", got, err)
+	if err != nil || got.Status != "completed" || got.FaultSeq != 0 || got.Delivered != 1 {
+		t.Fatalf("client retry with the fixed code: %+v %v, want completed with the parked event delivered", got, err)
 	}
-	if code, body := s.do(t, "GET", "/v1/cells/"+url.PathEscape(tallyWF)+"/a", ""); code != 200 || !strings.Contains(body, `"n":14`) {
+	if code, body := s.do(t, "GET", "/v1/cells/"+url.PathEscape(tallyWF)+"/a", ""); code != 200 || !strings.Contains(body, `"n":16`) {
 		t.Fatalf("cell a after the retry: %d %s", code, body)
 	}
 	if code, body := s.do(t, "POST", path, fmt.Sprintf(`{"key":"b","action":"reset","fault_seq":%d}`, fb.Failed[1].FaultSeq)); code != 200 {

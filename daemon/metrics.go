@@ -108,6 +108,9 @@ var (
 	descInstances = prometheus.NewDesc("aos_instances", "Instances by status.", []string{"status"}, nil)
 	descInflight  = prometheus.NewDesc("aos_inflight_intents", "Effect intents in flight.", nil, nil)
 	descQueued    = prometheus.NewDesc("aos_queued_effects", "Effects queued for executors.", nil, nil)
+	descParked    = prometheus.NewDesc("aos_parked_events", "Events parked for instances that cannot take them now (failed, or their module set aside).", nil, nil)
+	descAside     = prometheus.NewDesc("aos_modules_set_aside", "Modules set aside because their steps kept timing out.", nil, nil)
+	descAsideWait = prometheus.NewDesc("aos_module_parked_inputs", "Per module set aside, the parked inputs a resume would deliver.", []string{"module"}, nil)
 	descCells     = prometheus.NewDesc("aos_cells", "Cells per workflow.", []string{"workflow"}, nil)
 	descResident  = prometheus.NewDesc("aos_cells_resident", "Cells held in memory per workflow (dirty resident + hot cache).", []string{"workflow"}, nil)
 	descHits      = prometheus.NewDesc("aos_cell_cache_hits_total", "Cell reads answered by the hot cache.", []string{"workflow"}, nil)
@@ -118,7 +121,7 @@ var (
 )
 
 func (c *worldCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHeight, descQuiescent, descInstances, descInflight, descQueued,
+	for _, d := range []*prometheus.Desc{descHeight, descQuiescent, descInstances, descInflight, descQueued, descParked, descAside, descAsideWait,
 		descCells, descResident, descHits, descMisses, descHitRatio, descVBatches, descVReceipts} {
 		ch <- d
 	}
@@ -135,8 +138,13 @@ func (c *worldCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descQuiescent, prometheus.GaugeValue, q)
 		for s, n := range map[string]int{"running": st.Instances.Running, "waiting": st.Instances.Waiting,
-			"completed": st.Instances.Completed, "failed": st.Instances.Failed} {
+			"completed": st.Instances.Completed, "failed": st.Instances.Failed, "parked": st.Instances.Parked} {
 			ch <- prometheus.MustNewConstMetric(descInstances, prometheus.GaugeValue, float64(n), s)
+		}
+		ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(st.Parked))
+		ch <- prometheus.MustNewConstMetric(descAside, prometheus.GaugeValue, float64(len(st.Aside)))
+		for _, m := range st.Aside {
+			ch <- prometheus.MustNewConstMetric(descAsideWait, prometheus.GaugeValue, float64(m.Waiting), m.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(st.Inflight))
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.QueuedEffects))

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -81,6 +82,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/manifest", s.manifestRoute},
 		{"GET", "/v1/failed", s.failedRoute},
 		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
+		{"GET", "/v1/modules", s.modulesRoute},
+		{"POST", "/v1/modules/{module}/resume", s.resumeRoute},
 		{"GET", "/v1/journal", s.journal},
 		{"GET", "/v1/journal/check", s.journalCheckRoute},
 		{"POST", "/v1/apply", s.apply},
@@ -309,12 +312,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // eventsAnswer is POST /v1/events' answer, written by hand: the bytes
 // encoding/json gives {"seq", "duplicate"} (or {"seqs", "duplicates"}) as
 // a map, keys sorted, without the map, the reflection and the sort on the
-// hottest route.
+// hottest route. When an event was parked for some of its targets (they
+// cannot take it now: failed, or their module set aside), "parked" lists
+// them: [{"key", "workflow"}] for one event, [{"event", "key", "workflow"}]
+// for a batch (event is the index in the request).
 func eventsAnswer(res []kernel.Ingested, batch bool) preEncoded {
 	if !batch {
 		b := make([]byte, 0, 48)
 		b = append(b, `{"duplicate":`...)
 		b = strconv.AppendBool(b, res[0].Duplicate)
+		if len(res[0].Parked) > 0 {
+			b = append(b, `,"parked":`...)
+			b = appendParked(b, res[:1], false)
+		}
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendUint(b, res[0].Seq, 10)
 		return append(b, "}\n"...)
@@ -327,7 +337,15 @@ func eventsAnswer(res []kernel.Ingested, batch bool) preEncoded {
 		}
 		b = strconv.AppendBool(b, x.Duplicate)
 	}
-	b = append(b, `],"seqs":[`...)
+	b = append(b, ']')
+	for _, x := range res {
+		if len(x.Parked) > 0 {
+			b = append(b, `,"parked":`...)
+			b = appendParked(b, res, true)
+			break
+		}
+	}
+	b = append(b, `,"seqs":[`...)
 	for i, x := range res {
 		if i > 0 {
 			b = append(b, ',')
@@ -335,6 +353,40 @@ func eventsAnswer(res []kernel.Ingested, batch bool) preEncoded {
 		b = strconv.AppendUint(b, x.Seq, 10)
 	}
 	return append(b, "]}\n"...)
+}
+
+// parkedEntry is one target an event was parked for, in the answer.
+type parkedEntry struct {
+	Event    *int            `json:"event,omitempty"`
+	Key      json.RawMessage `json:"key"`
+	Workflow string          `json:"workflow"`
+}
+
+// ParkedTarget is an instance an event was parked for, as the answer of
+// POST /v1/events and `aosd send --json` show it.
+type ParkedTarget struct {
+	Workflow string          `json:"workflow"`
+	Key      json.RawMessage `json:"key"`
+}
+
+// appendParked appends the parked targets of res as a JSON array, as
+// encoding/json (HTML left unescaped) writes it.
+func appendParked(b []byte, res []kernel.Ingested, batch bool) []byte {
+	var es []parkedEntry
+	for i := range res {
+		for _, t := range res[i].Parked {
+			e := parkedEntry{Key: KeyJSON(t.Key), Workflow: t.Workflow}
+			if batch {
+				e.Event = &i
+			}
+			es = append(es, e)
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(es) // strings and valid raw JSON: it cannot fail
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {

@@ -44,20 +44,30 @@ type CellView struct {
 	StateHash *schemas.Hash   `json:"state_hash"`
 	Size      uint64          `json:"size"`
 	Inflight  []string        `json:"inflight"`
+	// Parked is how many events are parked for the instance (it is
+	// failed, or its module is set aside); AsideModule names the module
+	// set aside that holds its workflow (absent when none).
+	Parked      uint64 `json:"parked"`
+	AsideModule string `json:"aside_module,omitempty"`
 }
 
 // FailedInfo is one failed instance (GET /v1/failed, `aosd failed ls`):
 // kernel.FailedInfo with its key as JSON.
 type FailedInfo struct {
-	Workflow    string          `json:"workflow"`
-	Key         json.RawMessage `json:"key"`
-	Input       uint64          `json:"input"`     // seq of the input whose step failed
-	FaultSeq    uint64          `json:"fault_seq"` // seq of the fault record; a recover must name it
-	Reason      string          `json:"reason"`
-	Class       string          `json:"class"`   // "business", "environmental" or "budget"
-	Skipped     uint64          `json:"skipped"` // events addressed to it since it failed (never delivered)
-	InputSchema string          `json:"input_schema,omitempty"`
-	Retryable   bool            `json:"retryable"`
+	Workflow string          `json:"workflow"`
+	Key      json.RawMessage `json:"key"`
+	Input    uint64          `json:"input"`     // seq of the input whose step failed
+	FaultSeq uint64          `json:"fault_seq"` // seq of the fault record; a recover must name it
+	Reason   string          `json:"reason"`
+	Class    string          `json:"class"`   // "business", "environmental" or "budget"
+	Skipped  uint64          `json:"skipped"` // events skipped since it failed (never delivered; worlds from before parking)
+	// Parked is how many events wait for it, delivered after a recover's
+	// action unless the recover drops them; ParkedBlocked says why the
+	// current manifest cannot take them (a recover must drop them then).
+	Parked        uint64 `json:"parked"`
+	ParkedBlocked string `json:"parked_blocked,omitempty"`
+	InputSchema   string `json:"input_schema,omitempty"`
+	Retryable     bool   `json:"retryable"`
 	// RetryBlocked says why retry cannot deliver the failed input again.
 	RetryBlocked string `json:"retry_blocked,omitempty"`
 }
@@ -80,7 +90,8 @@ func CellInfoViews(rows []kernel.CellInfo) []CellInfo {
 // CellViewOf renders one cell.
 func CellViewOf(v *kernel.CellView) *CellView {
 	out := &CellView{Workflow: v.Workflow, Key: KeyJSON(v.Key), Status: v.Status, Reason: v.Reason,
-		State: json.RawMessage("null"), StateHash: v.StateHash, Size: v.Size, Inflight: v.Inflight}
+		State: json.RawMessage("null"), StateHash: v.StateHash, Size: v.Size, Inflight: v.Inflight,
+		Parked: v.Parked, AsideModule: v.AsideModule}
 	if v.State != nil {
 		if js, err := schemas.ToJSON(v.State); err == nil {
 			out.State = js
@@ -92,8 +103,8 @@ func CellViewOf(v *kernel.CellView) *CellView {
 // FailedInfoOf renders one failed instance.
 func FailedInfoOf(fi *kernel.FailedInfo) FailedInfo {
 	return FailedInfo{Workflow: fi.Workflow, Key: KeyJSON(fi.Key), Input: fi.Input, FaultSeq: fi.FaultSeq,
-		Reason: fi.Reason, Class: fi.Class, Skipped: fi.Skipped, InputSchema: fi.InputSchema,
-		Retryable: fi.Retryable, RetryBlocked: fi.RetryBlocked}
+		Reason: fi.Reason, Class: fi.Class, Skipped: fi.Skipped, Parked: fi.Parked, ParkedBlocked: fi.ParkedBlocked,
+		InputSchema: fi.InputSchema, Retryable: fi.Retryable, RetryBlocked: fi.RetryBlocked}
 }
 
 // Status is the world at a glance (GET /v1/status, `aosd status --json`):
@@ -116,6 +127,12 @@ type Status struct {
 	QueuedEffects int            `json:"queued_effects"`
 	Cells         map[string]int `json:"cells"`
 	Limits        Limits         `json:"limits"`
+	// Parked is how many events are parked (for failed instances, and for
+	// those whose module is set aside).
+	Parked uint64 `json:"parked"`
+	// Aside lists the modules set aside, with the inputs that wait for
+	// each ([] when none).
+	Aside []ModuleView `json:"aside"`
 	// LastSnapshot is the latest snapshot record at or below the height
 	// (null before the first snapshot).
 	LastSnapshot *SnapshotRef `json:"last_snapshot"`
@@ -203,6 +220,7 @@ type InstanceCounts struct {
 	Waiting   int `json:"waiting"`
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
+	Parked    int `json:"parked"` // not failed, with events parked behind a module set aside
 }
 
 // Limits are the world's limits as JSON (GET and POST /v1/limits, `aosd
@@ -225,6 +243,7 @@ type Limits struct {
 	MaxFramesPerIntent       int `json:"max_frames_per_intent"`
 	MaxFrameBytes            int `json:"max_frame_bytes"`
 	MaxSettledIntents        int `json:"max_settled_intents"`
+	MaxParkedPerInstance     int `json:"max_parked_per_instance"`
 }
 
 // LimitsResult says what a limits change did (POST /v1/limits, `aosd
@@ -240,10 +259,69 @@ type LimitsResult struct {
 // kernel.RecoverResult as JSON.
 type RecoverResult struct {
 	Seq    uint64 `json:"seq"`    // the recover record
-	Status string `json:"status"` // the instance's status afterwards (a retry has run to idle)
-	// FaultSeq and Reason: the retried input failed again, with this fault.
+	Status string `json:"status"` // the instance's status afterwards (what it delivered has run to idle)
+	// FaultSeq and Reason: the retried input, or a parked event delivered
+	// after it, failed again, with this fault.
 	FaultSeq uint64 `json:"fault_seq,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Delivered is how many parked events it delivered again; Dropped how
+	// many it dropped (drop_parked).
+	Delivered uint64 `json:"delivered"`
+	Dropped   uint64 `json:"dropped"`
+}
+
+// ModuleView is one module (GET /v1/modules, `aosd modules`, and the
+// modules set aside in GET /v1/status): kernel.ModuleInfo as JSON.
+type ModuleView struct {
+	Name       string       `json:"name"`
+	Kind       string       `json:"kind,omitempty"` // wasm or builtin; absent for a module the manifest no longer has
+	Hash       schemas.Hash `json:"hash"`
+	InManifest bool         `json:"in_manifest"`
+	// Status is "running", or "aside" when it is set aside (since the
+	// module record at aside_seq, for reason).
+	Status    string   `json:"status"`
+	AsideSeq  uint64   `json:"aside_seq,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+	Workflows []string `json:"workflows"`
+	// Waiting is how many parked inputs wait for a resume, in Instances
+	// instances (those it holds that are not failed).
+	Waiting   uint64 `json:"waiting"`
+	Instances int    `json:"instances"`
+	// TimeoutsInARow is how many of its latest steps the wall clock
+	// stopped (the running daemon's count; the module is set aside when
+	// it reaches the daemon's threshold).
+	TimeoutsInARow int `json:"timeouts_in_a_row"`
+}
+
+// ModuleViewOf renders one module.
+func ModuleViewOf(m *kernel.ModuleInfo) ModuleView {
+	v := ModuleView{Name: m.Name, Kind: m.Kind, Hash: m.Hash, InManifest: m.InManifest, Status: "running",
+		AsideSeq: m.AsideSeq, Reason: m.Reason, Workflows: m.Workflows, Waiting: m.Waiting, Instances: m.Instances,
+		TimeoutsInARow: m.TimeoutsInARow}
+	if m.Aside {
+		v.Status = "aside"
+	}
+	if v.Workflows == nil {
+		v.Workflows = []string{}
+	}
+	return v
+}
+
+// ModuleViews renders modules, never nil.
+func ModuleViews(ms []kernel.ModuleInfo) []ModuleView {
+	out := make([]ModuleView, len(ms))
+	for i := range ms {
+		out[i] = ModuleViewOf(&ms[i])
+	}
+	return out
+}
+
+// ResumeResult says what a resume did (POST /v1/modules/{module}/resume,
+// `aosd modules resume --json`): kernel.ResumeResult as JSON.
+type ResumeResult struct {
+	Seq       uint64 `json:"seq"`       // the module record
+	Delivered uint64 `json:"delivered"` // parked events delivered again
+	Instances int    `json:"instances"` // instances they were delivered to
 }
 
 // ReceiptResult says what became of a receipt (POST /v1/receipts):
@@ -259,7 +337,8 @@ type ReceiptResult struct {
 func StatusOf(s *kernel.Status) *Status {
 	return &Status{World: s.World, ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
 		JournalFirst: s.JournalFirst, Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
-		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled}
+		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled,
+		Parked: s.Parked, Aside: ModuleViews(s.Aside)}
 }
 
 // SnapshotResultOf renders what a snapshot did.

@@ -24,15 +24,15 @@ import (
 
 const (
 	hashText       = "sha256:62c66a7a5dd70c3146618063c344e531e6d4b59e379808443ce962b3abd63c5a"
-	limitsJSON     = `{"max_effects":1,"max_domain_events":2,"max_output_bytes":3,"max_event_bytes":4,"max_cascade_depth":5,"max_steps_per_input":6,"max_records_per_input":7,"max_bytes_per_input":8,"idempotency_window_seconds":9,"max_idempotency_keys":10,"max_frames_per_intent":11,"max_frame_bytes":12,"max_settled_intents":13}`
-	zeroLimitsJSON = `{"max_effects":0,"max_domain_events":0,"max_output_bytes":0,"max_event_bytes":0,"max_cascade_depth":0,"max_steps_per_input":0,"max_records_per_input":0,"max_bytes_per_input":0,"idempotency_window_seconds":0,"max_idempotency_keys":0,"max_frames_per_intent":0,"max_frame_bytes":0,"max_settled_intents":0}`
-	limitNames     = "[max_effects max_domain_events max_output_bytes max_event_bytes max_cascade_depth max_steps_per_input max_records_per_input max_bytes_per_input idempotency_window_seconds max_idempotency_keys max_frames_per_intent max_frame_bytes max_settled_intents]"
+	limitsJSON     = `{"max_effects":1,"max_domain_events":2,"max_output_bytes":3,"max_event_bytes":4,"max_cascade_depth":5,"max_steps_per_input":6,"max_records_per_input":7,"max_bytes_per_input":8,"idempotency_window_seconds":9,"max_idempotency_keys":10,"max_frames_per_intent":11,"max_frame_bytes":12,"max_settled_intents":13,"max_parked_per_instance":14}`
+	zeroLimitsJSON = `{"max_effects":0,"max_domain_events":0,"max_output_bytes":0,"max_event_bytes":0,"max_cascade_depth":0,"max_steps_per_input":0,"max_records_per_input":0,"max_bytes_per_input":0,"idempotency_window_seconds":0,"max_idempotency_keys":0,"max_frames_per_intent":0,"max_frame_bytes":0,"max_settled_intents":0,"max_parked_per_instance":0}`
+	limitNames     = "[max_effects max_domain_events max_output_bytes max_event_bytes max_cascade_depth max_steps_per_input max_records_per_input max_bytes_per_input idempotency_window_seconds max_idempotency_keys max_frames_per_intent max_frame_bytes max_settled_intents max_parked_per_instance]"
 )
 
 // allLimits sets every limit to a different value.
 var allLimits = kernel.Limits{MaxEffects: 1, MaxDomainEvents: 2, MaxOutputBytes: 3, MaxEventBytes: 4, MaxCascadeDepth: 5,
 	MaxStepsPerInput: 6, MaxRecordsPerInput: 7, MaxBytesPerInput: 8, IdempotencyWindowSeconds: 9, MaxIdempotencyKeys: 10,
-	MaxFramesPerIntent: 11, MaxFrameBytes: 12, MaxSettledIntents: 13}
+	MaxFramesPerIntent: 11, MaxFrameBytes: 12, MaxSettledIntents: 13, MaxParkedPerInstance: 14}
 
 func describe(t *testing.T, seq uint64, kind journal.Kind, rec any) any {
 	t.Helper()
@@ -47,19 +47,23 @@ func TestKernelAnswerShapes(t *testing.T) {
 	lim := allLimits
 	h := schemas.HashBytes([]byte("m"))
 	fullStatus := &kernel.Status{World: "world:0123456789abcdef0123456789abcdef", ManifestHash: &h, ManifestName: "shop<&>", JournalHeight: 42, JournalFirst: 17, Quiescent: true,
-		Instances: kernel.InstanceCounts{Running: 1, Waiting: 2, Completed: 3, Failed: 4}, Inflight: 5, QueuedEffects: 6,
-		Cells: map[string]int{"b": 2, "a": 1}, Limits: lim, Journaled: map[journal.Kind]uint64{journal.KindStep: 7, journal.KindEvent: 3}}
+		Instances: kernel.InstanceCounts{Running: 1, Waiting: 2, Completed: 3, Failed: 4, Parked: 8}, Inflight: 5, QueuedEffects: 6,
+		Cells: map[string]int{"b": 2, "a": 1}, Limits: lim, Journaled: map[journal.Kind]uint64{journal.KindStep: 7, journal.KindEvent: 3},
+		Parked: 9, Aside: []kernel.ModuleInfo{{Name: "m@1", Kind: "wasm", Hash: h, InManifest: true, Aside: true, AsideSeq: 11,
+			Reason: "timed out", Workflows: []string{"w@1"}, Waiting: 9, Instances: 2}}}
 	for _, c := range []struct {
 		name string
 		v    any
 		want string
 	}{
 		{"status", daemon.StatusOf(fullStatus),
-			`{"world":"world:0123456789abcdef0123456789abcdef","manifest_hash":"` + hashText + `","manifest_name":"shop\u003c\u0026\u003e","journal_height":42,"journal_first":17,"quiescent":true,"instances":{"running":1,"waiting":2,"completed":3,"failed":4},"inflight":5,"queued_effects":6,"cells":{"a":1,"b":2},"limits":` + limitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":{"event":3,"step":7}}`},
+			`{"world":"world:0123456789abcdef0123456789abcdef","manifest_hash":"` + hashText + `","manifest_name":"shop\u003c\u0026\u003e","journal_height":42,"journal_first":17,"quiescent":true,"instances":{"running":1,"waiting":2,"completed":3,"failed":4,"parked":8},"inflight":5,"queued_effects":6,"cells":{"a":1,"b":2},"limits":` + limitsJSON + `,` +
+				`"parked":9,"aside":[{"name":"m@1","kind":"wasm","hash":"` + hashText + `","in_manifest":true,"status":"aside","aside_seq":11,"reason":"timed out","workflows":["w@1"],"waiting":9,"instances":2,"timeouts_in_a_row":0}],` +
+				`"last_snapshot":null,"records_since_snapshot":0,"journaled":{"event":3,"step":7}}`},
 		{"status zero", daemon.StatusOf(&kernel.Status{}),
-			`{"world":"","manifest_hash":null,"journal_height":0,"journal_first":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":null,"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
+			`{"world":"","manifest_hash":null,"journal_height":0,"journal_first":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0,"parked":0},"inflight":0,"queued_effects":0,"cells":null,"limits":` + zeroLimitsJSON + `,"parked":0,"aside":[],"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
 		{"status empty cells", daemon.StatusOf(&kernel.Status{Cells: map[string]int{}}),
-			`{"world":"","manifest_hash":null,"journal_height":0,"journal_first":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0},"inflight":0,"queued_effects":0,"cells":{},"limits":` + zeroLimitsJSON + `,"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
+			`{"world":"","manifest_hash":null,"journal_height":0,"journal_first":0,"quiescent":false,"instances":{"running":0,"waiting":0,"completed":0,"failed":0,"parked":0},"inflight":0,"queued_effects":0,"cells":{},"limits":` + zeroLimitsJSON + `,"parked":0,"aside":[],"last_snapshot":null,"records_since_snapshot":0,"journaled":null}`},
 		{"snapshot result", daemon.SnapshotResultOf(kernel.SnapshotResult{Checkpoint: 3, Seq: 4, Object: h, Bytes: 5, Dirty: 6, Cells: 7,
 			Pause: 1500 * time.Microsecond, Duration: 2 * time.Second}),
 			`{"checkpoint":3,"seq":4,"object":"` + hashText + `","bytes":5,"dirty":6,"cells":7,"pause_ms":1.5,"duration_ms":2000}`},
@@ -84,10 +88,16 @@ func TestKernelAnswerShapes(t *testing.T) {
 			`{"limits":` + limitsJSON + `,"changed":true,"seq":3}`},
 		{"limits result unchanged", daemon.LimitsResultOf(&kernel.LimitsResult{Limits: lim}),
 			`{"limits":` + limitsJSON + `,"changed":false}`},
-		{"recover result", daemon.RecoverResult(kernel.RecoverResult{Seq: 1, Status: "failed", FaultSeq: 2, Reason: "boom"}),
-			`{"seq":1,"status":"failed","fault_seq":2,"reason":"boom"}`},
-		{"recover result ok", daemon.RecoverResult(kernel.RecoverResult{Seq: 1, Status: "idle"}),
-			`{"seq":1,"status":"idle"}`},
+		{"recover result", daemon.RecoverResult(kernel.RecoverResult{Seq: 1, Status: "failed", FaultSeq: 2, Reason: "boom", Delivered: 3}),
+			`{"seq":1,"status":"failed","fault_seq":2,"reason":"boom","delivered":3,"dropped":0}`},
+		{"recover result ok", daemon.RecoverResult(kernel.RecoverResult{Seq: 1, Status: "idle", Dropped: 4}),
+			`{"seq":1,"status":"idle","delivered":0,"dropped":4}`},
+		{"recover record", describe(t, 11, journal.KindRecover, &records.RecoverRec{Workflow: "w@1", Key: schemas.MustMarshal("k"), Action: "skip",
+			Fault: 3, Input: 2, Parked: 5, DropParked: true}),
+			`{"body":{"action":"skip","drop_parked":true,"fault":3,"input":2,"key":"k","parked":5,"skipped":0,"stamp":{"entropy":null,"height":0,"logical_ns":0,"manifest_hash":"sha256:0000000000000000000000000000000000000000000000000000000000000000","now_ns":0},"workflow":"w@1"},"kind":"recover","seq":11}`},
+		{"module record aside", describe(t, 12, journal.KindModule, &records.ModuleRec{Module: "m@1", Hash: h, Action: records.ModuleAside,
+			Workflows: []string{"w@1"}, Reason: "timed out"}),
+			`{"body":{"action":"aside","hash":"` + hashText + `","module":"m@1","parked":0,"reason":"timed out","stamp":null,"workflows":["w@1"]},"kind":"module","seq":12}`},
 		{"receipt result", daemon.ReceiptResult(kernel.ReceiptResult{Seq: 1, Dropped: true, Rejected: "late", Reason: "why"}),
 			`{"seq":1,"dropped":true,"rejected":"late","reason":"why"}`},
 		{"receipt result ok", daemon.ReceiptResult(kernel.ReceiptResult{Seq: 1}),

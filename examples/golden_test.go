@@ -282,28 +282,59 @@ func TestOldWorldOpens(t *testing.T) {
 	defer db.Close()
 	w, pub, _ := openWorld(t, db, m, true)
 	recs := readAll(t, w)
-	// The old journal reads byte for byte as it was written, then holds one
-	// record more: the identity this code gave the world at its first open
-	// (the old code knew none).
-	if len(recs) < 2 || recs[len(recs)-1].Kind != journal.KindWorld {
-		t.Fatalf("the reopened old world's journal does not end in its new world record: %d records, the last %+v", len(recs), recs[len(recs)-1])
-	}
-	old, worldRec := recs[:len(recs)-1], recs[len(recs)-1]
+	// The old journal reads byte for byte as it was written, then holds two
+	// records more, which this code journals at its first open of a world
+	// the old code wrote: the world's identity (the old code knew none),
+	// and the limits in force (the old limits predate parking, so it
+	// replays as written, skipping events for failed instances; from the
+	// new config record on, parking is on).
+	old := strings.Count(readGolden(t, "oldworld.journal"), "\n")
 	if *writeOldWorld {
-		checkGolden(t, "oldworld.journal", journalDigest(old))
+		old = len(recs) - 2
+		checkGolden(t, "oldworld.journal", journalDigest(recs[:old]))
 	}
-	if got, want := journalDigest(old), readGolden(t, "oldworld.journal"); got != want {
+	if len(recs) != old+2 {
+		t.Fatalf("the reopened old world holds %d records, want its %d and two more (world, config)", len(recs), old)
+	}
+	if got, want := journalDigest(recs[:old]), readGolden(t, "oldworld.journal"); got != want {
 		t.Fatalf("testdata/oldworld.tar.gz reads differently from when it was written:\n got:\n%s\nwant:\n%s", got, want)
 	}
 	var wr records.WorldRec
-	if err := schemas.UnmarshalTrusted(worldRec.Body, &wr); err != nil || wr.ID != w.Identity() || records.CheckWorldID(wr.ID) != nil {
-		t.Fatalf("world record %+v (%v); the world says it is %q", wr, err, w.Identity())
+	var cr records.ConfigRec
+	for _, r := range recs[old:] {
+		switch r.Kind {
+		case journal.KindWorld:
+			if err := schemas.UnmarshalTrusted(r.Body, &wr); err != nil || wr.ID != w.Identity() || records.CheckWorldID(wr.ID) != nil {
+				t.Fatalf("world record %+v (%v); the world says it is %q", wr, err, w.Identity())
+			}
+		case journal.KindConfig:
+			if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil || cr.Limits.MaxParkedPerInstance != kernel.DefaultLimits().MaxParkedPerInstance {
+				t.Fatalf("opening the old world journaled config %x (%v), want the limits with parking on", r.Body, err)
+			}
+		default:
+			t.Fatalf("opening the old world journaled a %s record at seq %d", r.Kind, r.Seq)
+		}
+	}
+	if wr.ID == "" || cr.Limits.MaxParkedPerInstance == 0 {
+		t.Fatalf("opening the old world journaled %s and %s, want a world and a config record", recs[old].Kind, recs[old+1].Kind)
+	}
+	// The old journal, written by older code, keeps every rule.
+	checkJournal(t, db)
+	kinds := map[journal.Kind]bool{}
+	for _, r := range recs[:old] {
+		kinds[r.Kind] = true
+	}
+	for _, k := range []journal.Kind{journal.KindManifest, journal.KindEvent, journal.KindStep, journal.KindIntent,
+		journal.KindReceipt, journal.KindFault, journal.KindConfig, journal.KindRecover} {
+		if !kinds[k] {
+			t.Errorf("the old world has no %s record", k)
+		}
 	}
 	// Its intents were opened before it had an identity: they bind none,
 	// and opening replayed each (replay-or-die compares every record byte
 	// for byte), so their hashes are the ones the old code journaled.
 	oldIntents := 0
-	for _, r := range old {
+	for _, r := range recs[:old] {
 		if r.Kind != journal.KindIntent {
 			continue
 		}

@@ -31,7 +31,10 @@ type delivery struct {
 
 // failure is what a failed instance keeps.
 type failure struct {
-	fault, input, skipped uint64
+	fault, input uint64
+	// skipped counts the events the instance did not take while failed
+	// under limits from before parking (journals written then).
+	skipped uint64
 	// retry is the failed delivery kept for a retry; nil when the input
 	// never reached the instance.
 	retry *delivery
@@ -47,6 +50,9 @@ type instance struct {
 	wf      string
 	key     []byte
 	mailbox []delivery
+	// parked are the deliveries kept for it while it cannot take them
+	// (failed, or its workflow held by a module set aside), in order.
+	parked  []delivery
 	intents map[schemas.Hash]struct{}
 	failed  *failure
 }
@@ -109,13 +115,22 @@ type checker struct {
 	// snapshot) on; "" before it. What the journal binds to a world must
 	// name this one.
 	world string
+	// parking: the limits in force keep events for instances that cannot
+	// take them (max_parked_per_instance > 0); false in journals written
+	// before parking, where a failed instance skipped them.
+	parking bool
+	// held maps each workflow held by a module set aside to that module;
+	// aside maps the modules set aside to the workflows they hold.
+	held  map[string]string
+	aside map[string][]string
 
 	lookups []lookup
 }
 
 func newChecker(opt Options) *checker {
 	return &checker{opt: opt, rep: &Report{}, insts: map[string]*instance{}, busy: map[string]*instance{},
-		pending: map[schemas.Hash]*intent{}, settled: map[schemas.Hash]settled{}}
+		pending: map[schemas.Hash]*intent{}, settled: map[schemas.Hash]settled{},
+		held: map[string]string{}, aside: map[string][]string{}}
 }
 
 func instanceID(wf string, key []byte) string { return wf + "\x00" + string(key) }
@@ -134,9 +149,50 @@ func (c *checker) instance(wf string, key []byte) *instance {
 func (c *checker) rest(in *instance) {
 	if len(in.mailbox) == 0 {
 		delete(c.busy, in.id)
-		if len(in.intents) == 0 && in.failed == nil {
+		if len(in.intents) == 0 && in.failed == nil && len(in.parked) == 0 {
 			delete(c.insts, in.id)
 		}
+	}
+}
+
+// holds says whether in cannot take a delivery now: it is failed, its
+// workflow is held by a module set aside, or deliveries already wait for it.
+func (c *checker) holds(in *instance) bool {
+	return in.failed != nil || len(in.parked) > 0 || c.held[in.wf] != ""
+}
+
+// offer delivers d to in, or parks it when in holds (a failed instance
+// under limits from before parking skips it instead).
+func (c *checker) offer(in *instance, d delivery) {
+	switch {
+	case !c.holds(in):
+		c.deliver(in, d)
+	case in.failed != nil && !c.parking:
+		in.failed.skipped++
+	default:
+		in.parked = append(in.parked, d)
+	}
+}
+
+// parkedRange is how many deliveries are parked for in: at least the ones
+// the kernel parks for sure, at most with the stream frames too (the
+// kernel parks a frame only if the workflow takes frames, which the
+// journal does not say).
+func parkedRange(ds []delivery) (lo, hi uint64) {
+	for _, d := range ds {
+		hi++
+		if d.optional {
+			continue
+		}
+		lo++
+	}
+	return lo, hi
+}
+
+// limits notes whether the limits in force park events.
+func (c *checker) limits(l *records.Limits) {
+	if l != nil {
+		c.parking = l.MaxParkedPerInstance > 0
 	}
 }
 
@@ -167,8 +223,10 @@ func (c *checker) record(r journal.Record) {
 	switch rec := v.(type) {
 	case *records.ManifestRec:
 		c.manifestRec(r.Seq, rec)
+		c.limits(rec.Limits)
 	case *records.ConfigRec:
 		c.idle(r.Seq, "a limits change")
+		c.limits(&rec.Limits)
 	case *records.CheckpointRec:
 		c.idle(r.Seq, "a checkpoint")
 		c.lastCheckpoint, c.checkpointSnapped = r.Seq, false
@@ -221,6 +279,9 @@ func (c *checker) record(r journal.Record) {
 		c.needManifest(r.Seq, "a recover")
 		c.idle(r.Seq, "a recover")
 		c.recoverRec(r.Seq, rec)
+	case *records.ModuleRec:
+		c.needManifest(r.Seq, "a module record")
+		c.moduleRec(r.Seq, rec)
 	}
 }
 
@@ -363,17 +424,12 @@ func (c *checker) childStamp(seq uint64, s, parent *records.Stamp, wf string, ke
 	}
 }
 
-// deliverEvent puts an event into the mailbox of each target that is not
-// failed; a failed target skips it.
+// deliverEvent puts an event into the mailbox of each target, or parks it
+// for a target that holds (a failed one skips it under old limits).
 func (c *checker) deliverEvent(seq uint64, rec *records.EventRec, depth uint64) {
 	stamp := &rec.Stamp
 	for _, t := range rec.Targets {
-		in := c.instance(t.Workflow, t.Key)
-		if in.failed != nil {
-			in.failed.skipped++
-			continue
-		}
-		c.deliver(in, delivery{seq: seq, kind: journal.KindEvent, stamp: stamp, depth: depth})
+		c.offer(c.instance(t.Workflow, t.Key), delivery{seq: seq, kind: journal.KindEvent, stamp: stamp, depth: depth})
 	}
 }
 
@@ -470,10 +526,15 @@ func (c *checker) faultRec(seq uint64, rec *records.FaultRec) {
 		return
 	}
 	d := c.consume(in, seq, rec.Input, "the fault")
-	f := &failure{fault: seq, input: rec.Input, skipped: uint64(len(in.mailbox))}
+	f := &failure{fault: seq, input: rec.Input}
 	if d != nil {
 		f.retry = d
 		f.retryUnknown = d.kind == journal.KindReceipt
+	}
+	if c.parking {
+		in.parked = append(in.mailbox, in.parked...)
+	} else {
+		f.skipped = uint64(len(in.mailbox))
 	}
 	in.failed, in.mailbox = f, nil
 	for _, h := range sortedHashes(in.intents) {
@@ -560,6 +621,8 @@ func describe(v any) string {
 		return "a checkpoint"
 	case *records.SnapshotRec:
 		return "a snapshot record"
+	case *records.ModuleRec:
+		return "a module record"
 	}
 	return fmt.Sprintf("a %T", v)
 }
@@ -695,7 +758,7 @@ func (c *checker) receiptRec(seq uint64, rec *records.ReceiptRec) {
 	}
 	c.settle(h, seq, true)
 	delete(in.intents, h)
-	c.deliver(in, delivery{seq: seq, kind: journal.KindReceipt, stamp: &rec.Stamp})
+	c.offer(in, delivery{seq: seq, kind: journal.KindReceipt, stamp: &rec.Stamp})
 }
 
 func (c *checker) frameRec(seq uint64, rec *records.FrameRec) {
@@ -717,7 +780,7 @@ func (c *checker) frameRec(seq uint64, rec *records.FrameRec) {
 		c.violate(seq, RuleFrameEffect, in.wf, in.key, "the stream frame for intent %s is for effect %s; the intent is for %s", rec.Intent, rec.Effect, it.effect)
 	}
 	it.lastFrame = max(it.lastFrame, rec.Seq)
-	c.deliver(in, delivery{seq: seq, kind: journal.KindFrame, optional: true, stamp: &rec.Stamp})
+	c.offer(in, delivery{seq: seq, kind: journal.KindFrame, optional: true, stamp: &rec.Stamp})
 }
 
 func (c *checker) recoverRec(seq uint64, rec *records.RecoverRec) {
@@ -733,13 +796,23 @@ func (c *checker) recoverRec(seq uint64, rec *records.RecoverRec) {
 		return
 	}
 	f := in.failed
+	lo, hi := parkedRange(in.parked)
 	if rec.Fault != f.fault {
 		c.violate(seq, RuleRecoverStaleFault, rec.Workflow, rec.Key, "the recover answers fault %d; the instance is failed by the fault at seq %d", rec.Fault, f.fault)
 	} else if rec.Input != f.input || rec.Skipped != f.skipped {
 		c.violate(seq, RuleRecoverMismatch, rec.Workflow, rec.Key, "the recover says input %d and %d skipped; fault %d failed input %d and %d events were skipped since",
 			rec.Input, rec.Skipped, f.fault, f.input, f.skipped)
+	} else if rec.Parked < lo || rec.Parked > hi || (rec.DropParked && rec.Parked == 0) {
+		c.violate(seq, RuleRecoverMismatch, rec.Workflow, rec.Key, "the recover says %d parked events (dropped: %t); %s were parked for the instance",
+			rec.Parked, rec.DropParked, countRange(lo, hi))
 	}
 	in.failed = nil
+	parked := in.parked
+	in.parked = nil
+	if rec.DropParked {
+		parked = nil
+	}
+	var first *delivery
 	if rec.Action == "retry" {
 		if f.retry == nil && !f.retryUnknown {
 			c.violate(seq, RuleRecoverAction, rec.Workflow, rec.Key, "a retry of fault %d, whose input %d never reached the instance: there is nothing to deliver again", f.fault, f.input)
@@ -748,7 +821,103 @@ func (c *checker) recoverRec(seq uint64, rec *records.RecoverRec) {
 		if f.retry != nil {
 			d.stamp, d.depth = f.retry.stamp, f.retry.depth
 		}
-		c.deliver(in, d)
+		first = &d
 	}
+	c.redeliver(in, first, parked)
 	c.rest(in)
+}
+
+// redeliver gives an instance that no longer fails first (when not nil) and
+// then ds: to its mailbox, or back to its parked list while a module set
+// aside holds its workflow.
+func (c *checker) redeliver(in *instance, first *delivery, ds []delivery) {
+	all := ds
+	if first != nil {
+		all = append([]delivery{*first}, ds...)
+	}
+	if len(all) == 0 {
+		return
+	}
+	if c.held[in.wf] != "" {
+		in.parked = append(all, in.parked...)
+		return
+	}
+	in.mailbox = append(in.mailbox, all...)
+	c.busy[in.id] = in
+}
+
+func countRange(lo, hi uint64) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d to %d (stream frames included)", lo, hi)
+}
+
+// moduleRec checks a module set aside or resumed (records.ModuleRec).
+func (c *checker) moduleRec(seq uint64, rec *records.ModuleRec) {
+	switch rec.Action {
+	case records.ModuleAside:
+		// Inside the cascade of the input whose step timed out: not an
+		// idle point. What waits for the held workflows' instances is
+		// parked from here.
+		if wfs, ok := c.aside[rec.Module]; ok {
+			c.violate(seq, RuleModuleAction, "", nil, "module %s is set aside again; it holds %v already", rec.Module, wfs)
+			return
+		}
+		c.aside[rec.Module] = rec.Workflows
+		for _, wf := range rec.Workflows {
+			c.held[wf] = rec.Module
+		}
+		for _, id := range c.busyIDs() {
+			in := c.busy[id]
+			if c.held[in.wf] == rec.Module {
+				in.parked = append(in.mailbox, in.parked...)
+				in.mailbox = nil
+				c.rest(in)
+			}
+		}
+	case records.ModuleResume:
+		c.idle(seq, "a module resumed")
+		if rec.Stamp == nil {
+			c.violate(seq, RuleModuleAction, "", nil, "a resume of module %s without a stamp", rec.Module)
+		} else {
+			c.freshStamp(seq, rec.Stamp, "", nil)
+		}
+		wfs, ok := c.aside[rec.Module]
+		if !ok {
+			c.violate(seq, RuleModuleAction, "", nil, "a resume of module %s, which is not set aside", rec.Module)
+			return
+		}
+		if !slices.Equal(wfs, rec.Workflows) {
+			c.violate(seq, RuleModuleResume, "", nil, "the resume of module %s names workflows %v; it was set aside holding %v", rec.Module, rec.Workflows, wfs)
+		}
+		delete(c.aside, rec.Module)
+		var lo, hi uint64
+		ids := make([]string, 0, len(c.insts))
+		for id, in := range c.insts {
+			if c.held[in.wf] == rec.Module && in.failed == nil && len(in.parked) > 0 {
+				ids = append(ids, id)
+			}
+		}
+		for _, wf := range wfs {
+			if c.held[wf] == rec.Module {
+				delete(c.held, wf)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			in := c.insts[id]
+			l, h := parkedRange(in.parked)
+			lo, hi = lo+l, hi+h
+			ds := in.parked
+			in.parked = nil
+			c.redeliver(in, nil, ds)
+		}
+		if rec.Parked < lo || rec.Parked > hi {
+			c.violate(seq, RuleModuleResume, "", nil, "the resume of module %s says %d parked events; %s were parked for the instances it held that are not failed",
+				rec.Module, rec.Parked, countRange(lo, hi))
+		}
+	default:
+		c.violate(seq, RuleModuleAction, "", nil, "unknown module action %q (aside or resume)", rec.Action)
+	}
 }

@@ -4,8 +4,9 @@
 // It is the product's `aosd journal check` (docs/journal-check.md lists
 // every rule with what it means). It reads records in order once and keeps
 // a model of what the kernel's loop keeps of them — which instance has
-// which deliveries waiting, which intents are pending and who opened them,
-// which instances are failed by which fault — and reports each record that
+// which deliveries waiting or parked, which intents are pending and who
+// opened them, which instances are failed by which fault, which workflows a
+// module set aside holds — and reports each record that
 // could not have been written by a kernel that keeps its contract: a seq
 // gap, a step that consumes what was not next in its mailbox, a receipt
 // for an intent that is not pending, a manifest applied while work was in
@@ -31,7 +32,8 @@
 // # Invariants it keeps
 //
 //   - Memory is bounded by the live part of the world, never by the
-//     journal: instances with deliveries, pending intents or a failure,
+//     journal: instances with deliveries, parked deliveries, pending
+//     intents or a failure,
 //     pending intents, the step whose output is being read, and the last
 //     Options.RememberSettled settled intents.
 //   - The report is a function of the journal: violations are ordered by

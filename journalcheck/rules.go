@@ -44,6 +44,8 @@ const (
 	RuleRecoverStaleFault  = "recover-stale-fault" // a recover that answers another fault than the current one
 	RuleRecoverMismatch    = "recover-mismatch"    // a recover whose input or skipped count is not its fault's
 	RuleRecoverAction      = "recover-action"      // an unknown action, or a retry with nothing to deliver again
+	RuleModuleAction       = "module-action"       // an unknown module action, a module set aside twice, a resume of one not set aside
+	RuleModuleResume       = "module-resume"       // a resume whose workflows or parked count are not what the module held
 	RuleSnapshotCheckpoint = "snapshot-checkpoint" // a snapshot that does not name the latest checkpoint, or names it twice
 	RuleWorldRecord        = "world-record"        // a second world record, or one whose identity is not one
 	RuleWorldBinding       = "world-binding"       // an intent, receipt, drop or frame that names another world than the journal's
@@ -62,6 +64,7 @@ func Rules() []string {
 		RuleFrameNotPending, RuleFrameSeqNotRising, RuleFrameEffect,
 		RuleApplyNotQuiescent,
 		RuleRecoverNotFailed, RuleRecoverStaleFault, RuleRecoverMismatch, RuleRecoverAction,
+		RuleModuleAction, RuleModuleResume,
 		RuleSnapshotCheckpoint, RuleWorldRecord, RuleWorldBinding,
 	}
 }

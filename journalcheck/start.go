@@ -109,12 +109,26 @@ func (c *checker) seed(s *snapshot.State) {
 		c.hasManifest, c.manifest = true, s.Manifest.Hash
 	}
 	c.lastCheckpoint = s.Height
+	c.limits(&s.Limits)
+	for _, a := range s.Aside {
+		c.aside[a.Module] = a.Workflows
+		for _, wf := range a.Workflows {
+			c.held[wf] = a.Module
+		}
+	}
 	for i := range s.Instances {
 		si := &s.Instances[i]
-		if si.Fault == nil {
+		if si.Fault == nil && len(si.Parked) == 0 {
 			continue // waiting: its intents bring it in
 		}
 		in := c.instance(si.Workflow, si.Key)
+		for _, d := range si.Parked {
+			stamp := d.Stamp
+			in.parked = append(in.parked, delivery{seq: d.Seq, kind: journal.KindEvent, stamp: &stamp, depth: d.Depth})
+		}
+		if si.Fault == nil {
+			continue
+		}
 		f := &failure{fault: si.Fault.Seq, input: si.Fault.Input, skipped: si.Fault.Skipped}
 		if d := si.Fault.Retry; d != nil {
 			stamp := d.Stamp

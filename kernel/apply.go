@@ -92,7 +92,8 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 		lim := st.limits
 		res.Seq = st.installManifest(m, wfs, mods, &lim, st.newStateChange(m))
 		res.Applied = true
-		return res, nil
+		st.resumeReplaced(m) // modules set aside that m replaces run again (aside.go)
+		return res, st.stopped
 	}
 	closeModules(mods) // bound only to check them
 	return res, err

@@ -258,7 +258,7 @@ func (st *state) unlistInstance(in *instance) {
 
 // InstancePage lists at most limit rows of a workflow's instances that are
 // not at rest and whose status is one of statuses (running, waiting,
-// failed), in key-hash order after the cursor after, as CellPage shows them
+// failed, parked), in key-hash order after the cursor after, as CellPage shows them
 // (a row's cell fields are zero when the instance has no cell). It walks the
 // instance list on the loop, O(log instances + rows visited), never the
 // cells: the rows of a status filter without completed are found among the

@@ -56,6 +56,7 @@ var limitDefaults = Limits{
 	MaxFramesPerIntent:       1024,
 	MaxFrameBytes:            64 << 10,
 	MaxSettledIntents:        65_536,
+	MaxParkedPerInstance:     1000,
 }
 
 // limitsWithDefaults fills the limits left zero with their defaults.
@@ -104,6 +105,33 @@ type Config struct {
 	// step it stops is an environmental fault: journaled as such, adopted by
 	// replay, never re-judged. Replay runs with no limit. Negative: none.
 	StepTimeout time.Duration
+	// InputTimeout is the wall-clock budget of one external input's whole
+	// cascade, every step it causes together (default 5s, or none when
+	// StepTimeout is negative; negative: none).
+	// Each wasm step's limit is the smaller of StepTimeout and what is
+	// left of it; once it is spent, the instances still holding the
+	// input's work are failed with an environmental fault (their pending
+	// events parked, the failed input kept for a retry), as a step the
+	// host stopped is. It is host configuration, not a journaled limit:
+	// what it decides is journaled as environmental and adopted by replay,
+	// which runs with no wall-clock limit at all.
+	InputTimeout time.Duration
+	// SetAsideAfter sets a wasm module aside once this many of its steps
+	// in a row were stopped by a wall-clock limit (default 3; negative:
+	// never). Its workflows' inputs are then parked, not stepped, until an
+	// operator resumes the module (World.ResumeModule) or applies a
+	// manifest that replaces it (aside.go). The decision is journaled and
+	// replay adopts it; the count is the running world's (it starts at
+	// zero when the world opens).
+	SetAsideAfter int
+	// MaxTurnTime bounds one loop turn (default 100ms; negative: none): a
+	// turn takes no more requests once it has run this long, and an
+	// events request still under way then yields to the requests queued
+	// behind it, going on in a later turn. So a request of many slow
+	// inputs holds other clients' acknowledgements for about one input,
+	// not for all of its inputs. It changes when requests are answered,
+	// never what is journaled for an input.
+	MaxTurnTime time.Duration
 	// MaxBatch bounds how many requests one loop turn takes before handing
 	// its records to the committer (default 4096).
 	MaxBatch int
@@ -179,11 +207,25 @@ func (c Config) withDefaults() Config {
 	if c.MaterializeChunk == 0 {
 		c.MaterializeChunk = 4096
 	}
+	if c.InputTimeout == 0 {
+		c.InputTimeout = 5 * time.Second
+		if c.StepTimeout < 0 {
+			// A world that asked for no wall-clock limit on its steps
+			// gets none on its inputs either, unless it asks.
+			c.InputTimeout = -1
+		}
+	}
 	if c.StepTimeout == 0 {
 		c.StepTimeout = 2 * time.Second
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
+	}
+	if c.SetAsideAfter == 0 {
+		c.SetAsideAfter = 3
+	}
+	if c.MaxTurnTime == 0 {
+		c.MaxTurnTime = 100 * time.Millisecond
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = DefaultSnapshotEvery

@@ -33,6 +33,18 @@
 // from the Entropy port once, when the world is created, and journaled as
 // its world record; replay adopts it.
 //
+// Wall time. What rests on wall time (a step's StepTimeout, an input's
+// InputTimeout, setting aside a module whose steps keep timing out) is
+// decided live only and journaled as environmental: replay adopts those
+// records and never consults a clock. A loop turn's time (MaxTurnTime) only
+// decides when a slow request lets others go first, never what is journaled
+// for an input.
+//
+// Parking. An event for an instance that cannot take it now (failed, or its
+// module set aside) is parked for it in journal order and delivered when it
+// is recovered or resumed (park.go, aside.go); replay rebuilds the parked
+// lists from the same records.
+//
 // Replay follows the journal: for each step record it re-runs that step on
 // the state replay has rebuilt and compares the records the step produces,
 // byte for byte, with the journaled ones (replay-or-die). It never re-runs

@@ -225,7 +225,9 @@ func newHarnessWith(t testing.TB, seed uint64, onDisk bool, setup func(h *harnes
 }
 
 func (h *harness) config() kernel.Config {
-	c := kernel.Config{Clock: h.clock, Entropy: h.entropy, Builtins: h.builtins}
+	// No input wall-clock budget unless a test asks: what a test's
+	// cascade does must not depend on how fast the machine runs it.
+	c := kernel.Config{Clock: h.clock, Entropy: h.entropy, Builtins: h.builtins, InputTimeout: -1}
 	if h.extra != nil {
 		h.extra(&c)
 	}

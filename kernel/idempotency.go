@@ -24,6 +24,11 @@ const MaxIdempotencyKeyBytes = 256
 type Ingested struct {
 	Seq       uint64
 	Duplicate bool
+	// Parked lists the targets the event was parked for, in its targets'
+	// order: instances that cannot take it now (failed, or their module
+	// set aside) and will once an operator recovers or resumes them
+	// (park.go). Nil when none (and for a duplicate).
+	Parked []Target
 }
 
 // checkIdempotencyKey says what is wrong with a non-empty key, or nil: a key
@@ -143,15 +148,18 @@ func (st *state) noteIngress(rec *records.EventRec, seq uint64, key *idemID, sum
 // checkKeys refuses a request whose events reuse a remembered key, or one
 // key within the request, for events that differ, before any of them is
 // journaled: a conflict refuses the whole request and journals nothing.
-func (st *state) checkKeys(evs []ingressEvent) error {
+// evs are the request's events from index from on (a request that yielded
+// is checked again for the events it has not journaled yet).
+func (st *state) checkKeys(evs []ingressEvent, from, total int) error {
 	var first map[idemID]int // key -> index of its first event in this request
-	for i := range evs {
-		ev := &evs[i]
+	for j := range evs {
+		ev := &evs[j]
+		i := from + j
 		if ev.key == "" {
 			continue
 		}
 		at := ""
-		if len(evs) > 1 {
+		if total > 1 {
 			at = fmt.Sprintf("event %d: ", i)
 		}
 		if e, ok := st.idem.lookup(ev.keyID); ok {
@@ -161,10 +169,10 @@ func (st *state) checkKeys(evs []ingressEvent) error {
 			}
 			continue
 		}
-		if j, ok := first[ev.keyID]; ok {
-			if evs[j].sum != ev.sum {
+		if k, ok := first[ev.keyID]; ok {
+			if evs[k-from].sum != ev.sum {
 				return fmt.Errorf("%w: %sidempotency key %q is also given to event %d of this request, which has a different schema or value; nothing was journaled",
-					ErrIdempotencyConflict, at, ev.key, j)
+					ErrIdempotencyConflict, at, ev.key, k)
 			}
 			continue
 		}
@@ -176,9 +184,20 @@ func (st *state) checkKeys(evs []ingressEvent) error {
 	return nil
 }
 
+// submission is an events request under way: how far the loop got and what
+// its events got so far. A request that has held the loop past its turn's
+// time yields (World.loop) and goes on from here in a later turn.
+type submission struct {
+	next int // the first event not journaled yet
+	res  result
+}
+
 // ingestEvents journals a request's events in order and runs each to idle.
 // An event whose key the world remembers is answered with the seq of the
 // event journaled under that key, as a duplicate, and journals nothing.
+// It returns false when it yielded: the request's turn ran out of time
+// with events left (they go on in a later turn, behind the requests queued
+// meanwhile), and true once the request is answered in sub.res.
 //
 // That answer never overtakes the original's durability: the original was
 // journaled by an earlier loop turn or earlier in this one, the loop hands
@@ -189,32 +208,52 @@ func (st *state) checkKeys(evs []ingressEvent) error {
 // loop drops the whole turn unanswered-but-for-the-error and stops the loop
 // (failstop.go). So no duplicate is acknowledged for an original that is not
 // durable.
-func (st *state) ingestEvents(evs []ingressEvent) (seqs []uint64, dups []bool, err error) {
+func (st *state) ingestEvents(evs []ingressEvent, sub *submission) bool {
+	res := &sub.res
 	if st.man == nil {
-		return nil, nil, ErrNoManifest
+		res.err = ErrNoManifest
+		return true
 	}
-	if err := st.checkKeys(evs); err != nil {
-		return nil, nil, err
+	if err := st.checkKeys(evs[sub.next:], sub.next, len(evs)); err != nil {
+		res.err = err
+		return true
 	}
-	seqs, dups = make([]uint64, 0, len(evs)), make([]bool, 0, len(evs))
-	for i := range evs {
+	if res.seqs == nil {
+		res.seqs, res.dups = make([]uint64, 0, len(evs)), make([]bool, 0, len(evs))
+	}
+	for i := sub.next; i < len(evs); i++ {
+		if i > sub.next && st.turnOver() {
+			sub.next = i
+			return false
+		}
 		if evs[i].key != "" {
 			if e, ok := st.idem.lookup(evs[i].keyID); ok {
-				seqs, dups = append(seqs, e.seq), append(dups, true)
+				res.seqs, res.dups = append(res.seqs, e.seq), append(res.dups, true)
 				continue
 			}
 		}
-		seq, err := st.ingestExternal(&evs[i])
+		seq, parked, err := st.ingestExternal(&evs[i])
 		st.maybeMaterialize()
 		if st.stopped != nil {
-			return seqs, dups, nil // the loop answers the whole turn with the failure
+			return true // the loop answers the whole turn with the failure
 		}
 		if err != nil {
-			return seqs, dups, err
+			if len(evs) > 1 {
+				err = fmt.Errorf("event %d: %w", i, err)
+			}
+			res.err = err
+			return true
 		}
-		seqs, dups = append(seqs, seq), append(dups, false)
+		res.seqs, res.dups = append(res.seqs, seq), append(res.dups, false)
+		if parked != nil {
+			if res.parked == nil {
+				res.parked = make([][]Target, len(evs))
+			}
+			res.parked[len(res.seqs)-1] = parked
+		}
 	}
-	return seqs, dups, nil
+	sub.next = len(evs)
+	return true
 }
 
 // fresh refuses, for replay, a journaled ingress event whose key the table

@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ func TestIdempotentResend(t *testing.T) {
 	height := h.height()
 	for _, js := range []string{`{"key":"a","by":1}`, `{ "by": 1, "key": "a" }`} {
 		ev := kernel.Event{Schema: "com.test/CountEvent@1", JSON: []byte(js), IdempotencyKey: "order-1"}
-		if got := h.ingest(ev)[0]; got != (kernel.Ingested{Seq: first.Seq, Duplicate: true}) {
+		if got := h.ingest(ev)[0]; !reflect.DeepEqual(got, kernel.Ingested{Seq: first.Seq, Duplicate: true}) {
 			t.Fatalf("resend %s: %+v, want seq %d duplicate", js, got, first.Seq)
 		}
 		seqs, err := h.w.Submit(context.Background(), ev)
@@ -244,13 +245,13 @@ func TestIdempotencyEvictionByCount(t *testing.T) {
 	if again.Duplicate || again.Seq == orig["k0"] {
 		t.Fatalf("resend of the evicted k0: %+v, want a new event", again)
 	}
-	if got := h.ingest(keyed("k3", countEvent("k3", 1)))[0]; got != (kernel.Ingested{Seq: orig["k3"], Duplicate: true}) {
+	if got := h.ingest(keyed("k3", countEvent("k3", 1)))[0]; !reflect.DeepEqual(got, kernel.Ingested{Seq: orig["k3"], Duplicate: true}) {
 		t.Fatalf("resend of k3: %+v", got)
 	}
 	orig["k0"] = again.Seq
 	h.reopen()
 	for _, k := range []string{"k2", "k3", "k0"} {
-		if got := h.ingest(keyed(k, countEvent(k, 1)))[0]; got != (kernel.Ingested{Seq: orig[k], Duplicate: true}) {
+		if got := h.ingest(keyed(k, countEvent(k, 1)))[0]; !reflect.DeepEqual(got, kernel.Ingested{Seq: orig[k], Duplicate: true}) {
 			t.Fatalf("after replay, resend of %s: %+v, want seq %d duplicate", k, got, orig[k])
 		}
 	}
@@ -270,14 +271,14 @@ func TestIdempotencyEvictionByWindow(t *testing.T) {
 	dup := kernel.Ingested{Seq: k1.Seq, Duplicate: true}
 
 	h.clock.now = stamped + 10*window*1e9 // the clock is read only by new events
-	if got := h.ingest(keyed("k1", countEvent("a", 1)))[0]; got != dup {
+	if got := h.ingest(keyed("k1", countEvent("a", 1)))[0]; !reflect.DeepEqual(got, dup) {
 		t.Fatalf("no event since, clock far ahead: %+v, want %+v", got, dup)
 	}
 	h.clock.now = stamped // the next stamp is stamped+1000 by the step clock
 	h.ingest(countEvent("b", 1))
 	h.clock.now = stamped + window*1e9 - 1000 - 1 // next stamp: 1 ns short of the window
 	h.ingest(countEvent("b", 1))
-	if got := h.ingest(keyed("k1", countEvent("a", 1)))[0]; got != dup {
+	if got := h.ingest(keyed("k1", countEvent("a", 1)))[0]; !reflect.DeepEqual(got, dup) {
 		t.Fatalf("an event 1 ns inside the window: %+v, want %+v", got, dup)
 	}
 	h.clock.now = stamped + window*1e9 - 1000 // next stamp: exactly the window later
@@ -292,7 +293,7 @@ func TestIdempotencyEvictionByWindow(t *testing.T) {
 	}
 	last := h.ingest(keyed("k1", countEvent("a", 1)))[0]
 	h.reopen()
-	if got := h.ingest(keyed("k1", countEvent("a", 1)))[0]; got != last || !got.Duplicate {
+	if got := h.ingest(keyed("k1", countEvent("a", 1)))[0]; !reflect.DeepEqual(got, last) || !got.Duplicate {
 		t.Fatalf("after replay: %+v, want %+v", got, last)
 	}
 }
@@ -305,7 +306,7 @@ func TestIdempotencyAcrossReopen(t *testing.T) {
 	height := h.height()
 	h.reopen()
 	got := h.ingest(keyed("j", countEvent("b", 1)), keyed("k", countEvent("a", 1)))
-	if got[0] != (kernel.Ingested{Seq: orig[1].Seq, Duplicate: true}) || got[1] != (kernel.Ingested{Seq: orig[0].Seq, Duplicate: true}) {
+	if !reflect.DeepEqual(got[0], kernel.Ingested{Seq: orig[1].Seq, Duplicate: true}) || !reflect.DeepEqual(got[1], kernel.Ingested{Seq: orig[0].Seq, Duplicate: true}) {
 		t.Fatalf("after reopen: %+v, want the seqs of %+v as duplicates", got, orig)
 	}
 	if _, err := h.w.Ingest(context.Background(), keyed("k", countEvent("a", 9))); !errors.Is(err, kernel.ErrIdempotencyConflict) {

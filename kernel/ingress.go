@@ -57,6 +57,9 @@ func (w *World) Ingest(ctx context.Context, evs ...Event) ([]Ingested, error) {
 	out := make([]Ingested, len(res.seqs))
 	for i, seq := range res.seqs {
 		out[i] = Ingested{Seq: seq, Duplicate: res.dups[i]}
+		if res.parked != nil {
+			out[i].Parked = res.parked[i]
+		}
 	}
 	return out, err
 }
@@ -136,28 +139,33 @@ func (w *World) canonicalEvent(m *manifest.Manifest, ev Event) ([]byte, error) {
 }
 
 // ingestExternal journals one ingress event and runs the world to idle.
-func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
+// It returns the event's seq and the targets it was parked for. An event
+// that would park beyond the limit is refused, journaling nothing.
+func (st *state) ingestExternal(ev *ingressEvent) (uint64, []Target, error) {
 	if st.man == nil {
-		return 0, ErrNoManifest
+		return 0, nil, ErrNoManifest
 	}
 	targets := ev.targets
 	if ev.manifest != st.man {
 		// The manifest changed since the caller validated: validate and route
 		// again.
 		if !st.man.Registry.Has(ev.schema) {
-			return 0, fmt.Errorf("%w: unknown event schema %q", ErrInvalid, ev.schema)
+			return 0, nil, fmt.Errorf("%w: unknown event schema %q", ErrInvalid, ev.schema)
 		}
 		if err := st.man.Registry.Validate(ev.schema, ev.value); err != nil {
-			return 0, fmt.Errorf("%w: event %s: %v", ErrInvalid, ev.schema, err)
+			return 0, nil, fmt.Errorf("%w: event %s: %v", ErrInvalid, ev.schema, err)
 		}
 		var err error
 		if targets, err = st.router.Route(ev.schema, ev.value); err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return 0, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+	}
+	if in, n, _ := st.fullTarget(targets, nil); in != nil {
+		return 0, nil, st.refuseParked(ev.schema, in, n)
 	}
 	st.beginInput()
 	rec := &records.EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp(), IdempotencyKey: ev.key}
-	seq := st.emitEvent(rec, targets, 0)
+	seq, parked := st.emitEvent(rec, targets, 0)
 	if ev.key != "" {
 		st.noteIngress(rec, seq, &ev.keyID, ev.sum)
 	} else {
@@ -165,7 +173,7 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, error) {
 	}
 	st.w.cfg.Observer.Ingested(1)
 	st.runToIdle()
-	return seq, nil
+	return seq, parked, nil
 }
 
 // newStamp takes time and entropy from the ports; the only place they enter.
@@ -191,8 +199,9 @@ func childStamp(parent *records.Stamp, seq uint64) records.Stamp {
 }
 
 // emitEvent journals an event with its targets and delivers it to their
-// mailboxes. Returns its seq.
-func (st *state) emitEvent(rec *records.EventRec, targets []routing.Target, depth uint64) uint64 {
+// mailboxes, or parks it for those that cannot take it now (park.go).
+// Returns its seq, and the targets it was parked for (nil for none).
+func (st *state) emitEvent(rec *records.EventRec, targets []routing.Target, depth uint64) (uint64, []Target) {
 	rec.Targets = make([]records.TargetRec, len(targets))
 	for i, t := range targets {
 		rec.Targets[i] = records.TargetRec{Workflow: t.Workflow, Key: t.Key}
@@ -204,20 +213,26 @@ func (st *state) emitEvent(rec *records.EventRec, targets []routing.Target, dept
 	}
 	eh := schemas.HashBytes(body)
 	stamp := rec.Stamp
+	var parked []Target
 	for _, t := range targets {
 		inst := st.instance(t.Workflow, t.Key)
-		if inst.failed {
-			inst.skipEvent() // sticky failure: the event is journaled, the instance does not step
+		d := delivery{seq: seq, schema: t.Schema, value: t.Value, stamp: &stamp, eventHash: eh, depth: depth}
+		if st.holds(inst) {
+			// Failed, or its module set aside: the event is journaled
+			// and waits for it (or, under limits from before parking, a
+			// failed instance skips it).
+			if st.park(inst, d) {
+				parked = append(parked, Target{Workflow: t.Workflow, Key: t.Key})
+			}
 			continue
 		}
-		inst.mailbox = append(inst.mailbox, delivery{seq: seq, schema: t.Schema, value: t.Value,
-			stamp: &stamp, eventHash: eh, depth: depth})
+		inst.mailbox = append(inst.mailbox, d)
 		if !inst.queued && !st.replaying {
 			inst.queued = true
 			st.ready = append(st.ready, inst)
 		}
 	}
-	return seq
+	return seq, parked
 }
 
 // emit assigns the next seq to a record and queues it for the committer.

@@ -512,6 +512,42 @@ func TestJournalCheckCatches(t *testing.T) {
 		{journalcheck.RuleRecoverAction, func(f *forged) (journalcheck.Journal, uint64) {
 			return nil, f.recover(b.failedKey, "restart", b.failedFault, b.failedInput, 0)
 		}},
+		{journalcheck.RuleRecoverMismatch, func(f *forged) (journalcheck.Journal, uint64) {
+			// d1 has nothing parked; the recover says it dropped 3.
+			return nil, f.add(journal.KindRecover, &records.RecoverRec{Workflow: checkOrderWF, Key: b.failedKey, Action: "skip",
+				Fault: b.failedFault, Input: b.failedInput, Parked: 3, DropParked: true, Stamp: f.stamp()})
+		}},
+		{journalcheck.RuleModuleAction, func(f *forged) (journalcheck.Journal, uint64) {
+			// A resume of a module that was never set aside.
+			s := f.stamp()
+			return nil, f.add(journal.KindModule, &records.ModuleRec{Module: "com.test/nope@1", Action: records.ModuleResume,
+				Workflows: []string{}, Reason: "forged", Stamp: &s})
+		}},
+		{journalcheck.RuleModuleAction, func(f *forged) (journalcheck.Journal, uint64) {
+			aside := &records.ModuleRec{Module: "com.test/counter_mod@1", Action: records.ModuleAside,
+				Workflows: []string{"com.test/counter@1"}, Reason: "forged"}
+			f.add(journal.KindModule, aside)
+			return nil, f.add(journal.KindModule, aside) // set aside twice
+		}},
+		{journalcheck.RuleModuleResume, func(f *forged) (journalcheck.Journal, uint64) {
+			// The counter's module is set aside, an event for kq is
+			// parked, and the resume says it delivers none.
+			f.add(journal.KindModule, &records.ModuleRec{Module: "com.test/counter_mod@1", Action: records.ModuleAside,
+				Workflows: []string{"com.test/counter@1"}, Reason: "forged"})
+			ev := f.ingress("com.test/CountEvent@1", countValue, counter(ckey("kq")))
+			s := f.stamp()
+			at := f.add(journal.KindModule, &records.ModuleRec{Module: "com.test/counter_mod@1", Action: records.ModuleResume,
+				Workflows: []string{"com.test/counter@1"}, Reason: "forged", Stamp: &s})
+			f.add(journal.KindStep, &records.StepRec{Input: ev, Workflow: "com.test/counter@1", Key: ckey("kq")}) // it is delivered all the same
+			return nil, at
+		}},
+		{journalcheck.RuleStepInput, func(f *forged) (journalcheck.Journal, uint64) {
+			// A step of an event parked behind a module set aside.
+			f.add(journal.KindModule, &records.ModuleRec{Module: "com.test/counter_mod@1", Action: records.ModuleAside,
+				Workflows: []string{"com.test/counter@1"}, Reason: "forged"})
+			ev := f.ingress("com.test/CountEvent@1", countValue, counter(ckey("kq")))
+			return nil, f.add(journal.KindStep, &records.StepRec{Input: ev, Workflow: "com.test/counter@1", Key: ckey("kq")})
+		}},
 		{journalcheck.RuleSnapshotCheckpoint, func(f *forged) (journalcheck.Journal, uint64) {
 			// Not the latest checkpoint (which has no snapshot yet).
 			f.add(journal.KindCheckpoint, &records.CheckpointRec{Reason: records.CheckpointOperator})

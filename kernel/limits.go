@@ -17,6 +17,7 @@ import (
 func legacyLimits() Limits {
 	l := limitsWithDefaults(Limits{})
 	l.MaxStepsPerInput, l.MaxRecordsPerInput, l.MaxBytesPerInput = 0, 0, 0
+	l.MaxParkedPerInstance = 0 // nor parking: failed instances skipped events
 	return l
 }
 
@@ -44,10 +45,22 @@ func CheckLimits(l Limits) error {
 	return nil
 }
 
-// setLimits makes l (with defaults for what it leaves zero) the limits the
-// loop judges by, and publishes them to the goroutines that check ingress.
+// journaledLimits are limits read from the journal (a manifest or config
+// record, a snapshot) with defaults for what they leave zero, except
+// MaxParkedPerInstance: zero there means the record predates parking, and
+// the world replays it as it ran then, skipping the events of failed
+// instances (park.go). A live change fills it like any other limit.
+func journaledLimits(l Limits) Limits {
+	out := limitsWithDefaults(l)
+	out.MaxParkedPerInstance = l.MaxParkedPerInstance
+	return out
+}
+
+// setLimits makes l (with defaults for what it leaves zero, as
+// journaledLimits fills them) the limits the loop judges by, and publishes
+// them to the goroutines that check ingress.
 func (st *state) setLimits(l Limits) {
-	st.limits = limitsWithDefaults(l)
+	st.limits = journaledLimits(l)
 	cp := st.limits
 	st.w.limits.Store(&cp)
 }
@@ -55,7 +68,13 @@ func (st *state) setLimits(l Limits) {
 // changeLimits journals a records.ConfigRec when l differs from the current limits.
 // It returns the record's seq, or 0 when nothing changed.
 func (st *state) changeLimits(l Limits) uint64 {
-	l = limitsWithDefaults(l)
+	return st.changeTo(limitsWithDefaults(l))
+}
+
+// changeTo journals a records.ConfigRec making l (complete) the limits, when
+// it differs from the current ones; replay passes the journaled limits
+// (journaledLimits), so a record from before parking keeps its bytes.
+func (st *state) changeTo(l Limits) uint64 {
 	if l == st.limits {
 		return 0
 	}

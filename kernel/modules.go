@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/manifest"
@@ -140,13 +141,18 @@ func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fa
 		return out, fault, nil
 	}
 	ctx := context.Background()
-	if !st.replaying && st.w.cfg.StepTimeout > 0 {
+	var fromInput bool
+	if !st.replaying {
 		// Replay runs with no wall-clock limit: a step that finished live
 		// finishes again, and one the limit stopped live is adopted from its
-		// journaled environmental fault without running.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, st.w.cfg.StepTimeout)
-		defer cancel()
+		// journaled environmental fault without running. The limit is
+		// StepTimeout, or what is left of the input's InputTimeout.
+		var d time.Duration
+		if d, fromInput = st.stepLimit(); d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
 	}
 	o, err := rt.mod.runner.Step(ctx, rt.def.Impl.Entrypoint, in)
 	if err == nil {
@@ -161,6 +167,10 @@ func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fa
 	}
 	var e *modules.EnvError
 	if errors.As(err, &e) {
+		if fromInput && e.Cause == "timeout" {
+			e = &modules.EnvError{Module: e.Module, Cause: e.Cause, Err: fmt.Errorf("%w (what was left of input %d's wall-clock budget of %s)",
+				e.Err, st.work.input, st.w.cfg.InputTimeout)}
+		}
 		return nil, "", e
 	}
 	// Anything else is the host's failure too: never judged as the workflow's.

@@ -16,6 +16,7 @@ type InstanceCounts struct {
 	Waiting   int
 	Completed int
 	Failed    int
+	Parked    int // not failed, with events parked behind a module set aside
 }
 
 // Status is the world at a glance (`aosd status --json`).
@@ -35,6 +36,12 @@ type Status struct {
 	QueuedEffects int
 	Cells         map[string]int
 	Limits        Limits
+	// Parked is how many events are parked, for failed instances and for
+	// those whose module is set aside (park.go).
+	Parked uint64
+	// Aside are the modules set aside, sorted by name, with the inputs
+	// that wait for each (aside.go).
+	Aside []ModuleInfo
 	// Journaled counts the records of each kind this world made durable
 	// since it was opened (what replay read is not counted): two readings
 	// give rates. Every kind is present.
@@ -63,9 +70,19 @@ func (w *World) Status(ctx context.Context) (*Status, error) {
 				s.Instances.Waiting++
 			case StatusFailed:
 				s.Instances.Failed++
+			case StatusParked:
+				s.Instances.Parked++
 			}
 			if st != StatusCompleted && in.hasCell(w.st) {
 				s.Instances.Completed--
+			}
+			s.Parked += uint64(len(in.parked))
+		}
+		if len(st.aside) > 0 {
+			for _, m := range st.modules() {
+				if m.Aside {
+					s.Aside = append(s.Aside, m)
+				}
 			}
 		}
 		s.Inflight = len(st.inflight)
@@ -122,6 +139,11 @@ type CellView struct {
 	Size      uint64
 	Inflight  []string // intent hashes, sorted
 	Exists    bool     // the cell exists (an instance not at rest may have none)
+	// Parked is how many events are parked for the instance (failed, or
+	// its module set aside); AsideModule names the module set aside that
+	// holds it ("" when none).
+	Parked      uint64
+	AsideModule string
 }
 
 // ErrNoCell reports a cell that does not exist.
@@ -152,8 +174,11 @@ func (w *World) Cell(ctx context.Context, workflow string, key []byte) (*CellVie
 			h := schemas.HashBytes(state)
 			v.State, v.StateHash, v.Size = state, &h, uint64(len(state))
 		}
+		if a := st.held[workflow]; a != nil {
+			v.AsideModule = a.name
+		}
 		if in != nil {
-			v.Status, v.Reason = in.status(), in.reason
+			v.Status, v.Reason, v.Parked = in.status(), in.reason, uint64(len(in.parked))
 			for h := range in.inflight {
 				v.Inflight = append(v.Inflight, h.String())
 			}

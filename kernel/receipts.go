@@ -321,8 +321,13 @@ func (st *state) asWorkflowEvent(rt *wfRuntime, schema string, value []byte) ([]
 }
 
 // deliver appends to a mailbox and, live, makes the instance ready and runs
-// the world to idle.
+// the world to idle. An instance that cannot take it now (its module is set
+// aside) keeps it parked (park.go).
 func (st *state) deliver(in *instance, d delivery) {
+	if st.holds(in) {
+		st.park(in, d)
+		return
+	}
 	in.mailbox = append(in.mailbox, d)
 	if st.replaying {
 		return
@@ -375,7 +380,8 @@ func (st *state) failInstanceClass(in *instance, input uint64, reason, class str
 // failDelivery fails in on input, whose delivery d (nil when the input never
 // reached the mailbox, e.g. a receipt the workflow cannot take) is kept so
 // that an operator's retry can deliver it again (recover.go). Whatever else
-// is in the mailbox is dropped and counted as skipped.
+// is in the mailbox is parked for it, ahead of what comes later (or, under
+// limits from before parking, dropped and counted as skipped).
 func (st *state) failDelivery(in *instance, input uint64, d *delivery, reason, class string) {
 	reason = capReason(reason)
 	seq := st.emit(journal.KindFault, schemas.MustMarshal(&records.FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
@@ -384,12 +390,13 @@ func (st *state) failDelivery(in *instance, input uint64, d *delivery, reason, c
 			rt.mod.runner.Reset()
 		}
 	}
-	f := &failure{seq: seq, input: input, class: class, skipped: uint64(len(in.mailbox))}
+	f := &failure{seq: seq, input: input, class: class}
 	if d != nil {
 		kept := *d
 		f.retry = &kept
 	}
-	in.failed, in.reason, in.mailbox, in.fault = true, reason, nil, f
+	in.failed, in.reason, in.fault = true, reason, f
+	st.parkMailbox(in)
 	st.failed.insert(in)
 	for _, h := range sortedHashes(in.inflight) {
 		st.settleIntent(in, h)

@@ -16,8 +16,11 @@ import (
 
 // Recover actions (records.RecoverRec.Action). Each un-fails the instance; they
 // differ in what becomes of the input that failed and of the cell's state.
-// Events journaled while the instance was failed are not delivered by any of
-// them: they were skipped for good.
+// The events parked for the instance while it was failed (park.go) are
+// delivered after the action, in journal order, by each of them, unless the
+// operator drops them (RecoverRequest.DropParked), which the recover record
+// and its answer count. (Under limits from before parking, events for a
+// failed instance were skipped for good; no recover delivers those.)
 const (
 	// RecoverRetry delivers the input that failed again, to the current
 	// manifest's code, keeping the cell's state. The retried step records the
@@ -42,6 +45,11 @@ var (
 	// reached the instance, or the current manifest cannot take it); reset
 	// or skip still can recover the instance.
 	ErrNotRetryable = errors.New("kernel: the failed input cannot be retried")
+	// ErrParkedUndeliverable: an event parked for the instance cannot be
+	// delivered under the current manifest (its workflow left it, or takes
+	// another event now); the recover must drop the parked events
+	// (RecoverRequest.DropParked), or a manifest that takes them be applied.
+	ErrParkedUndeliverable = errors.New("kernel: parked events cannot be delivered")
 )
 
 // Listing limits for Failed.
@@ -55,7 +63,7 @@ type failure struct {
 	seq     uint64    // the fault record
 	input   uint64    // the input whose step failed
 	class   string    // records.FaultRec.Class
-	skipped uint64    // events for the instance not delivered since
+	skipped uint64    // events for the instance not delivered since (under limits from before parking)
 	retry   *delivery // the failed delivery, for a retry; nil when it never reached the mailbox
 }
 
@@ -75,7 +83,13 @@ type FailedInfo struct {
 	FaultSeq uint64 // seq of the fault record; a recover must name it
 	Reason   string
 	Class    string // "business", "environmental" or "budget"
-	Skipped  uint64 // events addressed to it since it failed (never delivered)
+	Skipped  uint64 // events addressed to it since it failed and skipped (never delivered; journals from before parking)
+	// Parked is how many events wait for it (park.go): a recover delivers
+	// them after its action, unless it drops them. ParkedBlocked says why
+	// they cannot be delivered under the current manifest ("" when they
+	// can); a recover must then drop them.
+	Parked        uint64
+	ParkedBlocked string
 	// InputSchema is the schema the failed input was delivered as, when it
 	// was kept for a retry.
 	InputSchema string
@@ -85,13 +99,31 @@ type FailedInfo struct {
 	RetryBlocked string
 }
 
+// RecoverRequest is an operator's recover of one failed instance.
+type RecoverRequest struct {
+	Workflow string
+	Key      []byte // canonical CBOR; nil for an unkeyed workflow
+	Action   string // RecoverRetry, RecoverReset or RecoverSkip
+	FaultSeq uint64 // the fault record it answers
+	// DropParked drops the events parked for the instance instead of
+	// delivering them after the action: the only way parked events are
+	// ever dropped. The record and the result say how many.
+	DropParked bool
+}
+
 // RecoverResult says what a recover did.
 type RecoverResult struct {
 	Seq    uint64 // the recover record
-	Status string // the instance's status afterwards (a retry has run to idle)
-	// FaultSeq and Reason: the retried input failed again, with this fault.
+	Status string // the instance's status afterwards (the recover has run to idle)
+	// FaultSeq and Reason: the retried input, or a parked event delivered
+	// after it, failed again, with this fault.
 	FaultSeq uint64
 	Reason   string
+	// Delivered is how many parked events the recover delivered again (or
+	// parked again behind the module, when the instance's module is set
+	// aside); Dropped how many it dropped (RecoverRequest.DropParked).
+	Delivered uint64
+	Dropped   uint64
 }
 
 // FaultClassName names a records.FaultRec.Class for people: a business fault has
@@ -207,18 +239,34 @@ func (w *World) FailedKey(ctx context.Context, workflow string, match func(key [
 
 // Recover un-fails one failed instance with a journaled recover record:
 // action is RecoverRetry, RecoverReset or RecoverSkip, and faultSeq the seq
-// of the fault record it answers. A recover that does not answer the
-// instance's current fault (ErrNotFailed, ErrStaleFault), names an unknown
-// action or workflow (ErrInvalid), or retries what cannot be retried
-// (ErrNotRetryable) is refused and journals nothing. A retry runs to idle
-// before Recover returns; the result says how the instance ended up.
+// of the fault record it answers. The events parked for the instance are
+// delivered after the action. It is RecoverInstance without DropParked.
 func (w *World) Recover(ctx context.Context, workflow string, key []byte, action string, faultSeq uint64) (RecoverResult, error) {
+	return w.RecoverInstance(ctx, RecoverRequest{Workflow: workflow, Key: key, Action: action, FaultSeq: faultSeq})
+}
+
+// RecoverInstance un-fails one failed instance with a journaled recover
+// record. A recover that does not answer the instance's current fault
+// (ErrNotFailed, ErrStaleFault), names an unknown action or workflow
+// (ErrInvalid), retries what cannot be retried (ErrNotRetryable), or would
+// deliver parked events the current manifest cannot take
+// (ErrParkedUndeliverable) is refused and journals nothing. What it
+// delivers (the retried input, the parked events) runs to idle before it
+// returns; the result says how the instance ended up.
+func (w *World) RecoverInstance(ctx context.Context, req RecoverRequest) (RecoverResult, error) {
 	var res RecoverResult
 	var rerr error
+	workflow, key := req.Workflow, req.Key
 	err := w.do(ctx, func(st *state) {
-		res.Seq, rerr = st.recoverInstance(workflow, key, action, faultSeq, nil)
+		var parked uint64
+		res.Seq, parked, rerr = st.recoverInstance(workflow, key, req.Action, req.FaultSeq, req.DropParked, nil)
 		if rerr != nil {
 			return
+		}
+		if req.DropParked {
+			res.Dropped = parked
+		} else {
+			res.Delivered = parked
 		}
 		res.Status = StatusCompleted
 		if in := st.instances[instanceID(workflow, key)]; in != nil {
@@ -236,13 +284,14 @@ func (w *World) Recover(ctx context.Context, workflow string, key []byte, action
 }
 
 // recoverInstance checks a recover, journals it and carries it out. stamp is
-// nil live (a new one is taken) and the journaled one in replay. Live, a
-// retry runs to idle here; in replay the retried delivery waits in the
-// mailbox for the step or fault record that follows.
-func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, stamp *records.Stamp) (uint64, error) {
-	in, err := st.checkRecover(wf, key, action, faultSeq)
+// nil live (a new one is taken) and the journaled one in replay. Live, what
+// it delivers runs to idle here; in replay the deliveries wait in the
+// mailbox for the step or fault records that follow. It returns the
+// record's seq and how many parked events it delivered (or dropped).
+func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq uint64, dropParked bool, stamp *records.Stamp) (uint64, uint64, error) {
+	in, err := st.checkRecover(wf, key, action, faultSeq, dropParked)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	f := in.fault
 	st.beginInput()
@@ -250,37 +299,47 @@ func (st *state) recoverInstance(wf string, key []byte, action string, faultSeq 
 		s := st.newStamp()
 		stamp = &s
 	}
-	rec := records.RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped, Stamp: *stamp}
+	parked := in.parked
+	rec := records.RecoverRec{Workflow: in.wf, Key: in.key, Action: action, Fault: f.seq, Input: f.input, Skipped: f.skipped,
+		Parked: uint64(len(parked)), DropParked: dropParked && len(parked) > 0, Stamp: *stamp}
 	seq := st.emit(journal.KindRecover, schemas.MustMarshal(&rec))
 	if stamp.LogicalNs > st.logical {
 		st.logical = stamp.LogicalNs
 	}
-	in.failed, in.reason, in.fault = false, "", nil
+	in.failed, in.reason, in.fault, in.parked = false, "", nil, nil
 	st.failed.remove(in)
-	if !st.replaying {
-		st.w.cfg.Logger.Info("instance recovered", "workflow", in.wf, "action", action, "fault", f.seq, "seq", seq)
+	if dropParked {
+		parked = nil
 	}
+	if !st.replaying {
+		st.w.cfg.Logger.Info("instance recovered", "workflow", in.wf, "action", action, "fault", f.seq, "seq", seq,
+			"parked", rec.Parked, "dropped", rec.DropParked)
+	}
+	var first *delivery
 	switch action {
 	case RecoverRetry:
 		d := *f.retry
 		d.seq = seq // the retried step consumes the recover record
-		st.deliver(in, d)
-		return seq, nil
+		first = &d
 	case RecoverReset:
 		if h := st.heads[in.wf]; h != nil {
 			if err := h.Delete(in.key); err != nil {
 				st.stop("cell store delete for "+in.wf, err)
-				return seq, st.stopped
+				return seq, rec.Parked, st.stopped
 			}
 		}
 	}
+	st.redeliver(in, first, parked)
+	if !st.replaying {
+		st.runToIdle()
+	}
 	st.settle(in)
-	return seq, nil
+	return seq, rec.Parked, nil
 }
 
 // checkRecover finds the failed instance a recover answers, or says why the
 // recover is refused.
-func (st *state) checkRecover(wf string, key []byte, action string, faultSeq uint64) (*instance, error) {
+func (st *state) checkRecover(wf string, key []byte, action string, faultSeq uint64, dropParked bool) (*instance, error) {
 	switch action {
 	case RecoverRetry, RecoverReset, RecoverSkip:
 	default:
@@ -300,6 +359,12 @@ func (st *state) checkRecover(wf string, key []byte, action string, faultSeq uin
 	if action == RecoverRetry {
 		if why := st.retryBlocked(in); why != "" {
 			return nil, fmt.Errorf("%w: workflow %s key %s: %s; reset or skip it instead", ErrNotRetryable, wf, keyText(key), why)
+		}
+	}
+	if !dropParked {
+		if why := st.parkedBlocked(in); why != "" {
+			return nil, fmt.Errorf("%w: workflow %s key %s: %s; drop them with the recover (--drop-parked, \"drop_parked\": true), or apply a manifest that takes them",
+				ErrParkedUndeliverable, wf, keyText(key), why)
 		}
 	}
 	return in, nil
@@ -324,15 +389,39 @@ func (st *state) retryBlocked(in *instance) string {
 	if d == nil {
 		return fmt.Sprintf("input %d never reached the instance (the workflow could not take it), so there is nothing to deliver again", in.fault.input)
 	}
-	rt := st.wfs[in.wf]
+	return st.undeliverable(in.wf, "the failed input", d)
+}
+
+// parkedBlocked says why some event parked for in could not be delivered
+// under the current manifest, or "".
+func (st *state) parkedBlocked(in *instance) string {
+	for i := range in.parked {
+		d := &in.parked[i]
+		if why := st.undeliverable(in.wf, fmt.Sprintf("the event parked from seq %d", d.seq), d); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// undeliverable says why delivery d (what names it) could not be delivered
+// to workflow wf under the current manifest, or "": the workflow must be
+// there, take d's schema as its event, and d's value must validate. A
+// delivery routed under the current manifest is deliverable; one kept
+// across an apply (a failed input, a parked event) is checked again.
+func (st *state) undeliverable(wf, what string, d *delivery) string {
+	rt := st.wfs[wf]
 	if rt == nil {
 		return "the workflow is not in the current manifest"
 	}
+	if d.stamp != nil && d.stamp.ManifestHash == st.man.Hash {
+		return ""
+	}
 	if rt.def.Event != d.schema {
-		return fmt.Sprintf("the failed input is a %s, but the workflow now takes %s", d.schema, rt.def.Event)
+		return fmt.Sprintf("%s is a %s, but the workflow now takes %s", what, d.schema, rt.def.Event)
 	}
 	if err := st.man.Registry.Validate(d.schema, d.value); err != nil {
-		return fmt.Sprintf("the failed input does not validate against the current %s: %v", d.schema, err)
+		return fmt.Sprintf("%s does not validate against the current %s: %v", what, d.schema, err)
 	}
 	return ""
 }
@@ -341,7 +430,7 @@ func (st *state) retryBlocked(in *instance) string {
 func (st *state) failedInfo(in *instance) FailedInfo {
 	f := in.fault
 	fi := FailedInfo{Workflow: in.wf, Key: in.key, Input: f.input, FaultSeq: f.seq, Reason: in.reason,
-		Class: FaultClassName(f.class), Skipped: f.skipped}
+		Class: FaultClassName(f.class), Skipped: f.skipped, Parked: uint64(len(in.parked)), ParkedBlocked: st.parkedBlocked(in)}
 	if f.retry != nil {
 		fi.InputSchema = f.retry.schema
 	}

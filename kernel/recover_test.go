@@ -135,23 +135,24 @@ func stepConsuming(t *testing.T, h *harness, input uint64) *records.StepRec {
 }
 
 // TestRecoverRetryAfterFix: the operator's path out of a bug. An input that
-// makes the step fault fails the instance; a later event is skipped; a
-// retry with the same code fails again with a new fault (and the old fault
-// seq is then stale); after applying fixed code a retry delivers the failed
-// input to it, the step succeeds, the retried step consumes the recover
+// makes the step fault fails the instance; a later event is parked for it;
+// a retry with the same code fails again with a new fault (the parked event
+// parked again behind it, and the old fault seq is then stale); after
+// applying fixed code a retry delivers the failed input to it and then the
+// parked event, the steps succeed, the retried step consumes the recover
 // record, and a reopened world replays all of it to the same state.
 func TestRecoverRetryAfterFix(t *testing.T) {
 	ctx := context.Background()
 	h := newRecoverHarness(t, nil)
 	mustSend(t, h, "k", 3)
 	bad := mustSend(t, h, "k", 13)
-	mustSend(t, h, "k", 2) // skipped: the instance is failed
+	parked := mustSend(t, h, "k", 2) // parked: the instance is failed
 	mustSend(t, h, "other", 4)
 
 	fi := failedOf(t, h, counterWF, "k")
-	if fi.Input != bad || fi.Class != "business" || fi.Skipped != 1 || !fi.Retryable ||
+	if fi.Input != bad || fi.Class != "business" || fi.Skipped != 0 || fi.Parked != 1 || !fi.Retryable ||
 		fi.InputSchema != "com.test/CountEvent@1" || !strings.Contains(fi.Reason, "unlucky") || string(records.KeyJSON(fi.Key)) != `"k"` {
-		t.Fatalf("failed info %+v: want input %d, business, 1 skipped, retryable", fi, bad)
+		t.Fatalf("failed info %+v: want input %d, business, 1 parked, retryable", fi, bad)
 	}
 
 	// Retry with the buggy code: it fails again, with a new fault.
@@ -163,8 +164,9 @@ func TestRecoverRetryAfterFix(t *testing.T) {
 		t.Fatalf("retry with the old code: %+v, want failed again after the recover record", res)
 	}
 	again := failedOf(t, h, counterWF, "k")
-	if again.FaultSeq != res.FaultSeq || again.Input != res.Seq || again.Skipped != 0 {
-		t.Fatalf("after the failed retry: %+v; want fault %d on input %d (the recover record), 0 skipped", again, res.FaultSeq, res.Seq)
+	if again.FaultSeq != res.FaultSeq || again.Input != res.Seq || again.Skipped != 0 || again.Parked != 1 || res.Delivered != 1 {
+		t.Fatalf("after the failed retry: %+v (result %+v); want fault %d on input %d (the recover record), the 1 parked event parked again",
+			again, res, res.FaultSeq, res.Seq)
 	}
 	height := h.w.Journal().Height()
 	if _, err := h.w.Recover(ctx, counterWF, ckey("k"), kernel.RecoverRetry, fi.FaultSeq); !errors.Is(err, kernel.ErrStaleFault) {
@@ -182,18 +184,21 @@ func TestRecoverRetryAfterFix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res2.Status != kernel.StatusCompleted || res2.FaultSeq != 0 {
+	if res2.Status != kernel.StatusCompleted || res2.FaultSeq != 0 || res2.Delivered != 1 || res2.Dropped != 0 {
 		t.Fatalf("retry with the fixed code: %+v", res2)
 	}
-	if got := countOf(t, h, "k"); got != 16 {
-		t.Fatalf("count after the retry %d, want 3+13 (the skipped +2 is not delivered)", got)
+	if got := countOf(t, h, "k"); got != 18 {
+		t.Fatalf("count after the retry %d, want 3+13+2 (the parked +2 delivered after the retried input)", got)
 	}
 	if s := stepConsuming(t, h, res2.Seq); s == nil || s.Workflow != counterWF || !bytes.Equal(s.Key, ckey("k")) {
 		t.Fatalf("no step of k consumes the recover record %d (%+v)", res2.Seq, s)
 	}
+	if s := stepConsuming(t, h, parked); s == nil || !bytes.Equal(s.Key, ckey("k")) {
+		t.Fatalf("no step of k consumes the parked event %d (%+v)", parked, s)
+	}
 	recs := recoverRecs(t, h)
-	if len(recs) != 2 || recs[1].Action != kernel.RecoverRetry || recs[1].Fault != res.FaultSeq || recs[1].Input != res.Seq ||
-		recs[0].Fault != fi.FaultSeq || recs[0].Input != bad || recs[0].Skipped != 1 {
+	if len(recs) != 2 || recs[1].Action != kernel.RecoverRetry || recs[1].Fault != res.FaultSeq || recs[1].Input != res.Seq || recs[1].Parked != 1 ||
+		recs[0].Fault != fi.FaultSeq || recs[0].Input != bad || recs[0].Skipped != 0 || recs[0].Parked != 1 || recs[0].DropParked || recs[1].DropParked {
 		t.Fatalf("recover records %+v", recs)
 	}
 	mustSend(t, h, "k", 1)
@@ -202,8 +207,8 @@ func TestRecoverRetryAfterFix(t *testing.T) {
 	}
 
 	reopenSame(t, h)
-	if got := countOf(t, h, "k"); got != 17 {
-		t.Fatalf("count after replay %d, want 17", got)
+	if got := countOf(t, h, "k"); got != 19 {
+		t.Fatalf("count after replay %d, want 19", got)
 	}
 	if got := countOf(t, h, "other"); got != 4 {
 		t.Fatalf("other after replay %d", got)
@@ -383,32 +388,49 @@ func TestRecoverEnvironmentalRetry(t *testing.T) {
 
 // TestRecoverBudgetRetry: an instance cut off by the work budget keeps the
 // input it was cut off at (replay rebuilds it from the budget fault), the
-// rest of its mailbox counts as skipped, and a retry delivers that input.
+// rest of its mailbox is parked behind it, and a retry under a larger
+// budget delivers that input and then the parked events. A retry under the
+// budget that cut it off is cut off again, as bounded as the first run.
 func TestRecoverBudgetRetry(t *testing.T) {
 	ctx := context.Background()
-	h := newRecoverHarness(t, func(c *kernel.Config) { c.Limits = kernel.Limits{MaxStepsPerInput: 10, MaxDomainEvents: 100} })
+	steps := 10 // what the world asks for when it opens
+	h := newRecoverHarness(t, func(c *kernel.Config) { c.Limits = kernel.Limits{MaxStepsPerInput: steps, MaxDomainEvents: 100} })
 	// by 17 emits 100 Total events to the unkeyed audit: 1 counter step
 	// and 9 audit steps fit the budget.
 	mustSend(t, h, "k", 17)
 	const audit = "com.test/audit@1"
 	fi := failedOf(t, h, audit, "")
-	if fi.Class != kernel.FaultBudget || fi.Skipped != 90 || !fi.Retryable || string(records.KeyJSON(fi.Key)) != "null" {
-		t.Fatalf("failed info %+v: want a budget fault with 90 skipped", fi)
+	if fi.Class != kernel.FaultBudget || fi.Skipped != 0 || fi.Parked != 90 || !fi.Retryable || string(records.KeyJSON(fi.Key)) != "null" {
+		t.Fatalf("failed info %+v: want a budget fault with 90 parked", fi)
 	}
 	reopenSame(t, h)
 	if again := failedOf(t, h, audit, ""); !reflect.DeepEqual(again, fi) {
 		t.Fatalf("after replay %+v, live %+v", again, fi)
 	}
+	// Under the same budget the retry runs 10 steps and is cut off again,
+	// the rest parked again: a retry is one more bounded input.
 	res, err := h.w.Recover(ctx, audit, nil, kernel.RecoverRetry, fi.FaultSeq)
-	if err != nil || res.Status != kernel.StatusCompleted {
+	if err != nil || res.Status != kernel.StatusFailed || res.Delivered != 90 {
+		t.Fatalf("retry under the same budget: %+v %v", res, err)
+	}
+	fi = failedOf(t, h, audit, "")
+	if fi.Class != kernel.FaultBudget || fi.Parked != 80 {
+		t.Fatalf("after the retry under the same budget: %+v, want a budget fault with 80 parked", fi)
+	}
+	steps = 1000
+	if _, err := h.w.SetLimits(ctx, kernel.Limits{MaxStepsPerInput: steps}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.w.Recover(ctx, audit, nil, kernel.RecoverRetry, fi.FaultSeq)
+	if err != nil || res.Status != kernel.StatusCompleted || res.Delivered != 80 {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
 	v, err := h.w.Cell(ctx, audit, nil)
-	if err != nil || stateJSON(v) != `{"seen":10}` {
-		t.Fatalf("audit after retry: %+v %v", v, err)
+	if err != nil || stateJSON(v) != `{"seen":100}` {
+		t.Fatalf("audit after retry: %s %v, want all 100 Total events seen", stateJSON(v), err)
 	}
 	reopenSame(t, h)
-	if v, err := h.w.Cell(ctx, audit, nil); err != nil || stateJSON(v) != `{"seen":10}` {
+	if v, err := h.w.Cell(ctx, audit, nil); err != nil || stateJSON(v) != `{"seen":100}` {
 		t.Fatalf("audit after replay: %+v %v", v, err)
 	}
 }

@@ -157,7 +157,7 @@ func (st *state) drive(it *replayItem) error {
 		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
 		}
-		if st.changeLimits(cr.Limits) == 0 {
+		if st.changeTo(journaledLimits(cr.Limits)) == 0 {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "limits record changes nothing"}
 		}
 	case journal.KindEvent:
@@ -180,7 +180,7 @@ func (st *state) drive(it *replayItem) error {
 		}
 		st.beginInput()
 		rec := &records.EventRec{Schema: ev.Schema, Value: ev.Value, Stamp: ev.Stamp, IdempotencyKey: ev.IdempotencyKey}
-		seq := st.emitEvent(rec, targets, 0)
+		seq, _ := st.emitEvent(rec, targets, 0)
 		if ev.IdempotencyKey != "" {
 			key := idemKeyID(ev.IdempotencyKey)
 			st.noteIngress(rec, seq, &key, idemSum(ev.Schema, ev.Value))
@@ -248,8 +248,30 @@ func (st *state) drive(it *replayItem) error {
 		// The same checks and the same action as live; the record it
 		// produces (recomputed input and skipped count included) must match.
 		stamp := rr.Stamp
-		if _, err := st.recoverInstance(rr.Workflow, rr.Key, rr.Action, rr.Fault, &stamp); err != nil {
+		if _, _, err := st.recoverInstance(rr.Workflow, rr.Key, rr.Action, rr.Fault, rr.DropParked, &stamp); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: rr.Workflow, Key: rr.Key, Msg: err.Error()}
+		}
+	case journal.KindModule:
+		var mr records.ModuleRec
+		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		switch mr.Action {
+		case records.ModuleAside:
+			// Decided live on wall time: adopted, never judged again.
+			if err := st.replayAside(r, &mr); err != nil {
+				return err
+			}
+		case records.ModuleResume:
+			if mr.Stamp == nil {
+				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "a resume without a stamp"}
+			}
+			stamp := *mr.Stamp
+			if _, err := st.resumeModule(mr.Module, mr.Reason, &stamp); err != nil {
+				return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+			}
+		default:
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: fmt.Sprintf("unknown module action %q", mr.Action)}
 		}
 	case journal.KindReceipt:
 		var rr records.ReceiptRec

@@ -303,13 +303,18 @@ func (st *state) captureTables() *snapshot.State {
 			si = snapshot.Instance{Workflow: in.wf, Key: in.key, Status: snapshot.StatusFailed,
 				Fault: &snapshot.Fault{Seq: f.seq, Input: f.input, Class: f.class, Reason: in.reason, Skipped: f.skipped}}
 			if d := f.retry; d != nil {
-				si.Fault.Retry = &snapshot.Delivery{Seq: d.seq, Schema: d.schema, Value: d.value, Stamp: *d.stamp,
-					EventHash: d.eventHash, Depth: d.depth}
+				sd := snapDelivery(d)
+				si.Fault.Retry = &sd
 			}
 		case StatusWaiting:
 			si = snapshot.Instance{Workflow: in.wf, Key: in.key, Status: snapshot.StatusWaiting}
+		case StatusParked:
+			si = snapshot.Instance{Workflow: in.wf, Key: in.key, Status: snapshot.StatusParked}
 		default:
 			continue // at rest (or, impossible at a checkpoint, running)
+		}
+		for i := range in.parked {
+			si.Parked = append(si.Parked, snapDelivery(&in.parked[i]))
 		}
 		s.Instances = append(s.Instances, si)
 	}
@@ -334,6 +339,10 @@ func (st *state) captureTables() *snapshot.State {
 		e := t.byKey[k]
 		s.Idempotency = append(s.Idempotency, snapshot.Idem{Key: append([]byte(nil), k[:]...), Seq: e.seq, Logical: e.logical,
 			Sum: append([]byte(nil), e.sum[:]...)})
+	}
+	for _, n := range slices.Sorted(maps.Keys(st.aside)) {
+		a := st.aside[n]
+		s.Aside = append(s.Aside, snapshot.Aside{Module: a.name, Hash: a.hash, Seq: a.seq, Reason: a.reason, Workflows: a.workflows})
 	}
 	se := &st.epochs
 	s.Epochs = snapshot.Epochs{MaxRun: se.maxRun, Known: []snapshot.KnownSchema{}, Changes: []snapshot.Epoch{}}
@@ -381,4 +390,15 @@ func (w *World) snapshotTimer(interval time.Duration) {
 			}})
 		}
 	}
+}
+
+// snapDelivery is a delivery as a snapshot holds it.
+func snapDelivery(d *delivery) snapshot.Delivery {
+	return snapshot.Delivery{Seq: d.seq, Schema: d.schema, Value: d.value, Stamp: *d.stamp, EventHash: d.eventHash, Depth: d.depth}
+}
+
+// fromSnapDelivery is a snapshot's delivery in the loop's form.
+func fromSnapDelivery(d *snapshot.Delivery) delivery {
+	stamp := d.Stamp
+	return delivery{seq: d.Seq, schema: d.Schema, value: d.Value, stamp: &stamp, eventHash: d.EventHash, depth: d.Depth}
 }

@@ -146,9 +146,19 @@ func (st *state) restore(s *snapshot.State) error {
 			return bad("workflow %s: its unkeyed state is not %s in index %s (err %v)", wf.Name, *wf.State, wf.Root, err)
 		}
 	}
+	for i := range s.Aside {
+		a := &s.Aside[i]
+		st.hold(&asideModule{name: a.Module, hash: a.Hash, seq: a.Seq, reason: a.Reason, workflows: a.Workflows})
+	}
 	for i := range s.Instances {
 		si := &s.Instances[i]
 		in := st.instance(si.Workflow, si.Key)
+		for j := range si.Parked {
+			in.parked = append(in.parked, fromSnapDelivery(&si.Parked[j]))
+		}
+		if si.Status == snapshot.StatusParked && st.held[in.wf] == nil {
+			return bad("instance of %s key %x is parked, but no module set aside holds its workflow", si.Workflow, si.Key)
+		}
 		if si.Status != snapshot.StatusFailed {
 			continue
 		}
@@ -156,8 +166,8 @@ func (st *state) restore(s *snapshot.State) error {
 		in.failed, in.reason = true, f.Reason
 		in.fault = &failure{seq: f.Seq, input: f.Input, class: f.Class, skipped: f.Skipped}
 		if d := f.Retry; d != nil {
-			stamp := d.Stamp
-			in.fault.retry = &delivery{seq: d.Seq, schema: d.Schema, value: d.Value, stamp: &stamp, eventHash: d.EventHash, depth: d.Depth}
+			r := fromSnapDelivery(d)
+			in.fault.retry = &r
 		}
 		st.failed.insert(in)
 	}

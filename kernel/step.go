@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -19,6 +20,9 @@ const (
 	StatusWaiting   = "waiting"   // intents in flight
 	StatusCompleted = "completed" // at rest
 	StatusFailed    = "failed"    // sticky
+	// StatusParked: not failed, but events wait for it (parked) because
+	// its workflow's module is set aside (aside.go).
+	StatusParked = "parked"
 )
 
 // instance is one workflow instance (a cell, or an unkeyed workflow). Only
@@ -30,6 +34,7 @@ type instance struct {
 	wf       string
 	key      []byte
 	mailbox  []delivery
+	parked   []delivery // events it cannot take now, in the order it will take them (park.go)
 	queued   bool
 	failed   bool
 	reason   string
@@ -47,6 +52,8 @@ func (in *instance) status() string {
 		return StatusRunning
 	case len(in.inflight) > 0:
 		return StatusWaiting
+	case len(in.parked) > 0:
+		return StatusParked
 	default:
 		return StatusCompleted
 	}
@@ -95,11 +102,24 @@ func (st *state) runToIdle() {
 		if reason, over := st.budgetReason(); over {
 			rest := st.ready[i:]
 			st.ready = st.ready[:0]
-			st.stopCascade(rest, reason)
+			st.stopCascade(rest, reason, FaultBudget)
+			return
+		}
+		if reason, over := st.overTime(); over {
+			rest := st.ready[i:]
+			st.ready = st.ready[:0]
+			st.stopCascade(rest, reason, FaultEnvironmental)
 			return
 		}
 		in := st.ready[i]
 		st.ready[i] = nil
+		if len(in.mailbox) == 0 || in.failed {
+			// Its work was parked (its module was set aside meanwhile)
+			// or it failed: nothing to step.
+			in.queued = false
+			st.settle(in)
+			continue
+		}
 		d := in.mailbox[0]
 		st.step(in, &d)
 		if st.stopped != nil {
@@ -160,8 +180,10 @@ func (st *state) step(in *instance, d *delivery) {
 			return
 		}
 		st.failDelivery(in, d.seq, d, res.fault, FaultEnvironmental)
+		st.noteStep(res.rt, in, d.seq, res.env) // aside.go
 		return
 	}
+	st.noteStep(res.rt, in, d.seq, nil)
 	if res.fault != "" {
 		st.failDelivery(in, d.seq, d, res.fault, FaultBusiness)
 		return
@@ -221,6 +243,14 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		return res
 	}
 	res.rt = rt
+	if d.stamp.ManifestHash != st.man.Hash {
+		// Kept across an apply (a parked event, a failed input): the
+		// current manifest must still take it.
+		if why := st.undeliverable(in.wf, fmt.Sprintf("input %d", d.seq), d); why != "" {
+			res.fault = why
+			return res
+		}
+	}
 	prev, exists, fault, err := st.readState(rt, in, d) // schema_epoch.go
 	if err != nil {
 		res.storage = fmt.Errorf("cell store read for %s: %w", in.wf, err)
@@ -281,6 +311,7 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		return fmt.Errorf("emitted events would exceed the cascade depth limit %d", lim.MaxCascadeDepth)
 	}
 	next := res.stepSeq + 1
+	var parking map[string]int // events this step parks, by instance (park.go)
 	for i, e := range out.DomainEvents {
 		size += len(e.Value)
 		if !reg.Has(e.Schema) {
@@ -292,6 +323,11 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		targets, err := st.router.Route(e.Schema, e.Value)
 		if err != nil {
 			return fmt.Errorf("domain event %d: %v", i, err)
+		}
+		var full *instance
+		var n int
+		if full, n, parking = st.fullTarget(targets, parking); full != nil {
+			return errors.New(st.emittedFull(i, e.Schema, full, n))
 		}
 		rec := records.EventRec{Schema: e.Schema, Value: e.Value, Stamp: childStamp(d.stamp, next),
 			Origin: &records.OriginRec{Workflow: in.wf, Key: in.key, Step: res.stepSeq, Depth: d.depth + 1}}

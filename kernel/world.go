@@ -98,7 +98,12 @@ type state struct {
 	instances map[string]*instance    // non-default instances only (see instance)
 	listed    instanceLists           // instances again, by workflow in key-hash order (cellpage.go)
 	failed    failedIndex             // the failed instances, ordered by (workflow, key) (recover.go)
+	aside     map[string]*asideModule // modules set aside, by name (aside.go)
+	held      map[string]*asideModule // the workflows they hold, by name
+	timeouts  map[string]int          // steps of each module timed out in a row, live only (aside.go)
+	idBuf     []byte                  // scratch for instance lookups (park.go)
 	ready     []*instance             // round-robin queue of instances with mailbox work
+	turnEnds  time.Time               // when the current loop turn's time is up (zero: no limit)
 	seq       uint64                  // last assigned journal seq
 	logical   uint64                  // last logical time stamped
 	out       []journal.Record        // records produced this loop turn, not yet committed
@@ -299,6 +304,7 @@ type installed struct {
 // request is one unit of work for the loop.
 type request struct {
 	events  []ingressEvent // submit
+	sub     *submission    // the submit's progress, once it yielded (idempotency.go); nil before
 	apply   *manifest.Manifest
 	dryRun  bool
 	receipt *receipts.SignedReceipt
@@ -310,7 +316,8 @@ type request struct {
 type result struct {
 	receipt ReceiptResult
 	seqs    []uint64
-	dups    []bool // per seq: a resend under a remembered idempotency key
+	dups    []bool     // per seq: a resend under a remembered idempotency key
+	parked  [][]Target // per seq: the targets it was parked for (nil when none was)
 	applied *ApplyResult
 	err     error
 }
@@ -382,34 +389,92 @@ func (w *World) usable() error {
 }
 
 // loop is the only goroutine that touches w.st after Open.
+//
+// A turn takes the requests already queued (up to MaxBatch, until its
+// records reach maxTurnBytes or it has run Config.MaxTurnTime), then hands
+// their records to the committer, which answers them once durable. An
+// events request still under way when its turn's time is up yields: it goes
+// to the backlog with its events left, and goes on in a later turn. Turns
+// of queued requests and turns of the backlog alternate while both have
+// work, so a request that arrives while a slow request runs waits for about
+// one of the slow request's inputs (each bounded by Config.InputTimeout),
+// not for all of them, and a backlog is never starved.
 func (w *World) loop() {
 	defer close(w.loopDone)
 	defer close(w.commits)
 	st := w.st
-	for r := range w.reqs {
+	var backlog []request // requests that yielded, oldest first
+	open := true
+	backlogNext := false // the next turn serves the backlog when both have work
+	for open || len(backlog) > 0 {
+		var first *request
+		if len(backlog) == 0 {
+			r, ok := <-w.reqs
+			if !ok {
+				break
+			}
+			first = &r
+		}
 		if st.stopped != nil {
 			// Stopped: answer what is still queued, change nothing.
-			if r.done != nil {
-				r.done <- result{err: fmt.Errorf("%w: %w", ErrBroken, st.stopped)}
+			if first != nil {
+				backlog = append(backlog, *first)
 			}
+			for _, r := range backlog {
+				if r.done != nil {
+					r.done <- result{err: fmt.Errorf("%w: %w", ErrBroken, st.stopped)}
+				}
+			}
+			backlog = nil
 			continue
 		}
 		b := &batch{}
-		st.handle(r, b)
-	drain:
-		// A turn also ends once its records are large: they are held in
-		// memory until durable and go to the store as one write.
-		for len(b.reqs) < w.cfg.MaxBatch && st.outBytes < maxTurnBytes && st.stopped == nil {
-			select {
-			case r2, ok := <-w.reqs:
-				if !ok {
-					break drain
-				}
-				st.handle(r2, b)
-			default:
-				break drain
+		st.startTurn()
+		var next []request // what yields this turn
+		run := func(r request) {
+			if r, yielded := st.handle(r, b); yielded {
+				next = append(next, r)
 			}
 		}
+		// A turn also ends once its records are large (they are held in
+		// memory until durable and go to the store as one write) or its
+		// time is up.
+		more := func() bool {
+			return len(b.reqs) < w.cfg.MaxBatch && st.outBytes < maxTurnBytes && st.stopped == nil && !st.turnOver()
+		}
+		if first != nil || (open && len(w.reqs) > 0 && !backlogNext) {
+			// A turn of queued requests (only the loop receives, so a
+			// non-empty queue has one for it).
+			if first != nil {
+				run(*first)
+			}
+		drain:
+			for open && more() {
+				select {
+				case r, ok := <-w.reqs:
+					if !ok {
+						open = false
+						break drain
+					}
+					run(r)
+				default:
+					break drain
+				}
+			}
+			backlogNext = len(backlog) > 0
+		} else {
+			// A turn of the backlog, oldest first, one at least.
+			for len(backlog) > 0 && st.stopped == nil {
+				r := backlog[0]
+				backlog = backlog[1:]
+				run(r)
+				if !more() {
+					break
+				}
+			}
+			backlogNext = false
+		}
+		backlog = append(backlog, next...)
 		if st.stopped != nil {
 			// Nothing of this turn was durable or acknowledged: drop its
 			// records and answer its requests with the failure. The
@@ -425,7 +490,7 @@ func (w *World) loop() {
 		st.maybeCheckpoint()
 		b.recs, b.opened, b.settled, b.bytes = st.out, st.opened, st.settled, st.outBytes
 		st.out, st.opened, st.settled, st.outBytes = nil, nil, nil, 0
-		w.setQuiet(st.quiescent())
+		w.setQuiet(st.quiescent() && len(backlog) == 0)
 		w.commits <- b
 	}
 	if err := st.waitDrains(); err != nil {
@@ -433,7 +498,27 @@ func (w *World) loop() {
 	}
 }
 
-func (st *state) handle(r request, b *batch) {
+// startTurn starts a loop turn's clock.
+func (st *state) startTurn() {
+	st.turnEnds = time.Time{}
+	if d := st.w.cfg.MaxTurnTime; d > 0 && st.w.isOpen() {
+		st.turnEnds = time.Now().Add(d)
+	}
+}
+
+// turnOver says whether the current loop turn has used its time
+// (Config.MaxTurnTime): a request under way then yields. Never in replay.
+func (st *state) turnOver() bool {
+	return !st.turnEnds.IsZero() && !st.replaying && time.Now().After(st.turnEnds)
+}
+
+// isOpen says whether the world takes requests (not closing).
+func (w *World) isOpen() bool { return !w.closed.Load() }
+
+// handle runs one request. It returns the request and true when it yielded
+// (an events request whose turn ran out of time with events left): the
+// caller keeps it for a later turn, and it is answered then.
+func (st *state) handle(r request, b *batch) (request, bool) {
 	var res result
 	switch {
 	case r.query != nil:
@@ -454,11 +539,23 @@ func (st *state) handle(r request, b *batch) {
 		}
 		res.receipt.Seq, res.err = st.ingestFrame(r.frame, nil)
 	default:
-		res.seqs, res.dups, res.err = st.ingestEvents(r.events)
+		// The progress lives on the stack until the request yields: most
+		// requests never do, and the hottest route pays no allocation.
+		var sub submission
+		if r.sub != nil {
+			sub = *r.sub
+		}
+		if !st.ingestEvents(r.events, &sub) {
+			kept := sub
+			r.sub = &kept
+			return r, true
+		}
+		res = sub.res
 	}
 	if r.done != nil {
 		b.reqs = append(b.reqs, pending{done: r.done, res: res})
 	}
+	return r, false
 }
 
 // committer group-commits whatever batches are queued in one journal append,

@@ -9,7 +9,7 @@ import (
 
 // Decode decodes a record's body into its type: *EventRec, *StepRec,
 // *FaultRec, *IntentRec, *ReceiptRec, *DropRec, *FrameRec, *ManifestRec,
-// *ConfigRec, *RecoverRec, *CheckpointRec, *SnapshotRec or *WorldRec. A kind with no
+// *ConfigRec, *RecoverRec, *ModuleRec, *CheckpointRec, *SnapshotRec or *WorldRec. A kind with no
 // type here gives nil and no error. Bodies are trusted: they were canonical when journaled.
 func Decode(r journal.Record) (any, error) {
 	var v any
@@ -34,6 +34,8 @@ func Decode(r journal.Record) (any, error) {
 		v = new(ConfigRec)
 	case journal.KindRecover:
 		v = new(RecoverRec)
+	case journal.KindModule:
+		v = new(ModuleRec)
 	case journal.KindCheckpoint:
 		v = new(CheckpointRec)
 	case journal.KindSnapshot:

@@ -43,6 +43,14 @@ type Limits struct {
 	// (default 65,536, about 12 MiB: see fence.go). A receipt for an intent
 	// settled longer ago is refused as unknown, journaling nothing.
 	MaxSettledIntents int `cbor:"max_settled_intents,omitempty"`
+	// Events kept for one instance that cannot take them now (failed, or
+	// its module set aside), in journal order, until an operator recovers
+	// or resumes it (default 1,000; kernel/park.go). Ingress that would
+	// park more is refused, journaling nothing; a step that would emit
+	// more faults. Zero in a journaled record means the record predates
+	// parking: events for a failed instance were skipped then, and replay
+	// skips them the same way.
+	MaxParkedPerInstance int `cbor:"max_parked_per_instance,omitempty"`
 }
 
 // LimitNames are the names of the limits, in declaration order: the keys

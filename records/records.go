@@ -133,16 +133,47 @@ type ConfigRec struct {
 }
 
 // RecoverRec is an operator's recover of a failed instance: a driver record.
-// Replay re-runs it through the same checks and action, and recomputes Input
-// and Skipped from the failed instance it rebuilt.
+// Replay re-runs it through the same checks and action, and recomputes Input,
+// Skipped and Parked from the failed instance it rebuilt.
 type RecoverRec struct {
 	Workflow string `cbor:"workflow"`
 	Key      []byte `cbor:"key,omitempty"`
 	Action   string `cbor:"action"`
 	Fault    uint64 `cbor:"fault"`             // seq of the fault record answered
 	Input    uint64 `cbor:"input"`             // seq of the input whose step failed
-	Skipped  uint64 `cbor:"skipped,omitempty"` // events not delivered while failed
+	Skipped  uint64 `cbor:"skipped,omitempty"` // events not delivered while failed (journals from before parking)
 	Stamp    Stamp  `cbor:"stamp"`             // when the operator acted
+	// Parked is how many events were parked for the instance when it was
+	// recovered: delivered after the action, in journal order, or dropped
+	// when DropParked (the operator's explicit choice) is set.
+	Parked     uint64 `cbor:"parked,omitempty"`
+	DropParked bool   `cbor:"drop_parked,omitempty"`
+}
+
+// Module actions (ModuleRec.Action).
+const (
+	ModuleAside  = "aside"  // the module's steps kept timing out: its workflows' inputs are parked
+	ModuleResume = "resume" // an operator (or an apply that replaced the module) let them run again
+)
+
+// ModuleRec sets a module aside or resumes it (kernel/aside.go). A module
+// is set aside, inside the cascade of the input whose step timed out once
+// too often in a row, by a decision of the host's (wall time): replay adopts
+// the record and never judges it again. While it is aside, the inputs of
+// the workflows it lists are parked for their instances. A resume is a
+// driver record from outside, stamped like a recover: the workflows'
+// parked inputs are delivered again, in journal order per instance.
+type ModuleRec struct {
+	Module    string       `cbor:"module"`
+	Hash      schemas.Hash `cbor:"hash"` // the module def's hash when it was set aside
+	Action    string       `cbor:"action"`
+	Workflows []string     `cbor:"workflows"` // the workflows held (sorted; those that ran on the module when it was set aside)
+	Reason    string       `cbor:"reason"`
+	// Parked, on a resume, is how many parked events it delivers again (of
+	// the instances that are not failed; a failed one keeps its parked
+	// events until it is recovered).
+	Parked uint64 `cbor:"parked,omitempty"`
+	Stamp  *Stamp `cbor:"stamp,omitempty"` // a resume: when it was asked for
 }
 
 // ReceiptRec is a receipt admitted for a pending intent.

@@ -38,7 +38,9 @@ type TraceEntry struct {
 	Value     []byte
 	Action    string // a recover: retry, reset or skip
 	Fault     uint64 // a recover: the fault record it answers
-	Skipped   uint64 // a recover: events not delivered while failed
+	Skipped   uint64 // a recover: events not delivered while failed (journals from before parking)
+	Parked    uint64 // a recover: events parked for the instance, delivered after it (or dropped)
+	Dropped   bool   // a recover: the parked events were dropped (drop_parked)
 }
 
 // Trace returns the durable timeline of one instance: events delivered to it,
@@ -256,7 +258,7 @@ func traceEntry(seq uint64, kind journal.Kind, rec any, match matchFilter) (Trac
 		e.Input, e.Reason = r.Input, r.Reason
 		return e, match(kind, r.Workflow, r.Key, none)
 	case *RecoverRec:
-		e.Input, e.Action, e.Fault, e.Skipped = r.Input, r.Action, r.Fault, r.Skipped
+		e.Input, e.Action, e.Fault, e.Skipped, e.Parked, e.Dropped = r.Input, r.Action, r.Fault, r.Skipped, r.Parked, r.DropParked
 		return e, match(kind, r.Workflow, r.Key, none)
 	case *IntentRec:
 		e.Effect, e.Intents, e.Input, e.Value = r.Effect, []schemas.Hash{r.Hash}, r.EmittedAt, r.Params

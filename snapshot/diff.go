@@ -42,7 +42,10 @@ func Diff(a, b *State) string {
 	if d := diffList("idempotency key", a.Idempotency, b.Idempotency, func(e Idem) string { return fmt.Sprintf("%x (seq %d)", e.Key, e.Seq) }); d != "" {
 		return d
 	}
-	return diffValue("state-schema epochs", a.Epochs, b.Epochs)
+	if d := diffValue("state-schema epochs", a.Epochs, b.Epochs); d != "" {
+		return d
+	}
+	return diffList("module set aside", a.Aside, b.Aside, func(m Aside) string { return m.Module })
 }
 
 func diffValue(what string, a, b any) string {

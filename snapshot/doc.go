@@ -23,9 +23,13 @@
 // hash, and the CAS object holding its Source), the limits, per workflow the
 // CellIndex root and cell count (and, unkeyed, the one state's hash), the
 // instance table (every instance not at rest: failed ones with their fault
-// and the input kept for a retry, waiting ones), the intents in flight with
+// and the input kept for a retry, waiting ones, parked ones held by a module
+// set aside; each with the events parked for it), the intents in flight with
 // their origins and stream-frame counters, the receipt fence (recently
-// settled intents), the ingress idempotency table, and the state-schema
-// epochs. Mailboxes are empty at a checkpoint (the world is idle), so no
-// delivery other than a failed instance's kept input appears.
+// settled intents), the ingress idempotency table, the state-schema epochs,
+// and the modules set aside. Mailboxes are empty at a checkpoint (the world
+// is idle), so no delivery other than a failed instance's kept input and
+// parked events appears. The parked lists and the modules set aside are
+// omitted when empty, so a state without them has the bytes it had before
+// they existed.
 package snapshot

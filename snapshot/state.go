@@ -17,9 +17,12 @@ const Version = 1
 var ErrInvalid = errors.New("snapshot: invalid snapshot object")
 
 // Instance statuses a snapshot holds: only instances not at rest are kept.
+// A parked instance is not failed, has no intent in flight, and has events
+// parked because its module is set aside.
 const (
 	StatusWaiting = "waiting"
 	StatusFailed  = "failed"
+	StatusParked  = "parked"
 )
 
 // State is everything a world's loop derives from its journal, as of the
@@ -54,6 +57,19 @@ type State struct {
 	// before its first open by code that has them), which then encode as
 	// they did.
 	World string `cbor:"world,omitempty"`
+	// Aside: the modules set aside, sorted by name (absent when none, so
+	// a snapshot written before modules could be set aside keeps its
+	// bytes).
+	Aside []Aside `cbor:"aside,omitempty"`
+}
+
+// Aside is one module set aside (records.ModuleRec).
+type Aside struct {
+	Module    string       `cbor:"module"`
+	Hash      schemas.Hash `cbor:"hash"`      // its def's hash when it was set aside
+	Seq       uint64       `cbor:"seq"`       // the module record that set it aside
+	Reason    string       `cbor:"reason"`    // that record's reason
+	Workflows []string     `cbor:"workflows"` // the workflows it holds, sorted
 }
 
 // Manifest names the world's manifest and what it needs from the CAS.
@@ -83,8 +99,11 @@ type Workflow struct {
 type Instance struct {
 	Workflow string `cbor:"workflow"`
 	Key      []byte `cbor:"key"`
-	Status   string `cbor:"status"` // StatusWaiting or StatusFailed
+	Status   string `cbor:"status"` // StatusWaiting, StatusFailed or StatusParked
 	Fault    *Fault `cbor:"fault,omitempty"`
+	// Parked are the events parked for the instance, in the order it will
+	// take them (absent when none, so older snapshots keep their bytes).
+	Parked []Delivery `cbor:"parked,omitempty"`
 }
 
 // Fault is what a failed instance keeps about its failure.
@@ -252,8 +271,15 @@ func (s *State) Check() error {
 				return bad("waiting instance of %s with a fault", in.Workflow)
 			}
 			waiting[in.Workflow+"\x00"+string(in.Key)] = false
+		case StatusParked:
+			if in.Fault != nil || len(in.Parked) == 0 {
+				return bad("parked instance of %s with a fault or no parked events", in.Workflow)
+			}
 		default:
-			return bad("instance of %s has status %q (a snapshot holds %s and %s instances)", in.Workflow, in.Status, StatusWaiting, StatusFailed)
+			return bad("instance of %s has status %q (a snapshot holds %s, %s and %s instances)", in.Workflow, in.Status, StatusWaiting, StatusFailed, StatusParked)
+		}
+		if in.Parked != nil && len(in.Parked) == 0 {
+			return bad("instance of %s with an empty parked list (absent when none)", in.Workflow)
 		}
 	}
 	for i := range s.Intents {
@@ -304,6 +330,21 @@ func (s *State) Check() error {
 	for i := 1; i < len(s.Epochs.Changes); i++ {
 		if s.Epochs.Changes[i-1].Workflow >= s.Epochs.Changes[i].Workflow {
 			return bad("state-schema epochs not sorted and unique at %q", s.Epochs.Changes[i].Workflow)
+		}
+	}
+	if s.Aside != nil && len(s.Aside) == 0 {
+		return bad("an empty list of modules set aside (absent when none)")
+	}
+	held := map[string]bool{}
+	for i, a := range s.Aside {
+		if i > 0 && s.Aside[i-1].Module >= a.Module {
+			return bad("modules set aside not sorted and unique at %q", a.Module)
+		}
+		for j, wf := range a.Workflows {
+			if (j > 0 && a.Workflows[j-1] >= wf) || held[wf] {
+				return bad("module %s set aside: workflow %s listed twice or out of order", a.Module, wf)
+			}
+			held[wf] = true
 		}
 	}
 	return nil

@@ -125,6 +125,10 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 				for _, h := range v.Inflight {
 					w.row("  intent", h)
 				}
+				w.row("parked", v.Parked)
+				if v.AsideModule != "" {
+					w.row("module set aside", v.AsideModule+" (its inputs are parked until aosd modules resume "+v.AsideModule+")")
+				}
 				if err := w.flush(); err != nil {
 					return err
 				}

@@ -11,17 +11,19 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 )
 
-// failedSummary is the `failed` command's help: what recovering does, and
-// what it does not (skipped events stay skipped).
+// failedSummary is the `failed` command's help: what recovering does with
+// the failed input and with the events parked since.
 const failedSummary = "list failed instances, or recover one: retry delivers the input that failed again " +
 	"(to the current manifest's code), reset deletes the cell's state and drops that input, skip keeps the state and drops it. " +
-	"Events that arrived while the instance was failed are never delivered. Without --fault the current fault is looked up"
+	"Each then delivers the events parked for the instance while it was failed, in order, unless --drop-parked drops them " +
+	"(the answer says how many). Without --fault the current fault is looked up"
 
 func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 	limit := fs.Int("limit", 0, fmt.Sprintf("ls: rows per page (0: %d, at most %d)", kernel.DefaultFailedLimit, kernel.MaxFailedLimit))
 	after := fs.String("after", "", "ls: start after this cursor (the \"next\" of the previous page)")
 	all := fs.Bool("all", false, "ls: list every page")
 	fault := fs.Uint64("fault", 0, "retry/reset/skip: the fault seq being answered; refused if the instance's current fault is another (0: look it up)")
+	dropParked := fs.Bool("drop-parked", false, "retry/reset/skip: drop the events parked for the instance instead of delivering them after the action (journaled, counted)")
 	return func(pos []string) error {
 		if len(pos) == 0 || pos[0] != kernel.RecoverRetry && pos[0] != kernel.RecoverReset && pos[0] != kernel.RecoverSkip {
 			if len(pos) > 0 && pos[0] == "ls" {
@@ -32,6 +34,9 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			if *limit < 0 {
 				return usagef("--limit %d is negative", *limit)
+			}
+			if *dropParked {
+				return usagef("--drop-parked goes with retry, reset or skip, not ls")
 			}
 			wf := ""
 			if len(pos) == 1 {
@@ -49,7 +54,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 			key = pos[2]
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			return a.failedRecover(c, pos[0], pos[1], key, *fault)
+			return a.failedRecover(c, pos[0], pos[1], key, *fault, *dropParked)
 		})
 	}
 }
@@ -86,13 +91,17 @@ func (a *app) failedList(c *daemon.Conn, fs *flag.FlagSet, q daemon.FailedQuery,
 
 func printFailed(w io.Writer, rows []daemon.FailedInfo) {
 	t := newTable(w)
-	t.row("WORKFLOW", "KEY", "INPUT", "FAULT", "CLASS", "SKIPPED", "RETRY", "REASON")
+	t.row("WORKFLOW", "KEY", "INPUT", "FAULT", "CLASS", "PARKED", "SKIPPED", "RETRY", "REASON")
 	for _, f := range rows {
 		retry := "yes"
 		if !f.Retryable {
 			retry = "no: " + f.RetryBlocked
 		}
-		t.row(f.Workflow, string(f.Key), f.Input, f.FaultSeq, f.Class, f.Skipped, compactText(retry, 60), compactText(f.Reason, 100))
+		parked := fmt.Sprint(f.Parked)
+		if f.ParkedBlocked != "" {
+			parked += " (undeliverable: " + compactText(f.ParkedBlocked, 60) + ")"
+		}
+		t.row(f.Workflow, string(f.Key), f.Input, f.FaultSeq, f.Class, parked, f.Skipped, compactText(retry, 60), compactText(f.Reason, 100))
 	}
 	t.flush()
 	fmt.Fprintf(w, "%d failed instance(s)\n", len(rows))
@@ -110,7 +119,7 @@ func compactText(s string, max int) string {
 // failedRecover answers one failed instance's fault with action. A retry
 // that fails again is reported and exits 1: the recover is journaled, the
 // instance is failed by a new fault.
-func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64) error {
+func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64, dropParked bool) error {
 	if fault == 0 {
 		page, err := c.Failed(a.ctx, daemon.FailedQuery{Workflow: wf, Key: &key})
 		if err != nil {
@@ -121,7 +130,7 @@ func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64
 		}
 		fault = page.Failed[0].FaultSeq
 	}
-	req := daemon.RecoverRequest{Action: action, FaultSeq: fault}
+	req := daemon.RecoverRequest{Action: action, FaultSeq: fault, DropParked: dropParked}
 	if key != "" {
 		req.Key = keyJSON(key)
 	}
@@ -134,14 +143,25 @@ func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "%s of workflow %s key %s (fault %d) journaled at seq %d; status %s\n",
-			action, wf, keyOrNone(key), fault, res.Seq, res.Status)
+		fmt.Fprintf(a.stdout, "%s of workflow %s key %s (fault %d) journaled at seq %d; %s; status %s\n",
+			action, wf, keyOrNone(key), fault, res.Seq, parkedOutcome(res), res.Status)
 	}
 	if res.FaultSeq != 0 {
-		fmt.Fprintf(a.stderr, "aosd failed %s: the retried input failed again (fault seq %d): %s\n", action, res.FaultSeq, res.Reason)
+		fmt.Fprintf(a.stderr, "aosd failed %s: the instance failed again (fault seq %d): %s\n", action, res.FaultSeq, res.Reason)
 		return &exitCodeError{exitError}
 	}
 	return nil
+}
+
+// parkedOutcome says what a recover did with the parked events.
+func parkedOutcome(res *daemon.RecoverResult) string {
+	switch {
+	case res.Dropped > 0:
+		return fmt.Sprintf("%d parked event(s) dropped", res.Dropped)
+	case res.Delivered > 0:
+		return fmt.Sprintf("%d parked event(s) delivered after it", res.Delivered)
+	}
+	return "no parked events"
 }
 
 // keyJSON is a key as the user typed it, as the JSON the recover body

@@ -54,6 +54,7 @@ type failedRow struct {
 	Reason    string          `json:"reason"`
 	Class     string          `json:"class"`
 	Skipped   uint64          `json:"skipped"`
+	Parked    uint64          `json:"parked"`
 	Retryable bool            `json:"retryable"`
 }
 
@@ -73,7 +74,7 @@ func TestFailedCommand(t *testing.T) {
 		ok(t, w, "apply", buggyCounter(t))
 		ok(t, w, "send", countEv, `{"key":"a","by":5}`)
 		ok(t, w, "send", countEv, `{"key":"a","by":200}`)
-		ok(t, w, "send", countEv, `{"key":"a","by":1}`) // skipped: a is failed
+		ok(t, w, "send", countEv, `{"key":"a","by":1}`) // parked: a is failed
 		ok(t, w, "send", countEv, `{"key":"b","by":300}`)
 
 		var all failedList
@@ -82,7 +83,7 @@ func TestFailedCommand(t *testing.T) {
 			t.Fatalf("failed ls: %+v", all)
 		}
 		a := all.Failed[0]
-		if a.Workflow != counterWF || string(a.Key) != `"a"` || a.Class != "business" || a.Skipped != 1 || !a.Retryable ||
+		if a.Workflow != counterWF || string(a.Key) != `"a"` || a.Class != "business" || a.Skipped != 0 || a.Parked != 1 || !a.Retryable ||
 			!strings.Contains(a.Reason, "com.example/CounterState@1") {
 			t.Fatalf("failed row a: %+v", a)
 		}
@@ -128,7 +129,8 @@ func TestFailedCommand(t *testing.T) {
 		}
 
 		ok(t, w, "apply", examples.Path(t, "counter")) // the fix; failed instances do not block it
-		if out := ok(t, w, "failed", "retry", counterWF, "a"); !strings.Contains(out, "status completed") {
+		if out := ok(t, w, "failed", "retry", counterWF, "a"); !strings.Contains(out, "status completed") ||
+			!strings.Contains(out, "1 parked event(s) delivered after it") {
 			t.Fatalf("retry with the fixed code:\n%s", out)
 		}
 		if out := ok(t, w, "failed", "reset", counterWF, `"b"`); !strings.Contains(out, "reset of workflow") {
@@ -146,8 +148,8 @@ func TestFailedCommand(t *testing.T) {
 			State map[string]int `json:"state"`
 		}
 		jsonOut(t, w, &show, "cells", "show", counterWF, "a")
-		if show.State["count"] != 205 {
-			t.Fatalf("a after the retry: %+v, want 5+200 (the skipped +1 not delivered)", show)
+		if show.State["count"] != 206 {
+			t.Fatalf("a after the retry: %+v, want 5+200+1 (the parked +1 delivered after the retried input)", show)
 		}
 		if r := aosd(t, w, "cells", "show", counterWF, "b"); r.code != 1 || !strings.Contains(r.stderr, "no such cell") {
 			t.Fatalf("b after the reset: exit %d %s", r.code, r.stderr)

@@ -203,10 +203,37 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 		}
 	case "recover":
 		if b, ok := decodeBody[daemon.RecoverBody](body); ok {
-			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %d skipped)", b.Action, b.Workflow, b.Key, b.Fault, b.Input, b.Skipped), true
+			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %s)", b.Action, b.Workflow, b.Key, b.Fault, b.Input,
+				recoverCounts(b.Skipped, b.Parked, b.DropParked)), true
+		}
+	case "module":
+		if b, ok := decodeBody[daemon.ModuleBody](body); ok {
+			if b.Action == records.ModuleResume {
+				return fmt.Sprintf("resume %s: %d parked events delivered again (%s)", b.Module, b.Parked, b.Reason), true
+			}
+			return fmt.Sprintf("%s %s, holding %s: %s", b.Action, b.Module, strings.Join(b.Workflows, ", "), b.Reason), true
 		}
 	}
 	return "", false
+}
+
+// recoverCounts words what a recover did with the events that came for the
+// instance while it was failed.
+func recoverCounts(skipped, parked uint64, dropped bool) string {
+	var parts []string
+	if skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d skipped", skipped))
+	}
+	switch {
+	case dropped:
+		parts = append(parts, fmt.Sprintf("%d parked dropped", parked))
+	case parked > 0:
+		parts = append(parts, fmt.Sprintf("%d parked delivered", parked))
+	}
+	if len(parts) == 0 {
+		return "nothing parked"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // checkpointReasons words a checkpoint's reason (records.Checkpoint*).

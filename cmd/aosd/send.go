@@ -70,6 +70,13 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			if a.json {
 				out := map[string]any{"seq": sent.Seq, "duplicate": sent.Duplicate}
+				if len(sent.Parked) > 0 {
+					var ps []daemon.ParkedTarget
+					for _, t := range sent.Parked {
+						ps = append(ps, daemon.ParkedTarget{Workflow: t.Workflow, Key: daemon.KeyJSON(t.Key)})
+					}
+					out["parked"] = ps
+				}
 				if quiet != nil {
 					out["quiescent"] = *quiet
 				}
@@ -79,6 +86,11 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stdout, "event %s already journaled at seq %d under idempotency key %s; nothing journaled\n", pos[0], sent.Seq, *key)
 			} else {
 				fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], sent.Seq)
+			}
+			for _, t := range sent.Parked {
+				k := daemon.KeyJSON(t.Key)
+				fmt.Fprintf(a.stdout, "parked for workflow %s key %s: it cannot take events now (failed, or its module set aside); "+
+					"it gets this one when it is recovered or resumed (aosd cells show %s %s)\n", t.Workflow, k, t.Workflow, k)
 			}
 			if quiet != nil && !*quiet {
 				fmt.Fprintf(a.stdout, "world not quiescent after %s (instances running or waiting on effects)\n", *wait)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aos-kernel/aos/daemon"
 )
@@ -49,8 +50,13 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 			w.row("last snapshot", snap)
 			w.row("records since snapshot", st.RecordsSinceSnapshot)
 			w.row("quiescent", st.Quiescent)
-			w.row("instances", fmt.Sprintf("running %d, waiting %d, completed %d, failed %d",
-				st.Instances.Running, st.Instances.Waiting, st.Instances.Completed, st.Instances.Failed))
+			w.row("instances", fmt.Sprintf("running %d, waiting %d, completed %d, failed %d, parked %d",
+				st.Instances.Running, st.Instances.Waiting, st.Instances.Completed, st.Instances.Failed, st.Instances.Parked))
+			w.row("parked events", st.Parked)
+			for _, m := range st.Aside {
+				w.row("set aside "+m.Name, fmt.Sprintf("since seq %d, %d input(s) waiting in %d instance(s) of %s: aosd modules resume %s",
+					m.AsideSeq, m.Waiting, m.Instances, strings.Join(m.Workflows, ", "), m.Name))
+			}
 			w.row("in-flight intents", st.Inflight)
 			w.row("queued effects", st.QueuedEffects)
 			for _, name := range slices.Sorted(maps.Keys(st.Cells)) {

@@ -103,7 +103,7 @@ func traceDetail(e daemon.TraceEntry) string {
 	case "fault":
 		return fmt.Sprintf("input %d: %s", e.Input, e.Reason)
 	case "recover":
-		return fmt.Sprintf("%s of fault %d (input %d, %d skipped)", e.Action, e.Fault, e.Input, e.Skipped)
+		return fmt.Sprintf("%s of fault %d (input %d, %s)", e.Action, e.Fault, e.Input, recoverCounts(e.Skipped, e.Parked, e.Dropped))
 	case "receipt", "drop":
 		s := fmt.Sprintf("%s %s from %s", e.Effect, e.Status, e.Executor)
 		if e.Attempt > 0 {

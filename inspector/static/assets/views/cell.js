@@ -34,7 +34,10 @@ function drawHead(root, c) {
     h('div', { class: 'card' }, h('div', { class: 'label' }, 'Size'), h('div', { class: 'value' }, String(c.size) + ' B')),
     h('div', { class: 'card' }, h('div', { class: 'label' }, 'In-flight intents'),
       h('div', { class: 'value small', id: 'cell-inflight' }, inflight.length === 0 ? 'none' :
-        inflight.map((x) => h('div', {}, h('a', { class: 'mono', href: intentPath(x) }, x)))))),
+        inflight.map((x) => h('div', {}, h('a', { class: 'mono', href: intentPath(x) }, x))))),
+    h('div', { class: 'card' }, h('div', { class: 'label' }, 'Parked events'),
+      h('div', { class: 'value', id: 'cell-parked' }, String(c.parked || 0) +
+        (c.aside_module ? ' (module ' + c.aside_module + ' set aside)' : '')))),
   h('h2', {}, 'State now'), h('pre', { class: 'json', id: 'cell-state' }, pretty(c.state)));
 }
 
@@ -155,7 +158,8 @@ export function detail(e) {
     }
     case 'intent': return [e.effect + ' ', intentLinks(e.intents), ' (emitted at ', h('a', { href: journalPath(e.input) }, '#' + e.input), ')'];
     case 'fault': return [h('span', { class: 'status-failed' }, 'fault'), ' at input ', h('a', { href: journalPath(e.input) }, '#' + e.input), ': ' + e.reason];
-    case 'recover': return [e.action + ' of fault ', h('a', { href: journalPath(e.fault) }, '#' + e.fault), ` (input ${e.input}, ${e.skipped} skipped)`];
+    case 'recover': return [e.action + ' of fault ', h('a', { href: journalPath(e.fault) }, '#' + e.fault),
+      ` (input ${e.input}, ${e.parked || 0} parked ${e.dropped ? 'dropped' : 'delivered'}${e.skipped ? ', ' + e.skipped + ' skipped' : ''})`];
     case 'receipt': case 'drop':
       return [`${e.effect} ${e.status} from ${e.executor}`, e.attempt ? ` (attempt ${e.attempt})` : '', ' for ', intentLinks(e.intents),
         e.reason ? ': ' + e.reason : '', e.value !== undefined ? [' ', h('span', { class: 'mono' }, compact(e.value))] : ''];

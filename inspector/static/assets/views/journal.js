@@ -117,6 +117,9 @@ function summary(rec) {
     case 'fault': return [h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)), ': ' + b.reason];
     case 'manifest': return [b.name + ' ', h('span', { class: 'mono' }, b.hash)];
     case 'world': return ['identity ', h('span', { class: 'mono' }, b.id)];
+    case 'recover': return [b.action + ' ', h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)),
+      ` (${b.parked} parked ${b.drop_parked ? 'dropped' : 'delivered'})`];
+    case 'module': return [`${b.action} ${b.module} (${(b.workflows || []).join(', ')})`, b.action === 'resume' ? `: ${b.parked} parked delivered` : ''];
     default: return h('span', { class: 'mono' }, compact(b, 120));
   }
 }

@@ -64,6 +64,10 @@ function draw(root, s, now, prev) {
       card('Waiting', String(inst.waiting || 0), { id: 'waiting' }),
       card('Completed', String(inst.completed || 0), { id: 'completed' }),
       card('Failed', String(inst.failed || 0), { id: 'failed' }),
+      card('Parked', String(inst.parked || 0), { id: 'parked' }),
+      card('Parked events', String(s.parked || 0), { id: 'parked-events' }),
+      card('Modules set aside', (s.aside || []).length === 0 ? 'none' :
+        (s.aside || []).map((m) => h('div', {}, m.name + ': ' + m.waiting + ' waiting')), { id: 'aside' }),
       card('In-flight intents', String(s.inflight), { id: 'inflight' }),
       card('Queued effects', String(s.queued_effects), { id: 'queued' }),
       card('Events in', rate(now, prev, 'aos_events_ingested_total'), { id: 'rate-events' }),
