@@ -57,6 +57,12 @@ const (
 	hostileMod = "test/hostile_mod@1"
 )
 
+// runawayStep is the step timeout of the tests whose guest loops until it
+// is stopped: each of its loops costs that long, and every other step must
+// finish within it on a loaded machine under -race too (at 150 ms a step of
+// the "count" operation was once stopped in CI).
+const runawayStep = time.Second
+
 // runawayHarness is an on-disk world with the runaway manifest applied.
 // Each wasm step is stopped after stepTimeout; cfg adjusts the rest.
 func runawayHarness(t *testing.T, stepTimeout time.Duration, cfg func(*kernel.Config)) *harness {
@@ -182,7 +188,7 @@ func loopEvents(prefix string, n int) []kernel.Event {
 // keep their inputs for a retry.
 func TestRunawayModuleSetAside(t *testing.T) {
 	ctx := context.Background()
-	h := runawayHarness(t, 150*time.Millisecond, func(c *kernel.Config) { c.SetAsideAfter = 3 })
+	h := runawayHarness(t, runawayStep, func(c *kernel.Config) { c.SetAsideAfter = 3 })
 	res, err := h.w.Ingest(ctx, loopEvents("k", 8)...)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +285,7 @@ func applyFixed(t *testing.T, h *harness) {
 // is refused (journaling nothing) for a module that is not set aside.
 func TestResumeModuleRedelivers(t *testing.T) {
 	ctx := context.Background()
-	h := runawayHarness(t, 150*time.Millisecond, func(c *kernel.Config) { c.SetAsideAfter = 3 })
+	h := runawayHarness(t, runawayStep, func(c *kernel.Config) { c.SetAsideAfter = 3 })
 	for _, ev := range loopEvents("k", 3) {
 		if _, err := h.w.Submit(ctx, ev); err != nil {
 			t.Fatal(err)
@@ -334,7 +340,7 @@ func TestSlowBatchDoesNotHoldOthers(t *testing.T) {
 	}{{"set aside after 3", 3, 3}, {"never set aside", -1, 8}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			h := runawayHarness(t, 150*time.Millisecond, func(cfg *kernel.Config) { cfg.SetAsideAfter = c.asideAt })
+			h := runawayHarness(t, runawayStep, func(cfg *kernel.Config) { cfg.SetAsideAfter = c.asideAt })
 			start := h.w.Journal().Height()
 			var wg sync.WaitGroup
 			var batchErr error
@@ -457,7 +463,7 @@ func TestInputWallTimeBudget(t *testing.T) {
 // does set it aside. Modules says how many timed out in a row so far.
 func TestSetAsideCountsTimeoutsInARow(t *testing.T) {
 	ctx := context.Background()
-	h := runawayHarness(t, 150*time.Millisecond, func(c *kernel.Config) { c.SetAsideAfter = 3 })
+	h := runawayHarness(t, runawayStep, func(c *kernel.Config) { c.SetAsideAfter = 3 })
 	send := func(key, act string) {
 		t.Helper()
 		if _, err := h.w.Submit(ctx, hostileEvent(key, act)); err != nil {
