@@ -105,6 +105,7 @@ type backupOut struct {
 // its snapshot to the state it holds (`replay --verify`), keeps every
 // journal rule, and takes new events on a daemon of its own.
 func TestBackupUnderLoad(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ok(t, w, "apply", examples.Path(t, "counter"))
 	d := startDaemon(t, w)
@@ -199,6 +200,7 @@ func verifyRestored(t *testing.T, w string) {
 // store; a backup never overwrites a file; restore refuses a non-empty
 // directory and a damaged file, exit 1, leaving nothing behind.
 func TestBackupWithoutDaemon(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ok(t, w, "apply", examples.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)

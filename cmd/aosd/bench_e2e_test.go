@@ -84,6 +84,7 @@ func cellCount(t *testing.T, w, key string) int64 {
 }
 
 func TestBenchVerifiesAgainstADaemon(t *testing.T) {
+	t.Parallel()
 	w := servedWorld(t, "counter")
 	r := aosd(t, w, "bench", "--events", "200", "--warmup", "20", "--concurrency", "8", "--keys", "50", "--key-prefix", "t-", "--json")
 	if r.code != 0 {
@@ -130,6 +131,7 @@ func TestBenchVerifiesAgainstADaemon(t *testing.T) {
 }
 
 func TestBenchDetectsAWrongFinalState(t *testing.T) {
+	t.Parallel()
 	w := servedWorld(t, "counter")
 	// One event behind bench's back, to a key bench will count.
 	ok(t, w, "send", countEv, `{"key":"x-3","by":1}`)
@@ -151,6 +153,7 @@ func TestBenchDetectsAWrongFinalState(t *testing.T) {
 }
 
 func TestBenchStartsItsOwnDaemon(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "bench")
 	tmpl := filepath.Join(t.TempDir(), "event.json")
 	if err := os.WriteFile(tmpl, []byte(`{"schema": "com.example/CountEvent@1", "value": {"key": "{{key}}", "by": 1}}`), 0o644); err != nil {
@@ -181,6 +184,7 @@ func TestBenchStartsItsOwnDaemon(t *testing.T) {
 }
 
 func TestBenchBadFlags(t *testing.T) {
+	t.Parallel()
 	w := newUncheckedWorld(t)
 	full := filepath.Join(t.TempDir(), "full")
 	os.MkdirAll(full, 0o755)
@@ -214,6 +218,7 @@ func TestBenchBadFlags(t *testing.T) {
 }
 
 func TestServePprof(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	for _, bad := range []string{"0.0.0.0:0", "nonsense"} {
 		// --listen is bad too, so a serve that let the address through
@@ -257,6 +262,7 @@ func TestServePprof(t *testing.T) {
 }
 
 func TestBenchStopsOnARefusedEvent(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t) // no manifest: every event is refused 409 no_manifest
 	startDaemon(t, w)
 	r := aosd(t, w, "bench", "--events", "10", "--warmup", "0", "--concurrency", "2", "--json")
@@ -282,6 +288,7 @@ func orderStatus(t *testing.T, w, key string) string {
 }
 
 func TestBenchEffectMix(t *testing.T) {
+	t.Parallel()
 	w := servedWorld(t, "orders")
 	r := aosd(t, w, "bench", "--effects", "--events", "60", "--warmup", "10", "--concurrency", "4", "--key-prefix", "e-", "--json")
 	if r.code != 0 {
@@ -324,6 +331,7 @@ func TestBenchEffectMix(t *testing.T) {
 }
 
 func TestBenchEffectMixDetectsAnUnpaidOrder(t *testing.T) {
+	t.Parallel()
 	w := servedWorld(t, "orders")
 	// Behind bench's back, order e-5 is created and cancelled: bench's own
 	// create for it changes nothing, and its charge's receipt leaves it
@@ -357,6 +365,7 @@ func metricsText(t *testing.T, d *daemon, world string) string {
 // (cmd/aosd/serve.go, extraProcs) and with GOGC at gcPercent, unless the
 // environment's GOMAXPROCS or GOGC chose them: then those.
 func TestServeRuntimeSettings(t *testing.T) {
+	t.Parallel()
 	dflt := runtime.GOMAXPROCS(0) // the default, unless this test's GOMAXPROCS chose it
 	if os.Getenv("GOMAXPROCS") != "" {
 		dflt = runtime.NumCPU()

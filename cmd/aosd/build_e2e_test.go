@@ -17,6 +17,7 @@ const zeroHash = "sha256:0000000000000000000000000000000000000000000000000000000
 // placeholder hash pins the real one, says so in --json and in the table,
 // and works from the manifest directory with PATH defaulting to ".".
 func TestBuildCommand(t *testing.T) {
+	t.Parallel()
 	src, err := filepath.Abs(filepath.Join(repoManifests, "counter"))
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ func (p cellsPage) keys() []string {
 // cursor; `--all` pages through everything (from the cursor, if given) and
 // prints no cursor. --json prints the page object.
 func TestCellsLsPaging(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
@@ -99,6 +100,7 @@ func TestCellsLsPaging(t *testing.T) {
 // (and its next-page hint keeps the filter), `--key` prints the one row of
 // a key or none, and an unknown status is refused, naming it.
 func TestCellsLsFilters(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c", "d", "e"} {

@@ -126,6 +126,7 @@ func stateOf(t *testing.T, c compatCell) map[string]any {
 // old version opened and a new one. With -write-compat NAME it first writes
 // a new world there with the code under test.
 func TestCompatWorlds(t *testing.T) {
+	t.Parallel()
 	if *writeCompat != "" {
 		writeCompatWorld(t, *writeCompat)
 	}

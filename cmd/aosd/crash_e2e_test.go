@@ -461,6 +461,7 @@ func crashSeed(t *testing.T) uint64 {
 }
 
 func TestCrashHarness(t *testing.T) {
+	t.Parallel()
 	kills, seed, modes := crashKills(t), crashSeed(t), crashModes(t)
 	t.Logf("crash harness: %d kills, seed %d (rerun with AOS_CRASH_SEED=%d AOS_CRASH_KILLS=%d)", kills, seed, seed, kills)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))

@@ -129,6 +129,7 @@ func runServe(t *testing.T, bin string, args []string, world string, sig syscall
 // creates the world, serves it, re-reads the token on ExecReload's SIGHUP
 // and stops cleanly), and `systemd-analyze verify` finds nothing to say.
 func TestSystemdUnit(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(repoRoot, "deploy", "systemd", "aosd.service")
 	u := unitFile(t, path)
 	svc := u["Service"]
@@ -201,6 +202,7 @@ func TestSystemdUnit(t *testing.T) {
 // its HEALTHCHECK command passes, and its STOPSIGNAL stops it cleanly.
 // .dockerignore keeps what the build needs.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(repoRoot, "Dockerfile")
 	b, err := os.ReadFile(path)
 	if err != nil {

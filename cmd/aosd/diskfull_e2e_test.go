@@ -45,6 +45,7 @@ const diskFullSize = 128 << 20
 // It needs root to mount the tmpfs; without it it skips loudly, and fails
 // under CI=true.
 func TestDiskFullStopsTheWorld(t *testing.T) {
+	t.Parallel()
 	mnt := tmpfs.Mount(t, diskFullSize)
 	w := filepath.Join(mnt, "world")
 	ok(t, w, "init")

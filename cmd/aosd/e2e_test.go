@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +26,13 @@ import (
 var aosdBin string
 
 func TestMain(m *testing.M) {
+	// The end-to-end tests spend most of their time waiting on the aosd
+	// processes they start, so more of them run at once than go test's
+	// default (GOMAXPROCS); -parallel given on the command line wins.
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 	dir, err := os.MkdirTemp("", "aosd-e2e-")
 	if err != nil {
 		panic(err)
@@ -60,6 +70,13 @@ func TestMain(m *testing.M) {
 	examples.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// flagSet says whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // repoManifests are the example manifests as checked in; tests apply the
@@ -277,14 +294,19 @@ func token(t *testing.T, world string) string {
 // withAndWithoutDaemon runs f on a fresh world, first opened directly by
 // each command, then through a running daemon.
 func withAndWithoutDaemon(t *testing.T, f func(t *testing.T, world string, d *daemon)) {
-	t.Run("direct", func(t *testing.T) { f(t, newWorld(t), nil) })
+	t.Run("direct", func(t *testing.T) {
+		t.Parallel()
+		f(t, newWorld(t), nil)
+	})
 	t.Run("daemon", func(t *testing.T) {
+		t.Parallel()
 		w := newWorld(t)
 		f(t, w, startDaemon(t, w))
 	})
 }
 
 func TestCounterLifecycle(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		var ap struct {
 			Applied      bool   `json:"applied"`
@@ -391,6 +413,7 @@ func TestCounterLifecycle(t *testing.T) {
 // TestBadInputChangesNothing: each refusal is a clear error (exit 1) naming
 // what and where, and the world's journal and manifest stay as they were.
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		ok(t, w, "send", countEv, `{"key":"a","by":1}`)
@@ -441,6 +464,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // the blockers, with and without --wait, and nothing changes. On a quiescent
 // world the same apply goes through.
 func TestApplyRefusedUnlessQuiescent(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "orders"))
 		ok(t, w, "send", "com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":500,"customer":"c"}`)
@@ -512,6 +536,7 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 }
 
 func TestDaemonHTTP(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	d := startDaemon(t, w)
 	base := "http://" + d.addr
@@ -637,6 +662,7 @@ func TestDaemonHTTP(t *testing.T) {
 
 // TestStaleDaemonInfo: a daemon.json whose process is gone is ignored.
 func TestStaleDaemonInfo(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	os.WriteFile(filepath.Join(w, "daemon.json"), []byte(`{"addr":"127.0.0.1:1","pid":999999999}`), 0o600)
 	if out := ok(t, w, "status"); !strings.Contains(out, "direct") {
@@ -645,6 +671,7 @@ func TestStaleDaemonInfo(t *testing.T) {
 }
 
 func TestHelpAndDemo(t *testing.T) {
+	t.Parallel()
 	w := filepath.Join(t.TempDir(), "w")
 	for _, c := range []string{"build", "new", "init", "apply", "send", "serve", "status", "cells", "journal", "trace", "snapshot", "replay", "demo"} {
 		if out := ok(t, w, c, "--help"); !strings.Contains(out, "example:") {

@@ -36,6 +36,7 @@ func post(t *testing.T, d *daemon, tok, path string, body []byte) (int, []byte) 
 // anything; `aosd trace --intent` shows the intent's life. `keys add`
 // without --effects, or for a built-in effect, is refused.
 func TestExternalExecutor(t *testing.T) {
+	t.Parallel()
 	world := newWorld(t)
 	priv, pubFile := newExecutorKey(t)
 	if r := aosd(t, world, "keys", "add", "payments", pubFile); r.code != 2 || !strings.Contains(r.stderr, "--effects is required") {
@@ -117,6 +118,7 @@ func TestExternalExecutor(t *testing.T) {
 // TestBuiltinTimerThroughDaemon: `aosd serve` runs the built-in timer
 // executor; `send --wait` returns once the reminder has fired.
 func TestBuiltinTimerThroughDaemon(t *testing.T) {
+	t.Parallel()
 	world := newWorld(t)
 	d := startDaemon(t, world)
 	ok(t, world, "apply", examples.Path(t, "reminders"))
@@ -146,6 +148,7 @@ func TestBuiltinTimerThroughDaemon(t *testing.T) {
 // charge intents, signs receipts and exits. One order is paid, the one
 // over the decline limit fails payment.
 func TestExampleExecutorProcess(t *testing.T) {
+	t.Parallel()
 	world := newWorld(t)
 	bin := filepath.Join(t.TempDir(), "executor")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/executor").CombinedOutput(); err != nil {

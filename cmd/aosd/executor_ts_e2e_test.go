@@ -203,6 +203,7 @@ func awaitReceipts(t *testing.T, recs <-chan receiptRec, p *nodeProc, executor s
 // and paid, one cent more is declined). Then an outage longer than the
 // policy's five attempts ends in an error receipt and a failed payment.
 func TestTSExecutorSettlesOrders(t *testing.T) {
+	t.Parallel()
 	node, main := tsExecutor(t)
 	world := newWorld(t)
 	d := startDaemon(t, world)

@@ -70,6 +70,7 @@ type failedList struct {
 // a cell; the timeline and the journal show the recovers. Direct (every
 // command replays the journal) and through a daemon (restarted at the end).
 func TestFailedCommand(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", buggyCounter(t))
 		ok(t, w, "send", countEv, `{"key":"a","by":5}`)

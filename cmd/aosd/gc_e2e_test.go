@@ -11,6 +11,7 @@ import (
 // TestGCCommand: `aosd gc` collects beside the world (directly and through
 // a daemon) and every cell still reads back; bad flags are usage errors.
 func TestGCCommand(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c"} {

@@ -62,6 +62,7 @@ func postKeyed(t *testing.T, w string, d *daemon, key, value string) sent {
 // resend (directly by the CLI, then through a new daemon) gets the same seq
 // as a duplicate, and the journal holds the event once.
 func TestIdempotencyKeySurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	d := startDaemon(t, w)
 	ok(t, w, "apply", examples.Path(t, "counter"))
@@ -102,6 +103,7 @@ func TestIdempotencyKeySurvivesSIGKILL(t *testing.T) {
 // event was journaled or was a resend, refuses a conflict and an empty key,
 // and journals nothing for either.
 func TestSendIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		out := ok(t, w, "send", countEv, `{"key":"a","by":1}`, "--idempotency-key", "k-1")

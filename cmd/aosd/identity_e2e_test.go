@@ -29,6 +29,7 @@ type worldClaim struct {
 // world B over HTTP, are refused 403 wrong_world naming both worlds, and
 // B's journal does not grow; B's own receipt then settles B's order.
 func TestTwoWorldsKeepTheirReceipts(t *testing.T) {
+	t.Parallel()
 	priv, pubFile := newExecutorKey(t)
 	type served struct {
 		world, id string

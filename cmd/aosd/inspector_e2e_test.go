@@ -223,6 +223,7 @@ func payOrder(t *testing.T, d *daemon, tok string, priv []byte, orderID, chargeI
 // cells list, the status and a manifest diff, and is refused without the
 // token: the data requests answer 401 and the page shows the login.
 func TestInspectorInBrowser(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	world := newWorld(t)
 	priv, pubFile := newExecutorKey(t)
@@ -415,6 +416,7 @@ func TestInspectorInBrowser(t *testing.T) {
 // the test asserts that the page holds one page of entries, not the cell's
 // whole history, and that the next page follows.
 func TestInspectorTimeline10k(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	world := newWorld(t)
 	d := startDaemon(t, world)

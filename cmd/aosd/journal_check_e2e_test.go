@@ -18,6 +18,7 @@ import (
 // journal, it starts from the kept snapshot; arguments it does not take
 // are usage errors.
 func TestJournalCheckCommand(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "a"} {
@@ -65,6 +66,7 @@ func TestJournalCheckCommand(t *testing.T) {
 // world's back) is reported with its seq and rule, exit 1, although the
 // world itself can no longer open.
 func TestJournalCheckCatchesForgedRecord(t *testing.T) {
+	t.Parallel()
 	w := newUncheckedWorld(t)
 	ok(t, w, "apply", examples.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":3}`)

@@ -36,6 +36,7 @@ type verifyReport struct {
 // under another trusted key's id, and a changed receipt field in the
 // export each exit 1 naming the seq.
 func TestJournalVerifyE2E(t *testing.T) {
+	t.Parallel()
 	world := newWorld(t)
 	priv, pubFile := newExecutorKey(t)
 	ok(t, world, "keys", "add", "payments", pubFile, "--effects", "com.example/payment.charge@1")

@@ -17,6 +17,7 @@ import (
 // --effects is required with add, refused elsewhere, and no key may have
 // every effect or the built-in name.
 func TestKeysEffects(t *testing.T) {
+	t.Parallel()
 	world := newWorld(t)
 	priv, err := receipts.GenerateKey()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 // `aosd limits` show, with and without a daemon, that survives a restart;
 // bad input is a usage error that journals nothing.
 func TestLimitsCommand(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		var before struct {

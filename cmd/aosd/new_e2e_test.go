@@ -21,6 +21,7 @@ func aosdIn(t *testing.T, dir string, args ...string) result {
 // commands its README lists, as written, with the real binary: build, init,
 // apply, send, cells show. The last one must show the state the send made.
 func TestNewProject(t *testing.T) {
+	t.Parallel()
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // `--drop-parked` drops them instead, saying how many. A restarted daemon
 // replays all of it to the same cells.
 func TestSendParkedThenDelivered(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	d := startDaemon(t, w)
 	ok(t, w, "apply", buggyCounter(t))
@@ -100,6 +101,7 @@ func TestSendParkedThenDelivered(t *testing.T) {
 // status (direct and through a daemon), and a resume of a module that is
 // not set aside is refused (exit 1), journaling nothing.
 func TestModulesCommand(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		var page struct {

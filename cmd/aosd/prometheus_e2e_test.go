@@ -75,6 +75,7 @@ func promQuery(t *testing.T, base, q string) string {
 // the world's file) sees its journal height, before and after `aosd token
 // rotate`.
 func TestPrometheusConfig(t *testing.T) {
+	t.Parallel()
 	promtool := promtoolPath(t)
 	dir := filepath.Join(repoRoot, "deploy", "prometheus")
 	rules, err := os.ReadFile(filepath.Join(dir, "aos-alerts.yml"))

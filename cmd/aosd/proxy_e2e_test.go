@@ -166,6 +166,7 @@ func currentUser(t *testing.T) string {
 // open: proxy_buffering off), streams a backup that reads back whole, and
 // serves the inspector.
 func TestNginxProxy(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ok(t, w, "apply", examples.Path(t, "counter"))
 	d := startDaemon(t, w)

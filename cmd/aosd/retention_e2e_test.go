@@ -23,6 +23,7 @@ import (
 // a read from a dropped seq is 410 truncated, and a follower from the start
 // begins at the first record held. Directly and through a daemon.
 func TestJournalReadersAfterRetention(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		for _, k := range []string{"a", "b"} {

@@ -43,6 +43,7 @@ type rotation struct {
 // daemon the file is rewritten and the next daemon takes it. Nothing is
 // journaled, and the daemon never restarts.
 func TestTokenRotate(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	d := startDaemon(t, w)
 	pid := d.cmd.Process.Pid
@@ -125,6 +126,7 @@ func TestTokenRotate(t *testing.T) {
 // once it is removed, and the journal's receipts signed with the old key
 // still verify against a keys file kept from before the removal.
 func TestExecutorKeyRotation(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	d := startDaemon(t, w)
 	tok := token(t, w)

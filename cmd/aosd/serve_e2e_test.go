@@ -20,6 +20,7 @@ import (
 // the daemon's token says that, naming the file, instead of that the
 // daemon does not answer.
 func TestServeHTTPLimitsAndAWrongToken(t *testing.T) {
+	t.Parallel()
 	world := newWorld(t)
 	for _, bad := range [][]string{{"--header-timeout", "0s"}, {"--body-timeout", "-1s"}, {"--max-batch", "0"}} {
 		r := aosd(t, world, append([]string{"serve"}, bad...)...)

@@ -111,6 +111,7 @@ func ordersWithoutTimer(t *testing.T) string {
 // events run on a quiescent counter world. No shadow changes the live
 // world. Direct and through a daemon.
 func TestShadowCommand(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		orders := examples.Path(t, "orders")
 		ok(t, w, "apply", orders)

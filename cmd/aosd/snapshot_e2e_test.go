@@ -65,6 +65,7 @@ type replayOut struct {
 // replay --verify` (also from genesis, recomputing both snapshots) reach
 // the live state, directly and through a daemon.
 func TestSnapshotAndReplay(t *testing.T) {
+	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
 		ok(t, w, "apply", examples.Path(t, "counter"))
 		var st snapshotStatus
@@ -234,6 +235,7 @@ func forgeSnapshot(t *testing.T, w string) uint64 {
 // snapshot record and the first differing part, exit 1, directly and
 // through a daemon.
 func TestReplayVerifyNamesForgedSnapshot(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ok(t, w, "apply", examples.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":1}`)
@@ -274,6 +276,7 @@ func TestReplayVerifyNamesForgedSnapshot(t *testing.T) {
 // kernel, which takes a snapshot by itself once that many records were
 // journaled; bad values of either variable are usage errors naming it.
 func TestSnapshotPolicyFromEnv(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	d := startDaemonEnv(t, w, []string{"AOS_SNAPSHOT_EVERY=4"})
 	ok(t, w, "apply", examples.Path(t, "counter"))
