@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -110,7 +110,7 @@ func checkGolden(t *testing.T, name, got string) {
 func TestJournalsByteIdenticalToGolden(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
-			dir := examples.Path(t, name)
+			dir := built.Path(t, name)
 			m, err := manifest.Load(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -127,7 +127,7 @@ func TestJournalsByteIdenticalToGolden(t *testing.T) {
 // recovery, so the record kinds the kernel writes are all in it.
 func buildOldWorld(t *testing.T, dir string) {
 	ctx := context.Background()
-	m, err := manifest.Load(examples.Path(t, "orders"))
+	m, err := manifest.Load(built.Path(t, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestOldWorldOpens(t *testing.T) {
 		t.Fatal("-write-oldworld: testdata/oldworld.tar.gz must stay as code from before world identities wrote it; this code would write a world that has one")
 	}
 	ctx := context.Background()
-	m, err := manifest.Load(examples.Path(t, "orders"))
+	m, err := manifest.Load(built.Path(t, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}

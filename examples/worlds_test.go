@@ -19,8 +19,8 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/examples/workflows"
-	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/journalcheck"
 	"github.com/aos-kernel/aos/kernel"
@@ -33,7 +33,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.Exit(code)
 }
 
@@ -232,7 +232,7 @@ func openWorld(t *testing.T, db *badgerdb.DB, m *manifest.Manifest, native bool)
 	}
 	pub := &capture{}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
-		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache", StepTimeout: -1})
+		Keyring: kr, Publisher: pub, WasmCacheDir: built.Dir(t) + "/.wasm-cache", StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func play(t *testing.T, w *kernel.World, pub *capture, steps []step) {
 func TestExampleWorldsWasmEqualsNative(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
-			dir := examples.Path(t, name)
+			dir := built.Path(t, name)
 			m, err := manifest.Load(dir)
 			if err != nil {
 				t.Fatal(err)

@@ -16,7 +16,7 @@
 // a frame, read a range, height, wait) and cas.Store, beside the Clock,
 // Entropy and Publisher ports in config.go. The package named after Badger
 // opens a world directory and implements both storage ports; journal.Memory and
-// cas.Memory serve unit tests; internal/storefault wraps either to inject
+// cas.Memory serve unit tests; storefault wraps either to inject
 // failures or run a hook before an append. Test hooks are wrappers at a
 // port, never fields of Config.
 //

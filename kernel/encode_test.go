@@ -3,7 +3,7 @@ package kernel
 import (
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/randval"
+	"github.com/aos-kernel/aos/schemas/randval"
 )
 
 // TestContextEncodersMatchMarshal: the hand-written encoders of the values

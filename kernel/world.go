@@ -145,7 +145,7 @@ type wfRuntime struct {
 // Log is the journal port: what the world appends to and replays from.
 // The kernel names no storage engine: a world directory's journal lives in
 // the package named after Badger, journal.Memory serves unit tests, and
-// tests wrap either to inject failures or run hooks (internal/storefault).
+// tests wrap either to inject failures or run hooks (storefault).
 type Log interface {
 	// Height is the seq of the last durable record.
 	Height() uint64

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // loadSender sends counter events over HTTP from several goroutines and
@@ -106,7 +106,7 @@ type backupOut struct {
 // journal rule, and takes new events on a daemon of its own.
 func TestBackupUnderLoad(t *testing.T) {
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	d := startDaemon(t, w)
 	l := &loadSender{addr: d.addr, tok: token(t, w), acked: map[uint64]int64{}}
 	stop := make(chan struct{})
@@ -200,7 +200,7 @@ func verifyRestored(t *testing.T, w string) {
 // directory and a damaged file, exit 1, leaving nothing behind.
 func TestBackupWithoutDaemon(t *testing.T) {
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "w.aosbackup")

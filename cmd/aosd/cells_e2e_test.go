@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 type cellsPage struct {
@@ -31,7 +31,7 @@ func (p cellsPage) keys() []string {
 // prints no cursor. --json prints the page object.
 func TestCellsLsPaging(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			ok(t, w, "send", countEv, fmt.Sprintf(`{"key":%q,"by":1}`, k))
 		}
@@ -100,7 +100,7 @@ func TestCellsLsPaging(t *testing.T) {
 // a key or none, and an unknown status is refused, naming it.
 func TestCellsLsFilters(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			ok(t, w, "send", countEv, fmt.Sprintf(`{"key":%q,"by":1}`, k))
 		}

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestGCCommand: `aosd gc` collects beside the world (directly and through
 // a daemon) and every cell still reads back; bad flags are usage errors.
 func TestGCCommand(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c"} {
 			ok(t, w, "send", "com.example/CountEvent@1", `{"key":"`+k+`","by":2}`)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
@@ -19,7 +19,7 @@ import (
 // are usage errors.
 func TestJournalCheckCommand(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "a"} {
 			ok(t, w, "send", countEv, `{"key":"`+k+`","by":3}`)
 		}
@@ -66,7 +66,7 @@ func TestJournalCheckCommand(t *testing.T) {
 // world itself can no longer open.
 func TestJournalCheckCatchesForgedRecord(t *testing.T) {
 	w := newUncheckedWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":3}`)
 	st := getStatus(t, w)
 	forged := st.JournalHeight + 1

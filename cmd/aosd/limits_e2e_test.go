@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestLimitsCommand: `aosd limits set` journals a change that status and
@@ -12,7 +12,7 @@ import (
 // bad input is a usage error that journals nothing.
 func TestLimitsCommand(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		var before struct {
 			Limits map[string]int `json:"limits"`
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestSendParkedThenDelivered: against `aosd serve`, an event for a failed
@@ -101,7 +101,7 @@ func TestSendParkedThenDelivered(t *testing.T) {
 // not set aside is refused (exit 1), journaling nothing.
 func TestModulesCommand(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		var page struct {
 			Modules []struct {
 				Name      string   `json:"name"`

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	daemonpkg "github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
@@ -66,7 +66,7 @@ type replayOut struct {
 // the live state, directly and through a daemon.
 func TestSnapshotAndReplay(t *testing.T) {
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		var st snapshotStatus
 		jsonOut(t, w, &st, "status")
 		if st.LastSnapshot != nil || st.RecordsSinceSnapshot == nil || *st.RecordsSinceSnapshot != st.JournalHeight {
@@ -235,7 +235,7 @@ func forgeSnapshot(t *testing.T, w string) uint64 {
 // through a daemon.
 func TestReplayVerifyNamesForgedSnapshot(t *testing.T) {
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 	ok(t, w, "snapshot")
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)
@@ -276,7 +276,7 @@ func TestReplayVerifyNamesForgedSnapshot(t *testing.T) {
 func TestSnapshotPolicyFromEnv(t *testing.T) {
 	w := newWorld(t)
 	d := startDaemonEnv(t, w, []string{"AOS_SNAPSHOT_EVERY=4"})
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)
 	// The snapshot record is journaled after the send that crossed the

@@ -224,3 +224,26 @@ func TestKernelNamesNoEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalStaysDown: internal/ is the ground floor. Its packages, tests
+// included, import nothing of this module outside internal/: a test rig
+// that wraps a port declares the small interface it wraps, or lives beside
+// what it tests or serves (STYLE.md).
+func TestInternalStaysDown(t *testing.T) {
+	n := 0
+	for _, p := range listPackages(t) {
+		name, _ := rel(p.ImportPath)
+		if !strings.HasPrefix(name, "internal/") {
+			continue
+		}
+		n++
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if dep, ok := rel(imp); ok && !strings.HasPrefix(dep, "internal/") {
+				t.Errorf("%s imports %s: nothing in internal/ may import a package of this module outside internal/", name, dep)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found only %d packages under internal/", n)
+	}
+}
