@@ -54,8 +54,13 @@ type World struct {
 	loopDone chan struct{}
 	comDone  chan struct{}
 	closing  sync.Once
-	closed   atomic.Bool
-	broken   atomic.Pointer[error]
+	// sendMu orders every send on reqs with Close closing it: a sender
+	// holds it shared from its look at closed to the end of its send, and
+	// Close holds it alone to set closed and close reqs. So a send never
+	// meets a closed channel, and a closed world is known by closed alone.
+	sendMu sync.RWMutex
+	closed atomic.Bool // set under sendMu; read alone where a stale answer is harmless
+	broken atomic.Pointer[error]
 
 	quietMu  sync.Mutex
 	quietCh  chan struct{} // closed while the world is quiescent
@@ -258,9 +263,11 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 // records to be durable. The stores stay open: their owner closes them.
 func (w *World) Close() error {
 	w.closing.Do(func() {
+		w.sendMu.Lock()
 		w.closed.Store(true)
-		close(w.stopTimer)
 		close(w.reqs)
+		w.sendMu.Unlock()
+		close(w.stopTimer)
 		<-w.loopDone
 		<-w.comDone
 		w.snapWG.Wait() // no snapshot writer touches the store after Close
@@ -341,7 +348,7 @@ type pending struct {
 }
 
 func (w *World) send(ctx context.Context, r request) (result, error) {
-	if err := w.usable(); err != nil {
+	if err := w.brokenErr(); err != nil {
 		return result{}, err
 	}
 	r.done = make(chan result, 1)
@@ -358,12 +365,17 @@ func (w *World) send(ctx context.Context, r request) (result, error) {
 	}
 }
 
-func (w *World) enqueue(ctx context.Context, r request) (err error) {
-	defer func() {
-		if recover() != nil { // send on closed channel: Close raced us
-			err = ErrClosed
-		}
-	}()
+// enqueue hands r to the loop, or says why it cannot: ErrClosed once Close
+// began (the check and the send hold sendMu shared, so Close cannot close
+// reqs between them), or ctx's error. A send that waits for room in reqs
+// keeps Close waiting until the loop, which drains reqs until it is closed,
+// takes it.
+func (w *World) enqueue(ctx context.Context, r request) error {
+	w.sendMu.RLock()
+	defer w.sendMu.RUnlock()
+	if w.closed.Load() {
+		return ErrClosed
+	}
 	select {
 	case w.reqs <- r:
 		return nil
@@ -376,14 +388,21 @@ func (w *World) enqueue(ctx context.Context, r request) (err error) {
 // no more requests: ErrBroken after a storage failure, ErrClosed once
 // closed; nil while it serves. Work handed out meanwhile (an executor's
 // claim) could never be settled on a world that is not usable.
-func (w *World) Usable() error { return w.usable() }
-
-func (w *World) usable() error {
-	if p := w.broken.Load(); p != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, *p)
+func (w *World) Usable() error {
+	if err := w.brokenErr(); err != nil {
+		return err
 	}
 	if w.closed.Load() {
 		return ErrClosed
+	}
+	return nil
+}
+
+// brokenErr is ErrBroken, with the storage failure, once the world has
+// stopped on one; else nil.
+func (w *World) brokenErr() error {
+	if p := w.broken.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, *p)
 	}
 	return nil
 }

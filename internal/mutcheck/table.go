@@ -1568,4 +1568,10 @@ var mutations = []mutation{
 		from: "if i > sub.next && st.turnOver() {",
 		to:   "if false {",
 		pkg:  "./kernel", run: "TestSlowBatchDoesNotHoldOthers"},
+	// A closed world is known by its state (kernel/world.go enqueue): a
+	// request after Close is ErrClosed, never a send on a closed channel.
+	{name: "world/closed-refuses", file: "kernel/world.go",
+		from: "if w.closed.Load() {\n\t\treturn ErrClosed\n\t}\n\tselect {",
+		to:   "select {",
+		pkg:  "./kernel", run: "TestClosedWorldRefuses"},
 }
