@@ -181,17 +181,13 @@ func (st *state) gcRoots() (*cas.Collection, []snapshot.Pins, error) {
 func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 	var out []snapshot.Pins
 	err := w.journal.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
-		sr, err := readSnapshotRec(w.journal, seq)
+		sr, err := snapshot.ReadRecord(w.journal, seq)
 		if err != nil {
 			return false, err
 		}
-		data, err := w.cas.Get(sr.Object)
+		s, err := snapshot.LoadObject(w.cas.Get, sr.Object)
 		if err != nil {
-			return false, fmt.Errorf("snapshot record %d: object %s: %w", seq, sr.Object, err)
-		}
-		s, err := snapshot.Decode(data)
-		if err != nil {
-			return false, fmt.Errorf("snapshot record %d: object %s: %w", seq, sr.Object, err)
+			return false, fmt.Errorf("snapshot record %d: %w", seq, err)
 		}
 		p := s.Pins()
 		p.Objects = append(p.Objects, sr.Object)
@@ -204,7 +200,7 @@ func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 	}
 	var arts snapshot.Pins
 	err = w.journal.Marks(journal.KindManifest, func(seq uint64) (bool, error) {
-		r, err := readRecord(w.journal, seq)
+		r, err := journal.ReadAt(w.journal, seq)
 		if err != nil {
 			return false, err
 		}
@@ -263,7 +259,7 @@ func (w *World) dropJournal(keep int, archive func(uint64, []byte) error) (journ
 	var oldest uint64
 	n := 0
 	err := w.journal.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
-		sr, err := readSnapshotRec(w.journal, seq)
+		sr, err := snapshot.ReadRecord(w.journal, seq)
 		if err != nil {
 			return false, err
 		}
@@ -282,20 +278,4 @@ func (w *World) dropJournal(keep int, archive func(uint64, []byte) error) (journ
 		return ds, fmt.Errorf("kernel: gc: retention: drop before seq %d: %w", oldest, err)
 	}
 	return ds, nil
-}
-
-// readSnapshotRec reads the snapshot record at seq.
-func readSnapshotRec(log Log, seq uint64) (*records.SnapshotRec, error) {
-	r, err := readRecord(log, seq)
-	if err != nil {
-		return nil, err
-	}
-	var sr records.SnapshotRec
-	if r.Kind != journal.KindSnapshot {
-		return nil, fmt.Errorf("the kind index names a %s record at seq %d", r.Kind, seq)
-	}
-	if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
-		return nil, fmt.Errorf("snapshot record %d: %w", seq, err)
-	}
-	return &sr, nil
 }

@@ -186,12 +186,12 @@ func (c *CAS) Delete(hs []schemas.Hash) error {
 // kernel.Log, declared here so that a test rig below the kernel need not
 // import it (the kernel's tests hold the two to each other).
 type Log interface {
-	Height() uint64
+	journal.Reader // Read
 	Append(recs []journal.Record) error
-	Read(from uint64, fn func(journal.Record) (bool, error)) error
-	Wait(ctx context.Context, after uint64) (uint64, error)
 	Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 	First() uint64
+	Height() uint64
+	Wait(ctx context.Context, after uint64) (uint64, error)
 }
 
 // Dropper is a journal with retention (the kernel's kernel.Dropper).
