@@ -46,7 +46,11 @@ import (
 // steps that list them and the receipts that name them (hash, world and
 // signature); an emitted event's entropy is derived from its seq, and the
 // test executor's charge id from the intent's emitted_at, which changes the
-// orders cells' states. Nothing else changed.
+// orders cells' states. Nothing else changed. Issue 27 gave the sys/ shapes
+// one home (modules/sys), which the sdk's types are now defined on: that
+// rebuilt the artifacts, and the journals were rewritten and compared record
+// by record with the ones before (each record equal once the artifact, module
+// and manifest hashes are substituted; cells unchanged).
 var (
 	writeGolden   = flag.Bool("write-golden", false, "rewrite testdata/golden")
 	writeOldWorld = flag.Bool("write-oldworld", false, "rewrite testdata/oldworld.tar.gz and its golden journal")

@@ -10,6 +10,7 @@ import (
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -231,11 +232,9 @@ func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 		if rr.Receipt.Effect != manifest.SysBlobPut || rr.Receipt.Status != receipts.StatusOK {
 			return true, nil
 		}
-		var p struct {
-			Ref string `cbor:"blob_ref"`
-		}
+		var p sys.BlobPutReceipt
 		if schemas.UnmarshalTrusted(rr.Receipt.Payload, &p) == nil {
-			if h, err := schemas.ParseHash(p.Ref); err == nil {
+			if h, err := schemas.ParseHash(p.BlobRef); err == nil {
 				blobs.Objects = append(blobs.Objects, h)
 			}
 		}
