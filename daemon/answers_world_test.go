@@ -154,7 +154,7 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	// A wasm step is stopped after 150ms, and one timeout sets its module
 	// aside: the runaway guest's answers need no more.
 	cfg := kernel.Config{Builtins: b, Keyring: kr, Publisher: disp, Observer: metrics, SnapshotEvery: -1, SnapshotInterval: -1,
-		StepTimeout: 150 * time.Millisecond, SetAsideAfter: 1}
+		StepTimeout: 150 * time.Millisecond, SetAsideAfter: 1, Wasm: testEngine(t, "")}
 	w, err := kernel.Open(kernel.Stores{CAS: store, Journal: aw.log}, cfg)
 	if err != nil {
 		db.Close()

@@ -46,7 +46,7 @@ type served struct {
 func serveWorld(t *testing.T, withExecutors bool) *served {
 	t.Helper()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := dir.Config(kernel.Config{WasmCacheDir: built.WasmCache(built.Dir(t))})
+	cfg := kernel.Config{Wasm: testEngine(t, built.WasmCache(built.Dir(t)))}
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 // key keeps the built-in name.
 func TestKeyringFileMigration(t *testing.T) {
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, dir.Config(kernel.Config{})); err != nil {
+	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	builtinPriv, err := dir.LoadExecutorKey()

@@ -74,7 +74,7 @@ func TestJournalCheckRoute(t *testing.T) {
 func TestCheckJournalWithoutOpening(t *testing.T) {
 	ctx := context.Background()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := dir.Config(kernel.Config{WasmCacheDir: built.WasmCache(built.Dir(t))})
+	cfg := kernel.Config{Wasm: testEngine(t, built.WasmCache(built.Dir(t)))}
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}

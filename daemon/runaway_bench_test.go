@@ -129,7 +129,7 @@ func newRunawayWorld(b *testing.B, guest []byte, cfg kernel.Config) *runawayWorl
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Builtins, cfg.SnapshotEvery, cfg.SnapshotInterval = bi, -1, -1
+	cfg.Builtins, cfg.SnapshotEvery, cfg.SnapshotInterval, cfg.Wasm = bi, -1, -1, testEngine(b, "")
 	w, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}, cfg)
 	if err != nil {
 		db.Close()

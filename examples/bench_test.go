@@ -76,7 +76,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 			return workflows.Identity(module)
 		})
 	}
-	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, WasmCacheDir: built.Dir(b) + "/.wasm-cache"})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, Wasm: testEngine(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func newDocWorld(t *testing.T, name string) *docWorld {
 		t.Fatal(err)
 	}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: modules.NewBuiltins(),
-		Keyring: kr, WasmCacheDir: built.WasmCache(built.Dir(t)), StepTimeout: -1})
+		Keyring: kr, Wasm: testEngine(t), StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

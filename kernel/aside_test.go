@@ -62,6 +62,7 @@ const (
 func runawayHarness(t *testing.T, stepTimeout time.Duration, cfg func(*kernel.Config)) *harness {
 	t.Helper()
 	wasmPath, cache := hostileGuest(t)
+	engine := wasmEngine(t, cache)
 	h := newHarnessWith(t, 17, true, func(h *harness) {
 		h.builtins.MustRegister("test/fan", "test/fan@1", "step", func(in *modules.Input) (*modules.Output, error) {
 			var ev struct {
@@ -88,7 +89,7 @@ func runawayHarness(t *testing.T, stepTimeout time.Duration, cfg func(*kernel.Co
 			return &modules.Output{State: schemas.MustMarshal(map[string]any{"calls": s.Calls, "global": 0})}, nil
 		})
 		h.extra = func(c *kernel.Config) {
-			c.WasmCacheDir, c.StepTimeout = cache, stepTimeout
+			c.Wasm, c.StepTimeout = engine, stepTimeout
 			if cfg != nil {
 				cfg(c)
 			}

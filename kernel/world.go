@@ -13,7 +13,6 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
-	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
@@ -36,10 +35,6 @@ type World struct {
 	cas     cas.Store // guard: every write the world makes goes through it
 	guard   *cas.Guard
 	journal Log
-
-	// engine is the wasm engine the world made for itself (Config.Wasm was
-	// nil); closed with the world.
-	engine *wasm.Engine
 
 	// verifier batches the signature checks of concurrent receipts; nil
 	// when the world trusts no keys.
@@ -189,15 +184,6 @@ func Open(s Stores, cfg Config) (*World, error) { return open(s, cfg, nil) }
 // CellHistory's scratch worlds.
 func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 	cfg = cfg.withDefaults()
-	var err error
-	var engine *wasm.Engine
-	if cfg.Wasm == nil {
-		engine, err = wasm.NewEngine(context.Background(), wasm.Config{CacheDir: cfg.WasmCacheDir})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Wasm = engine
-	}
 	// A caller that writes to the CAS beside the world (the daemon's blob
 	// executor) hands over a Guard it writes through too.
 	guard, ok := s.CAS.(*cas.Guard)
@@ -214,7 +200,6 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 		loopDone: make(chan struct{}),
 		comDone:  make(chan struct{}),
 		quietCh:  make(chan struct{}),
-		engine:   engine,
 
 		stopTimer: make(chan struct{}),
 		hist:      hist,
@@ -232,12 +217,10 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 	w.st.setLimits(legacyLimits())
 	if err := w.st.recover(); err != nil {
 		w.st.waitDrains() // none may write after the caller closes the store
-		w.closeEngine()
 		return nil, err
 	}
 	if err := w.st.openIdentity(); err != nil {
 		w.st.waitDrains()
-		w.closeEngine()
 		return nil, err
 	}
 	w.setQuiet(w.st.quiescent())
@@ -260,7 +243,8 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 }
 
 // Close stops the loop after the requests already queued and waits for their
-// records to be durable. The stores stay open: their owner closes them.
+// records to be durable. The stores and the wasm engine (Config.Wasm) stay
+// open: their owner closes them, after the world.
 func (w *World) Close() error {
 	w.closing.Do(func() {
 		w.sendMu.Lock()
@@ -274,17 +258,8 @@ func (w *World) Close() error {
 		if w.verifier != nil {
 			w.verifier.Close()
 		}
-		w.closeEngine()
 	})
 	return nil
-}
-
-func (w *World) closeEngine() {
-	if w.engine != nil {
-		if err := w.engine.Close(context.Background()); err != nil {
-			w.cfg.Logger.Warn("closing the wasm engine", "err", err)
-		}
-	}
 }
 
 // Journal gives read access to the journal (durable records only).

@@ -13,7 +13,6 @@ import (
 	daemonpkg "github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
-	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
@@ -158,7 +157,7 @@ func TestSnapshotAndReplay(t *testing.T) {
 func forgeSnapshot(t *testing.T, w string) uint64 {
 	t.Helper()
 	c, err := daemonpkg.Connect(context.Background(), daemonpkg.Dir(w),
-		daemonpkg.ConnectOptions{Direct: true, Config: kernel.Config{WasmCacheDir: os.Getenv("AOS_WASM_CACHE")}})
+		daemonpkg.ConnectOptions{Direct: true, Store: daemonpkg.StoreOptions{WasmCacheDir: os.Getenv("AOS_WASM_CACHE")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ const module = "github.com/aos-kernel/aos"
 type pkg struct {
 	ImportPath   string
 	Imports      []string
+	Deps         []string // every package it builds on, transitively (not its tests')
 	TestImports  []string
 	XTestImports []string
 }
@@ -246,4 +247,25 @@ func TestInternalStaysDown(t *testing.T) {
 	if n < 5 {
 		t.Fatalf("found only %d packages under internal/", n)
 	}
+}
+
+// TestKernelIsHandedItsEngine: the kernel runs wasm modules through the
+// modules.Compiler its caller hands it (Config.Wasm) and names no engine:
+// neither modules/wasm nor wazero is among what it builds on.
+func TestKernelIsHandedItsEngine(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.ImportPath != module+"/kernel" {
+			continue
+		}
+		if !slices.Contains(p.Deps, module+"/modules") {
+			t.Fatalf("kernel's dependencies %v lack modules: is Deps read?", p.Deps)
+		}
+		for _, d := range p.Deps {
+			if d == module+"/modules/wasm" || d == "github.com/tetratelabs/wazero" {
+				t.Errorf("kernel builds on %s: it must be handed its wasm engine (Config.Wasm), not name one", d)
+			}
+		}
+		return
+	}
+	t.Fatal("go list found no kernel package")
 }

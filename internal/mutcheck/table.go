@@ -1596,4 +1596,10 @@ var mutations = []mutation{
 		from: "if w.closed.Load() {\n\t\treturn ErrClosed\n\t}\n\tselect {",
 		to:   "select {",
 		pkg:  "./kernel", run: "TestClosedWorldRefuses"},
+	// The kernel names no wasm engine (kernel/modules.go): without one, a
+	// wasm module is refused, naming it, rather than run.
+	{name: "wasm/needs-an-engine", file: "kernel/modules.go",
+		from: "if w.cfg.Wasm == nil {",
+		to:   "if false {",
+		pkg:  "./kernel", run: "TestWasmNeedsAnEngine"},
 }
