@@ -25,6 +25,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -46,7 +47,7 @@ type served struct {
 func serveWorld(t *testing.T, withExecutors bool) *served {
 	t.Helper()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := kernel.Config{Wasm: testEngine(t, built.WasmCache(built.Dir(t)))}
+	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t)))}
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aos-kernel/aos/journalcheck"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -74,7 +75,7 @@ func TestJournalCheckRoute(t *testing.T) {
 func TestCheckJournalWithoutOpening(t *testing.T) {
 	ctx := context.Background()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := kernel.Config{Wasm: testEngine(t, built.WasmCache(built.Dir(t)))}
+	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t)))}
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}

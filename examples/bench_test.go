@@ -19,6 +19,7 @@ import (
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -76,7 +77,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 			return workflows.Identity(module)
 		})
 	}
-	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, Wasm: testEngine(b)})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, Wasm: wasmtest.Engine(b, built.WasmCache(built.Dir(b)))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -48,7 +49,7 @@ func newDocWorld(t *testing.T, name string) *docWorld {
 		t.Fatal(err)
 	}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: modules.NewBuiltins(),
-		Keyring: kr, Wasm: testEngine(t), StepTimeout: -1})
+		Keyring: kr, Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t))), StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -62,7 +63,7 @@ const (
 func runawayHarness(t *testing.T, stepTimeout time.Duration, cfg func(*kernel.Config)) *harness {
 	t.Helper()
 	wasmPath, cache := hostileGuest(t)
-	engine := wasmEngine(t, cache)
+	engine := wasmtest.Engine(t, cache)
 	h := newHarnessWith(t, 17, true, func(h *harness) {
 		h.builtins.MustRegister("test/fan", "test/fan@1", "step", func(in *modules.Input) (*modules.Output, error) {
 			var ev struct {

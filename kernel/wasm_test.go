@@ -21,6 +21,7 @@ import (
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -128,7 +129,7 @@ func hostileCell(t testing.TB, w *kernel.World, key string) (*kernel.CellView, h
 func TestWasmHostileGuestsContained(t *testing.T) {
 	dir := hostileManifestDir(t)
 	_, cache := hostileGuest(t)
-	engine := wasmEngine(t, cache)
+	engine := wasmtest.Engine(t, cache)
 	// No wall-clock limit, except for the one case about it: no outcome
 	// here may depend on how fast the machine is.
 	timeout := time.Duration(-1)
@@ -224,23 +225,6 @@ func globalsConfig(engine modules.Compiler) kernel.Config {
 	return kernel.Config{Clock: fixedClock{}, Entropy: zeroEntropy{}, Wasm: engine, Builtins: testBuiltins(), StepTimeout: -1}
 }
 
-// wasmEngine is a wasm engine for a test's worlds, its compiled code kept in
-// cache. It closes when the test ends, after the worlds the test closed
-// (and after those its harness closes: it is made before the harness).
-func wasmEngine(tb testing.TB, cache string) *wasm.Engine {
-	tb.Helper()
-	e, err := wasm.NewEngine(context.Background(), wasm.Config{CacheDir: cache})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := e.Close(context.Background()); err != nil {
-			tb.Errorf("close the wasm engine: %v", err)
-		}
-	})
-	return e
-}
-
 const globalsEvents = 12
 
 func globalsEvent(i int) kernel.Event { return hostileEvent(fmt.Sprintf("k%d", i%3), "count") }
@@ -257,7 +241,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 	}
 	manDir := hostileManifestDir(t)
 	_, cache := hostileGuest(t)
-	engine := wasmEngine(t, cache)
+	engine := wasmtest.Engine(t, cache)
 	ctx := context.Background()
 	m, err := manifest.Load(manDir)
 	if err != nil {
@@ -396,7 +380,7 @@ func globalsChild() {
 func TestWasmGlobalsRestartAtCheckpoint(t *testing.T) {
 	manDir := hostileManifestDir(t)
 	_, cache := hostileGuest(t)
-	engine := wasmEngine(t, cache)
+	engine := wasmtest.Engine(t, cache)
 	ctx := context.Background()
 	m, err := manifest.Load(manDir)
 	if err != nil {
