@@ -60,8 +60,9 @@ func Open(ctx context.Context, dir string, opts Options) (*World, error) {
 		Kernel: kernel.Config{
 			Limits: opts.Limits, Cells: opts.Cells, StepTimeout: opts.StepTimeout,
 			InputTimeout: opts.InputTimeout, SetAsideAfter: opts.SetAsideAfter,
-			Clock: opts.Clock, Entropy: opts.Entropy, WasmCacheDir: opts.WasmCacheDir,
+			Clock: opts.Clock, Entropy: opts.Entropy,
 		},
+		Store: daemon.StoreOptions{WasmCacheDir: opts.WasmCacheDir},
 	})
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aos-kernel/aos"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/sdk"
@@ -24,7 +24,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.Exit(code)
 }
 
@@ -248,7 +248,7 @@ func TestWasmCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if _, err := w.Apply(ctx, examples.Path(t, "counter"), false); err != nil {
+	if _, err := w.Apply(ctx, built.Path(t, "counter"), false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Send(ctx, "com.example/CountEvent@1", json.RawMessage(`{"key":"a","by":2}`)); err != nil {

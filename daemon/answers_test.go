@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // The API's answers, provoked one by one: TestAPIAnswers sends, for every

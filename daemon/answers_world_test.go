@@ -18,11 +18,12 @@ import (
 	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // answersManifest is a world of builtin workflows that can reach every
@@ -154,7 +155,7 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	// A wasm step is stopped after 150ms, and one timeout sets its module
 	// aside: the runaway guest's answers need no more.
 	cfg := kernel.Config{Builtins: b, Keyring: kr, Publisher: disp, Observer: metrics, SnapshotEvery: -1, SnapshotInterval: -1,
-		StepTimeout: 150 * time.Millisecond, SetAsideAfter: 1}
+		StepTimeout: 150 * time.Millisecond, SetAsideAfter: 1, Wasm: wasmtest.Engine(t, "")}
 	w, err := kernel.Open(kernel.Stores{CAS: store, Journal: aw.log}, cfg)
 	if err != nil {
 		db.Close()

@@ -8,7 +8,10 @@
 // package aos (the repository root) embeds the same Host, so a daemon and an
 // embedded world are wired once, here. The storage engine is named in one
 // place (store.go): the Host opens the store there and hands the kernel and
-// the built-in executors what they need from it.
+// the built-in executors what they need from it. So is the wasm engine,
+// which the kernel is handed too: store.go makes it (compiled code in
+// StoreOptions.WasmCacheDir, the world's wasm-cache by default) unless the
+// configuration names one, and closes it with the store.
 //
 // Both the server and the CLI go through Backend. Local implements it over an
 // open *kernel.World; Client implements it over HTTP. The server's handlers

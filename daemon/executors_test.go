@@ -21,17 +21,18 @@ import (
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.Exit(code)
 }
 
@@ -46,7 +47,7 @@ type served struct {
 func serveWorld(t *testing.T, withExecutors bool) *served {
 	t.Helper()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := dir.Config(kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))})
+	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t)))}
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 		checkJournal(t, db)
 		db.Close()
 	})
-	m, err := manifest.Load(examples.Path(t, "orders"))
+	m, err := manifest.Load(built.Path(t, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestExecutorProtocolBadInput(t *testing.T) {
 // key keeps the built-in name.
 func TestKeyringFileMigration(t *testing.T) {
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, dir.Config(kernel.Config{})); err != nil {
+	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	builtinPriv, err := dir.LoadExecutorKey()

@@ -13,11 +13,11 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/randval"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/schemas/randval"
 )
 
 // exportGen draws random records of every kind for the export's round

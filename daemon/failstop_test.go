@@ -11,9 +11,9 @@ import (
 
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // lockedBuffer is a log both the kernel and the server write to.

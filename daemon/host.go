@@ -35,8 +35,8 @@ type Options struct {
 	Modules []modules.Builtin
 	// Kernel is the kernel's configuration. Open sets its Builtins, Logger,
 	// Observer (the host's metrics), Keyring and Publisher (the built-in
-	// executors' dispatcher); WasmCacheDir defaults to the world's
-	// wasm-cache (Dir.Config).
+	// executors' dispatcher), and, when it names none, its wasm engine (made
+	// with Store.WasmCacheDir, closed with the host).
 	Kernel kernel.Config
 	// Create makes Open create the world first (as Init does) when dir
 	// holds none. Without it, a directory that is not a world is an error.
@@ -192,7 +192,6 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	metrics := NewMetrics()
 	cfg := opts.Kernel
 	cfg.Builtins, cfg.Logger, cfg.Observer = builtins, log, metrics
-	cfg = d.Config(cfg)
 	if opts.Create {
 		if _, err := os.Stat(d.Store()); errors.Is(err, os.ErrNotExist) {
 			if _, err := InitWith(d, cfg, opts.Store); err != nil {
@@ -220,7 +219,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 		return nil, err
 	}
 	cfg.Keyring, cfg.Publisher = kr, disp
-	k, err := st.openKernel(cfg)
+	k, cfg, err := st.openKernel(cfg, opts.Store.wasmCache(d))
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("open world %s: %w", dir, err)
@@ -331,7 +330,7 @@ func (h *Host) Close() error {
 			<-h.served
 		}
 		if err := h.local.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close the timelines' engine: %w", err))
+			errs = append(errs, fmt.Errorf("close the timelines: %w", err))
 		}
 		if err := h.k.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close world: %w", err))

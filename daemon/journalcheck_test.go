@@ -11,11 +11,12 @@ import (
 
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/journalcheck"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -74,7 +75,7 @@ func TestJournalCheckRoute(t *testing.T) {
 func TestCheckJournalWithoutOpening(t *testing.T) {
 	ctx := context.Background()
 	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := dir.Config(kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))})
+	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t)))}
 	if _, err := daemon.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestCheckJournalWithoutOpening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manifest.Load(examples.Path(t, "counter"))
+	m, err := manifest.Load(built.Path(t, "counter"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,13 @@ import (
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // "No effect is published before its intent is durable" (docs/DESIGN.md §7,

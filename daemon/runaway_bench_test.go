@@ -18,6 +18,7 @@ import (
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -129,7 +130,7 @@ func newRunawayWorld(b *testing.B, guest []byte, cfg kernel.Config) *runawayWorl
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Builtins, cfg.SnapshotEvery, cfg.SnapshotInterval = bi, -1, -1
+	cfg.Builtins, cfg.SnapshotEvery, cfg.SnapshotInterval, cfg.Wasm = bi, -1, -1, wasmtest.Engine(b, "")
 	w, err := kernel.Open(kernel.Stores{CAS: db.CAS(), Journal: db.Journal()}, cfg)
 	if err != nil {
 		db.Close()

@@ -10,9 +10,9 @@ import (
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // TestSnapshotWhileOneIsWrittenIsNotIdle: while a snapshot's object is

@@ -1,17 +1,20 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/modules/wasm"
 )
 
 // store is a world's store as a Host opens it. It is the one place the host
 // names the storage engine: the built-in executors share its CAS, and the
-// kernel opens on its two ports.
+// kernel opens on its two ports. It is also where the host makes the
+// world's wasm engine, which the kernel is handed (it names none).
 //
 // Every CAS write of the world (the kernel's and the blob executor's) goes
 // through one cas.Guard, so a garbage collection running beside the world
@@ -19,11 +22,18 @@ import (
 type store struct {
 	db    *badgerdb.DB
 	guard *cas.Guard
+	// engine is the wasm engine openKernel made for the world (its
+	// configuration named none); closed with the store, after the world.
+	engine *wasm.Engine
 }
 
-// StoreOptions are the choices about a world's store on disk; the zero
+// StoreOptions are the choices about what a world keeps on disk; the zero
 // value is the default.
 type StoreOptions struct {
+	// WasmCacheDir is where the world's wasm engine keeps compiled code
+	// across restarts (default: the world directory's wasm-cache; worlds
+	// may share one). It changes nothing journaled.
+	WasmCacheDir string
 	// DiskReserve is the free space, in bytes, the store keeps on its
 	// filesystem beyond its tables and the writes under way: a write that
 	// would leave less stops the world (a storage failure naming the disk
@@ -57,27 +67,60 @@ func openStoreAt(path string, so StoreOptions) (*store, error) {
 // isLocked says whether err is a store held by another process.
 func isLocked(err error) bool { return errors.Is(err, badgerdb.ErrLocked) }
 
-// openWorld opens the store directory and the world on it. The caller
-// closes the world, then the store.
-func openWorld(path string, cfg kernel.Config, so StoreOptions) (*kernel.World, *store, error) {
-	s, err := openStoreAt(path, so)
-	if err != nil {
-		return nil, nil, err
+// wasmCache is where the world in d keeps compiled wasm code.
+func (so StoreOptions) wasmCache(d Dir) string {
+	if so.WasmCacheDir != "" {
+		return so.WasmCacheDir
 	}
-	w, err := s.openKernel(cfg)
+	return d.Path(WasmCacheDir)
+}
+
+// openWorld opens the store of the world in d and the world on it, and
+// returns the configuration it runs with (openKernel). The caller closes
+// the world, then the store.
+func openWorld(d Dir, cfg kernel.Config, so StoreOptions) (*kernel.World, *store, kernel.Config, error) {
+	s, err := openStoreAt(d.Store(), so)
+	if err != nil {
+		return nil, nil, cfg, err
+	}
+	w, cfg, err := s.openKernel(cfg, so.wasmCache(d))
 	if err != nil {
 		s.close()
-		return nil, nil, err
+		return nil, nil, cfg, err
 	}
-	return w, s, nil
+	return w, s, cfg, nil
 }
 
 // cas is the store's content-addressed half, for the built-in executors.
 func (s *store) cas() cas.Store { return s.guard }
 
-// openKernel opens the kernel on the store, which stays the caller's.
-func (s *store) openKernel(cfg kernel.Config) (*kernel.World, error) {
-	return kernel.Open(kernel.Stores{CAS: s.guard, Journal: s.db.Journal()}, cfg)
+// openKernel opens the kernel on the store, which stays the caller's, and
+// returns the configuration the world runs with: a configuration without a
+// wasm engine is handed the store's, made on first use with its compiled
+// code kept in wasmCache. Whoever opens scratch worlds beside this one
+// (Local.Config: replay verification, timelines) uses that configuration,
+// so they share the engine.
+func (s *store) openKernel(cfg kernel.Config, wasmCache string) (*kernel.World, kernel.Config, error) {
+	if cfg.Wasm == nil {
+		if s.engine == nil {
+			e, err := wasm.NewEngine(context.Background(), wasm.Config{CacheDir: wasmCache})
+			if err != nil {
+				return nil, cfg, err
+			}
+			s.engine = e
+		}
+		cfg.Wasm = s.engine
+	}
+	w, err := kernel.Open(kernel.Stores{CAS: s.guard, Journal: s.db.Journal()}, cfg)
+	return w, cfg, err
 }
 
-func (s *store) close() error { return s.db.Close() }
+// close closes the store and the engine it made; every world on it must be
+// closed first.
+func (s *store) close() error {
+	err := s.db.Close()
+	if s.engine != nil {
+		err = errors.Join(err, s.engine.Close(context.Background()))
+	}
+	return err
+}

@@ -17,7 +17,6 @@ import (
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
-	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -294,16 +293,16 @@ func (l *Local) timelineStates(ctx context.Context, workflow string, key []byte,
 }
 
 // historian runs the replays timelines recompute states with, one at a
-// time (each takes a core while it runs), sharing one wasm engine so that
-// a replay does not load the world's compiled modules again.
+// time (each takes a core while it runs), on the world's wasm engine
+// (Local.Config.Wasm), so that a replay does not load the world's compiled
+// modules again.
 type historian struct {
 	mu     sync.Mutex
-	engine *wasm.Engine
 	closed bool
 }
 
 // history recomputes a cell's states (kernel.CellHistory) with the world's
-// configuration and the shared engine.
+// configuration, its engine included.
 func (l *Local) history(ctx context.Context, q kernel.HistoryQuery) (*kernel.HistoryResult, error) {
 	h := &l.hist
 	h.mu.Lock()
@@ -311,33 +310,17 @@ func (l *Local) history(ctx context.Context, q kernel.HistoryQuery) (*kernel.His
 	if h.closed {
 		return nil, kernel.ErrClosed
 	}
-	cfg := l.Config
-	if cfg.Wasm == nil {
-		if h.engine == nil {
-			e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: cfg.WasmCacheDir})
-			if err != nil {
-				return nil, err
-			}
-			h.engine = e
-		}
-		cfg.Wasm = h.engine
-	}
-	return kernel.CellHistory(ctx, kernel.Stores{CAS: l.W.CAS(), Journal: l.W.Journal()}, cfg, q)
+	return kernel.CellHistory(ctx, kernel.Stores{CAS: l.W.CAS(), Journal: l.W.Journal()}, l.Config, q)
 }
 
-// Close releases what the Local holds beside the world (the timelines'
-// wasm engine); the world is its owner's to close.
+// Close ends what the Local runs beside the world (the timelines'
+// replays); the world and its engine are their owner's to close.
 func (l *Local) Close() error {
 	h := &l.hist
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
-	if h.engine == nil {
-		return nil
-	}
-	err := h.engine.Close(context.Background())
-	h.engine = nil
-	return err
+	return nil
 }
 
 // stateJSON renders a state as JSON: null for none.

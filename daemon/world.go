@@ -42,15 +42,6 @@ func (d Dir) Store() string { return filepath.Join(string(d), StoreDir) }
 // Path joins a file name to the directory.
 func (d Dir) Path(name string) string { return filepath.Join(string(d), name) }
 
-// Config is cfg as every opener of this world directory uses it: compiled
-// wasm code is cached in the world's WasmCacheDir unless cfg names another.
-func (d Dir) Config(cfg kernel.Config) kernel.Config {
-	if cfg.WasmCacheDir == "" {
-		cfg.WasmCacheDir = d.Path(WasmCacheDir)
-	}
-	return cfg
-}
-
 // Created is what Init made.
 type Created struct {
 	// World is the new world's identity (kernel.World.Identity), journaled
@@ -93,7 +84,7 @@ func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (Created, error) {
 	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
 		return Created{}, err
 	}
-	w, db, err := openWorld(d.Store(), d.Config(cfg), so)
+	w, db, _, err := openWorld(d, cfg, so)
 	if err != nil {
 		return Created{}, fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
@@ -244,8 +235,7 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 	if found.client != nil {
 		return &Conn{Backend: found.client, Remote: true, Addr: found.info.Addr}, nil
 	}
-	cfg := d.Config(opt.Config)
-	w, db, err := openWorld(d.Store(), cfg, opt.Store)
+	w, db, cfg, err := openWorld(d, opt.Config, opt.Store)
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}

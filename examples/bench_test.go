@@ -12,13 +12,14 @@ import (
 
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/build"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/examples/workflows"
 	"github.com/aos-kernel/aos/examples/workflows/counter"
-	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkWorldSteps(b *testing.B) {
 
 func benchWorld(b *testing.B, example string, native bool, event func(int) kernel.Event) {
 	ctx := context.Background()
-	dir := examples.Path(b, example)
+	dir := built.Path(b, example)
 	m, err := manifest.Load(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -76,7 +77,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 			return workflows.Identity(module)
 		})
 	}
-	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, WasmCacheDir: examples.Dir(b) + "/.wasm-cache"})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, Wasm: wasmtest.Engine(b, built.WasmCache(built.Dir(b)))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 //	go test ./examples -run '^$' -bench CounterStepParts
 func BenchmarkCounterStepParts(b *testing.B) {
 	ctx := context.Background()
-	m, err := manifest.Load(examples.Path(b, "counter"))
+	m, err := manifest.Load(built.Path(b, "counter"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func BenchmarkCounterStepParts(b *testing.B) {
 		Ctx: schemas.MustMarshal(map[string]any{"now_ns": 1, "logical_now_ns": 1, "entropy": make([]byte, 32), "journal_height": 1,
 			"event_hash": "sha256:00", "manifest_hash": "sha256:00", "workflow": "com.example/counter.step@1", "workflow_hash": "sha256:00",
 			"key": schemas.MustMarshal("k1"), "cell_mode": true})}
-	e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: examples.Dir(b) + "/.wasm-cache"})
+	e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: built.Dir(b) + "/.wasm-cache"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/examples/workflows/counter"
-	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
@@ -23,12 +23,12 @@ import (
 // fault text names the library's error.
 func TestCounterWasmEqualsNativeOnOddInputs(t *testing.T) {
 	ctx := context.Background()
-	m, err := manifest.Load(examples.Path(t, "counter"))
+	m, err := manifest.Load(built.Path(t, "counter"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	code := m.Modules["com.example/counter@1"].Runtime.Bytes
-	e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: examples.Dir(t) + "/.wasm-cache"})
+	e, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: built.Dir(t) + "/.wasm-cache"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,12 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -34,7 +35,7 @@ type docWorld struct {
 
 func newDocWorld(t *testing.T, name string) *docWorld {
 	t.Helper()
-	m, err := manifest.Load(examples.Path(t, name))
+	m, err := manifest.Load(built.Path(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func newDocWorld(t *testing.T, name string) *docWorld {
 		t.Fatal(err)
 	}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: modules.NewBuiltins(),
-		Keyring: kr, WasmCacheDir: examples.WasmCache(examples.Dir(t)), StepTimeout: -1})
+		Keyring: kr, Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t))), StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -723,7 +724,7 @@ func TestDocWorkflowDeclarations(t *testing.T) {
 	}
 	seen := 0
 	for _, name := range []string{"counter", "orders", "notes", "reminders", "choreography"} {
-		m, err := manifest.Load(examples.Path(t, name))
+		m, err := manifest.Load(built.Path(t, name))
 		if err != nil {
 			t.Fatal(err)
 		}

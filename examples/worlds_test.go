@@ -19,13 +19,14 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/examples/workflows"
-	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/journalcheck"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -33,7 +34,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.Exit(code)
 }
 
@@ -232,7 +233,7 @@ func openWorld(t *testing.T, db *badgerdb.DB, m *manifest.Manifest, native bool)
 	}
 	pub := &capture{}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
-		Keyring: kr, Publisher: pub, WasmCacheDir: examples.Dir(t) + "/.wasm-cache", StepTimeout: -1})
+		Keyring: kr, Publisher: pub, Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t))), StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func play(t *testing.T, w *kernel.World, pub *capture, steps []step) {
 func TestExampleWorldsWasmEqualsNative(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
-			dir := examples.Path(t, name)
+			dir := built.Path(t, name)
 			m, err := manifest.Load(dir)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@
 //
 //   - Record and Kind, and the errors every backend returns (ErrGap,
 //     ErrCorrupt, ErrFailed, ErrTruncated).
+//   - ReadAt, the one record at a seq, over any journal (read.go).
 //   - Retention's shared rules (retention.go): DropStats, the bound on
 //     DropBefore's argument, the ErrTruncated a read below First gets (a
 //     *Truncation naming First), and ReadRetained, the read from a point

@@ -11,8 +11,9 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// Journal is what the check reads: the seqs the journal holds and a range
-// read (kernel.Log, the Badger journal and journal.Memory have both).
+// Journal is what the check reads: the seqs the journal holds, a range
+// read, and the kind index a cut journal's snapshot is found through
+// (kernel.Log, the backends' journals and journal.Memory have them all).
 type Journal interface {
 	// First is the lowest seq the journal holds: 1, unless retention
 	// dropped the records before it.
@@ -20,6 +21,9 @@ type Journal interface {
 	// Read calls fn with each record from seq from on, in order, until fn
 	// says stop or the records end.
 	Read(from uint64, fn func(journal.Record) (bool, error)) error
+	// Marks calls fn with the seqs of the records of an indexed kind,
+	// newest first, without reading the journal.
+	Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 }
 
 // Defaults of Options.
@@ -163,15 +167,4 @@ func (c *checker) add(v Violation) {
 		return
 	}
 	c.rep.Violations = append(c.rep.Violations, v)
-}
-
-// readOne reads the record at seq.
-func readOne(j Journal, seq uint64) (journal.Record, bool, error) {
-	var out journal.Record
-	found := false
-	err := j.Read(seq, func(r journal.Record) (bool, error) {
-		out, found = r, r.Seq == seq
-		return false, nil
-	})
-	return out, found, err
 }

@@ -480,9 +480,9 @@ func (c *checker) classify(ctx context.Context, j Journal, l lookup) Violation {
 		v.Detail = fmt.Sprintf("%s consumes seq %d, which was not delivered to this instance", what, l.input)
 		return v
 	}
-	r, found, err := readOne(j, l.input)
+	r, err := journal.ReadAt(j, l.input)
 	switch {
-	case err != nil || !found:
+	case err != nil:
 		v.Detail = fmt.Sprintf("%s consumes seq %d, which the journal does not hold", what, l.input)
 	case r.Kind == journal.KindDrop:
 		v.Rule = RuleDropDelivered

@@ -15,11 +15,13 @@
 //
 // # What it owns
 //
-//   - Check, its Journal port (First and Read: kernel.Log, the Badger
-//     journal and journal.Memory all serve it) and Options.
+//   - Check, its Journal port (First, Read and the kind index's Marks:
+//     kernel.Log, the backends' journals and journal.Memory all serve it)
+//     and Options.
 //   - The rule ids (rules.go) and the model (checker.go).
 //   - Where a cut journal's check starts (start.go): after the checkpoint
-//     of its oldest usable snapshot, from the snapshot's state.
+//     of its oldest usable snapshot, from the snapshot's state. Finding and
+//     checking that snapshot is snapshot.Find's, as for the kernel's open.
 //
 // # What it must not do
 //

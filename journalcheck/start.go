@@ -2,12 +2,10 @@ package journalcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/aos-kernel/aos/journal"
-	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
 )
@@ -20,8 +18,10 @@ import (
 // as much as possible; the records before its checkpoint are only counted
 // out of the check (Report.From says where it began). A snapshot is usable
 // when its checkpoint record is still in the journal and its object reads,
-// decodes and is the state after that checkpoint. With none, the journal
-// breaks RuleTruncated: no kernel could open it either.
+// decodes and is the state after that checkpoint: the kernel's open finds
+// and checks it the same way (snapshot.Find), through the journal's kind
+// index. With none, the journal breaks RuleTruncated: no kernel could open
+// it either.
 
 // start is where a cut journal's check begins.
 type start struct {
@@ -30,73 +30,26 @@ type start struct {
 	why      string          // when state is nil: why not
 }
 
-// errStop ends a read early.
-var errStop = errors.New("stop")
-
-// findStart scans a cut journal from first for the oldest usable snapshot.
+// findStart finds the oldest usable snapshot of a journal cut before first.
 func findStart(ctx context.Context, j Journal, first uint64, opt Options) (start, error) {
 	if opt.Objects == nil {
 		return start{}, fmt.Errorf("journalcheck: the journal starts at seq %d (retention dropped what came before); checking it needs the world's snapshot objects (Options.Objects)", first)
 	}
-	checkpoints := map[uint64]bool{}
-	var skipped []string
-	var found start
-	n := 0
-	err := j.Read(first, func(r journal.Record) (bool, error) {
-		if n++; n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return false, err
-			}
-		}
-		switch r.Kind {
-		case journal.KindCheckpoint:
-			checkpoints[r.Seq] = true
-		case journal.KindSnapshot:
-			s, err := usable(r, checkpoints, opt)
-			if err != nil {
-				skipped = append(skipped, fmt.Sprintf("snapshot record %d: %v", r.Seq, err))
-				return true, nil
-			}
-			found = start{state: s, snapshot: r.Seq}
-			return false, errStop
-		}
-		return true, nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
+	if err := ctx.Err(); err != nil {
+		return start{}, err
+	}
+	f, err := snapshot.Find(j, opt.Objects, snapshot.Oldest)
+	if err != nil {
 		return start{}, fmt.Errorf("journalcheck: look for a snapshot from seq %d: %w", first, err)
 	}
-	if found.state == nil {
-		found.why = fmt.Sprintf("the journal starts at seq %d (retention dropped what came before) and holds no usable snapshot to start from, so nothing in it can be checked (nor can a world open on it)", first)
-		if len(skipped) > 0 {
-			found.why += ": " + strings.Join(skipped, "; ")
+	if f.State == nil {
+		why := fmt.Sprintf("the journal starts at seq %d (retention dropped what came before) and holds no usable snapshot to start from, so nothing in it can be checked (nor can a world open on it)", first)
+		if len(f.Skipped) > 0 {
+			why += ": " + strings.Join(f.Skipped, "; ")
 		}
+		return start{why: why}, nil
 	}
-	return found, nil
-}
-
-// usable reads the snapshot a snapshot record names, if the journal still
-// holds its checkpoint.
-func usable(r journal.Record, checkpoints map[uint64]bool, opt Options) (*snapshot.State, error) {
-	v, err := records.Decode(r)
-	if err != nil {
-		return nil, err
-	}
-	sr := v.(*records.SnapshotRec)
-	if !checkpoints[sr.Checkpoint] {
-		return nil, fmt.Errorf("its checkpoint %d is not a checkpoint record the journal holds", sr.Checkpoint)
-	}
-	data, err := opt.Objects(sr.Object)
-	if err != nil {
-		return nil, fmt.Errorf("object %s: %w", sr.Object, err)
-	}
-	s, err := snapshot.Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("object %s: %w", sr.Object, err)
-	}
-	if s.Height != sr.Checkpoint {
-		return nil, fmt.Errorf("object %s is the state after seq %d, the record says %d", sr.Object, s.Height, sr.Checkpoint)
-	}
-	return s, nil
+	return start{state: f.State, snapshot: f.Seq}, nil
 }
 
 // seed makes the model the snapshot's state: the world as it was after

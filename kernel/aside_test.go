@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -68,6 +69,7 @@ const runawayStep = time.Second
 func runawayHarness(t *testing.T, stepTimeout time.Duration, cfg func(*kernel.Config)) *harness {
 	t.Helper()
 	wasmPath, cache := hostileGuest(t)
+	engine := wasmtest.Engine(t, cache)
 	h := newHarnessWith(t, 17, true, func(h *harness) {
 		h.builtins.MustRegister("test/fan", "test/fan@1", "step", func(in *modules.Input) (*modules.Output, error) {
 			var ev struct {
@@ -94,7 +96,7 @@ func runawayHarness(t *testing.T, stepTimeout time.Duration, cfg func(*kernel.Co
 			return &modules.Output{State: schemas.MustMarshal(map[string]any{"calls": s.Calls, "global": 0})}, nil
 		})
 		h.extra = func(c *kernel.Config) {
-			c.WasmCacheDir, c.StepTimeout = cache, stepTimeout
+			c.Wasm, c.StepTimeout = engine, stepTimeout
 			if cfg != nil {
 				cfg(c)
 			}

@@ -95,12 +95,13 @@ type Config struct {
 	// 512 MiB bound until Badger's flush memory is tamed. See
 	// docs/DECISIONS.md.
 	MaterializeInBackground bool
-	// Wasm compiles wasm modules (default: a wazero engine the world owns,
-	// with its compilation cache in WasmCacheDir).
+	// Wasm compiles the manifest's wasm modules: the caller's engine (e.g.
+	// modules/wasm's), shared by the scratch worlds this world opens
+	// (replay verification, shadow, cell history) and closed by the caller
+	// after the world. The kernel names no engine. Nil: a manifest with a
+	// wasm module that no builtin stands in for is refused (apply) or
+	// cannot be opened, with an error naming the module.
 	Wasm modules.Compiler
-	// WasmCacheDir holds compiled wasm code across restarts ("" keeps it in
-	// memory only). World directories set it; it changes nothing journaled.
-	WasmCacheDir string
 	// StepTimeout is the wall-clock limit of one wasm step (default 2s). A
 	// step it stops is an environmental fault: journaled as such, adopted by
 	// replay, never re-judged. Replay runs with no limit. Negative: none.

@@ -11,12 +11,14 @@
 // before it returns, for everything queued) and only then acknowledges
 // callers and releases intents to executors.
 //
-// Ports. The kernel names no storage engine. It defines the ports it
-// consumes and is handed implementations (Stores): the journal (Log: append
-// a frame, read a range, height, wait) and cas.Store, beside the Clock,
-// Entropy and Publisher ports in config.go. The package named after Badger
+// Ports. The kernel names no storage engine and no wasm engine. It defines
+// the ports it consumes and is handed implementations (Stores): the journal
+// (Log: append a frame, read a range, height, wait) and cas.Store, beside
+// the Clock, Entropy and Publisher ports in config.go, and the wasm engine
+// (Config.Wasm, a modules.Compiler: modules/wasm's, made and closed by the
+// host), which the scratch worlds it opens share. The package named after Badger
 // opens a world directory and implements both storage ports; journal.Memory and
-// cas.Memory serve unit tests; internal/storefault wraps either to inject
+// cas.Memory serve unit tests; storefault wraps either to inject
 // failures or run a hook before an append. Test hooks are wrappers at a
 // port, never fields of Config.
 //
@@ -63,5 +65,6 @@
 //
 // Must not touch: wall clock, randomness (except through the ports), map
 // iteration where order matters, the network, JSON rendering, a storage
-// engine (Badger or any other: only the ports). Executors live elsewhere.
+// engine (Badger or any other: only the ports), a wasm engine (wazero:
+// only modules.Compiler). Executors live elsewhere.
 package kernel

@@ -2,35 +2,22 @@ package kernel
 
 import (
 	"github.com/aos-kernel/aos/internal/canon"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/records"
 )
 
 // Hand-written canonical CBOR encoders for the two values the loop hands a
 // module on every step and every receipt: the workflow context and the
-// receipt envelope. They are not journaled (the journal's records are
+// receipt envelope, whose shapes are package sys's (the sdk decodes them). They are not journaled (the journal's records are
 // encoded in package records), but they are hashed and validated on the hot
 // path, for the same reason. TestContextEncodersMatchMarshal holds them to
 // schemas.Marshal on random values. Key order and null rules: see
 // records/encode.go.
 
-// workflowContext is sys/WorkflowContext@1.
-type workflowContext struct {
-	NowNs         uint64 `cbor:"now_ns"`
-	LogicalNowNs  uint64 `cbor:"logical_now_ns"`
-	Entropy       []byte `cbor:"entropy"`
-	JournalHeight uint64 `cbor:"journal_height"`
-	EventHash     string `cbor:"event_hash"`
-	ManifestHash  string `cbor:"manifest_hash"`
-	Workflow      string `cbor:"workflow"`
-	WorkflowHash  string `cbor:"workflow_hash"`
-	Key           []byte `cbor:"key,omitempty"`
-	CellMode      bool   `cbor:"cell_mode"`
-}
-
 // encodeContext is schemas.MustMarshal(c). Key order: key?, now_ns,
 // entropy, workflow, cell_mode, event_hash, manifest_hash, workflow_hash,
 // journal_height, logical_now_ns.
-func encodeContext(c *workflowContext) []byte {
+func encodeContext(c *sys.Context) []byte {
 	b := make([]byte, 0, 400+len(c.Key)+len(c.Workflow))
 	b = canon.AppendHead(b, canon.MajorMap, records.MapSize(9, len(c.Key) > 0))
 	if len(c.Key) > 0 {
@@ -50,7 +37,7 @@ func encodeContext(c *workflowContext) []byte {
 // encodeEnvelope is schemas.MustMarshal(e). Key order: effect, status,
 // payload, executor, signature, issuer_ref?, origin_key?, intent_hash,
 // emitted_at_seq, origin_workflow, origin_workflow_hash.
-func encodeEnvelope(e *receiptEnvelope) []byte {
+func encodeEnvelope(e *sys.ReceiptEnvelope) []byte {
 	b := make([]byte, 0, 200+len(e.Effect)+len(e.Status)+len(e.Payload)+len(e.Executor)+len(e.Signature)+
 		len(e.IssuerRef)+len(e.OriginKey)+len(e.IntentHash)+len(e.OriginWorkflow)+len(e.OriginWorkflowHash))
 	b = canon.AppendHead(b, canon.MajorMap, records.MapSize(9, e.IssuerRef != "", len(e.OriginKey) > 0))

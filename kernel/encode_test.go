@@ -3,7 +3,8 @@ package kernel
 import (
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/randval"
+	"github.com/aos-kernel/aos/modules/sys"
+	"github.com/aos-kernel/aos/schemas/randval"
 )
 
 // TestContextEncodersMatchMarshal: the hand-written encoders of the values
@@ -15,10 +16,10 @@ func TestContextEncodersMatchMarshal(t *testing.T) {
 	num, bs, str := g.Num, g.Bytes, g.Str
 	check := func(what string, got []byte, v any) { t.Helper(); randval.CheckMarshal(t, what, got, v) }
 	for i := 0; i < 5000; i++ {
-		c := workflowContext{NowNs: num(), LogicalNowNs: num(), Entropy: bs(), JournalHeight: num(), EventHash: str(),
+		c := sys.Context{NowNs: num(), LogicalNowNs: num(), Entropy: bs(), JournalHeight: num(), EventHash: str(),
 			ManifestHash: str(), Workflow: str(), WorkflowHash: str(), Key: bs(), CellMode: g.R.IntN(2) == 0}
 		check("context", encodeContext(&c), &c)
-		env := receiptEnvelope{OriginWorkflow: str(), OriginWorkflowHash: str(), OriginKey: bs(), IntentHash: str(), Effect: str(),
+		env := sys.ReceiptEnvelope{OriginWorkflow: str(), OriginWorkflowHash: str(), OriginKey: bs(), IntentHash: str(), Effect: str(),
 			Executor: str(), IssuerRef: str(), Payload: bs(), Status: str(), EmittedAtSeq: num(), Signature: bs()}
 		check("envelope", encodeEnvelope(&env), &env)
 	}

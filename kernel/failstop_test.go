@@ -7,13 +7,24 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aos-kernel/aos/badgerdb/worldstore"
 	"github.com/aos-kernel/aos/cells"
-	"github.com/aos-kernel/aos/internal/storefault"
-	"github.com/aos-kernel/aos/internal/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/storefault"
+)
+
+// storefault declares the journal port it wraps instead of importing the
+// kernel; these hold its declarations to the kernel's, both ways, so the
+// two method sets stay the same.
+var (
+	_ kernel.Log         = storefault.Log(nil)
+	_ storefault.Log     = kernel.Log(nil)
+	_ kernel.Dropper     = storefault.Dropper(nil)
+	_ storefault.Dropper = kernel.Dropper(nil)
+	_ kernel.Log         = (*storefault.Journal)(nil)
 )
 
 // storageRun drives a counter world over faulty stores until the injected

@@ -10,6 +10,7 @@ import (
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -181,17 +182,13 @@ func (st *state) gcRoots() (*cas.Collection, []snapshot.Pins, error) {
 func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 	var out []snapshot.Pins
 	err := w.journal.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
-		sr, err := readSnapshotRec(w.journal, seq)
+		sr, err := snapshot.ReadRecord(w.journal, seq)
 		if err != nil {
 			return false, err
 		}
-		data, err := w.cas.Get(sr.Object)
+		s, err := snapshot.LoadObject(w.cas.Get, sr.Object)
 		if err != nil {
-			return false, fmt.Errorf("snapshot record %d: object %s: %w", seq, sr.Object, err)
-		}
-		s, err := snapshot.Decode(data)
-		if err != nil {
-			return false, fmt.Errorf("snapshot record %d: object %s: %w", seq, sr.Object, err)
+			return false, fmt.Errorf("snapshot record %d: %w", seq, err)
 		}
 		p := s.Pins()
 		p.Objects = append(p.Objects, sr.Object)
@@ -204,7 +201,7 @@ func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 	}
 	var arts snapshot.Pins
 	err = w.journal.Marks(journal.KindManifest, func(seq uint64) (bool, error) {
-		r, err := readRecord(w.journal, seq)
+		r, err := journal.ReadAt(w.journal, seq)
 		if err != nil {
 			return false, err
 		}
@@ -235,11 +232,9 @@ func (w *World) journalPins(keep int, res *GCResult) ([]snapshot.Pins, error) {
 		if rr.Receipt.Effect != manifest.SysBlobPut || rr.Receipt.Status != receipts.StatusOK {
 			return true, nil
 		}
-		var p struct {
-			Ref string `cbor:"blob_ref"`
-		}
+		var p sys.BlobPutReceipt
 		if schemas.UnmarshalTrusted(rr.Receipt.Payload, &p) == nil {
-			if h, err := schemas.ParseHash(p.Ref); err == nil {
+			if h, err := schemas.ParseHash(p.BlobRef); err == nil {
 				blobs.Objects = append(blobs.Objects, h)
 			}
 		}
@@ -263,7 +258,7 @@ func (w *World) dropJournal(keep int, archive func(uint64, []byte) error) (journ
 	var oldest uint64
 	n := 0
 	err := w.journal.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
-		sr, err := readSnapshotRec(w.journal, seq)
+		sr, err := snapshot.ReadRecord(w.journal, seq)
 		if err != nil {
 			return false, err
 		}
@@ -282,20 +277,4 @@ func (w *World) dropJournal(keep int, archive func(uint64, []byte) error) (journ
 		return ds, fmt.Errorf("kernel: gc: retention: drop before seq %d: %w", oldest, err)
 	}
 	return ds, nil
-}
-
-// readSnapshotRec reads the snapshot record at seq.
-func readSnapshotRec(log Log, seq uint64) (*records.SnapshotRec, error) {
-	r, err := readRecord(log, seq)
-	if err != nil {
-		return nil, err
-	}
-	var sr records.SnapshotRec
-	if r.Kind != journal.KindSnapshot {
-		return nil, fmt.Errorf("the kind index names a %s record at seq %d", r.Kind, seq)
-	}
-	if err := schemas.UnmarshalTrusted(r.Body, &sr); err != nil {
-		return nil, fmt.Errorf("snapshot record %d: %w", seq, err)
-	}
-	return &sr, nil
 }

@@ -12,14 +12,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/storefault"
-	"github.com/aos-kernel/aos/internal/worldstore"
+	"github.com/aos-kernel/aos/badgerdb/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // The points TestGCCrash kills its child at, all while a collection runs.

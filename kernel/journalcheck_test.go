@@ -98,11 +98,15 @@ type checkBase struct {
 	counterKey   []byte       // the key it targets
 	unrelated    uint64       // an ingress event that targets no order
 	lastSnapshot uint64       // the newest snapshot record
+	firstSnap    snapAt       // the oldest snapshot record and its checkpoint
 	retried      uint64       // a recover retry
 	manifestHash schemas.Hash // the current manifest
 }
 
 const checkOrderWF = "com.test/order@1"
+
+// snapAt is a snapshot record and the checkpoint it names.
+type snapAt struct{ seq, checkpoint uint64 }
 
 // newCheckBase runs the mixed workload on a world whose order workflow
 // also faults on a second Created of amount 13, then a scripted tail: a
@@ -220,6 +224,10 @@ func (b *checkBase) scan(t *testing.T) {
 			b.manifest, b.manifestHash = r, rec.Hash
 		case *records.CheckpointRec:
 			b.checkpoints = append(b.checkpoints, r.Seq)
+		case *records.SnapshotRec:
+			if b.firstSnap.seq == 0 {
+				b.firstSnap = snapAt{seq: r.Seq, checkpoint: rec.Checkpoint}
+			}
 		case *records.EventRec:
 			b.logical = max(b.logical, rec.Stamp.LogicalNs)
 			switch {
@@ -243,7 +251,7 @@ func (b *checkBase) scan(t *testing.T) {
 			b.logical = max(b.logical, rec.Stamp.LogicalNs)
 		}
 	}
-	if b.emitted == 0 || b.intentStep == 0 || b.counterEvent == 0 || len(b.checkpoints) < 2 {
+	if b.emitted == 0 || b.intentStep == 0 || b.counterEvent == 0 || len(b.checkpoints) < 2 || b.firstSnap.seq == 0 || b.firstSnap.seq == b.lastSnapshot {
 		t.Fatalf("the base journal lacks what the corruptions need: %+v", b)
 	}
 }
@@ -637,6 +645,18 @@ func (s sliceJournal) Read(from uint64, fn func(journal.Record) (bool, error)) e
 	return nil
 }
 
+func (s sliceJournal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i].Kind != k {
+			continue
+		}
+		if more, err := fn(s[i].Seq); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
 // corruptAfter is a journal whose store fails to read past a seq.
 type corruptAfter struct {
 	journalcheck.Journal
@@ -673,6 +693,16 @@ func TestJournalCheckFromSnapshot(t *testing.T) {
 	}
 	if _, err := journalcheck.Check(ctx, cut(f), journalcheck.Options{}); err == nil || !strings.Contains(err.Error(), "Objects") {
 		t.Fatalf("a cut journal without objects: %v, want an error asking for them", err)
+	}
+	// With two usable snapshots left, the check starts from the older one:
+	// it checks as much of the journal as it can.
+	both := f.memory()
+	if _, err := both.DropBefore(b.firstSnap.checkpoint, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = journalcheck.Check(ctx, both, journalcheck.Options{Objects: b.h.db.CAS().Get})
+	if err != nil || !rep.OK() || rep.Snapshot != b.firstSnap.seq || rep.From != b.firstSnap.checkpoint+1 {
+		t.Fatalf("journal cut before both snapshots: %+v %v, want the check from snapshot record %d", rep, err, b.firstSnap.seq)
 	}
 	// The snapshot remembers: the receipt that settled o-done's intent,
 	// d1's failure, p1's pending intent and its frames.

@@ -83,7 +83,7 @@ func (w *World) bindModule(ctx context.Context, def *manifest.ModuleDef) (*bound
 			return &boundModule{def: def, native: b}, nil
 		}
 		if w.cfg.Wasm == nil {
-			return nil, fmt.Errorf("module %s: wasm modules need a wasm engine and this world has none", def.Name)
+			return nil, fmt.Errorf("module %s: wasm modules need a wasm engine and this world has none (kernel.Config.Wasm)", def.Name)
 		}
 		if rt.Bytes == nil {
 			return nil, fmt.Errorf("module %s: wasm artifact %s (%s) was not loaded", def.Name, rt.Artifact, rt.ArtifactHash)

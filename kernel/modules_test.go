@@ -236,6 +236,50 @@ func TestWasmCompileRefusalNamesModule(t *testing.T) {
 	}
 }
 
+// TestWasmNeedsAnEngine: the kernel names no wasm engine. A world opened
+// without one (Config.Wasm nil) refuses a manifest with a wasm module,
+// naming the module and what is missing, and journals nothing; a world
+// whose journal holds such a manifest does not open without one, and says
+// so the same way.
+func TestWasmNeedsAnEngine(t *testing.T) {
+	var engine modules.Compiler // what each open is handed
+	h := newHarnessWith(t, 3, true, func(h *harness) {
+		h.extra = func(c *kernel.Config) { c.Wasm = engine }
+	})
+	m, err := manifest.Load(wasmCounterManifest(t, "counter code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "module com.test/counter_mod@1") || !strings.Contains(err.Error(), "kernel.Config.Wasm") {
+			t.Fatalf("%s without a wasm engine: %v, want an error naming the module and Config.Wasm", what, err)
+		}
+	}
+	res, err := h.w.Apply(context.Background(), m, false)
+	wantErr("apply", err)
+	if res == nil || res.Applied {
+		t.Fatalf("result %+v", res)
+	}
+	if st, _ := h.w.Status(context.Background()); st.JournalHeight != 1 { // the world record
+		t.Fatalf("refused apply journaled %d records", st.JournalHeight-1)
+	}
+	// With an engine the manifest applies; reopened without one, the
+	// world cannot replay it.
+	engine = &fakeWasm{}
+	h.reopen()
+	if _, err := h.w.Apply(context.Background(), m, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.w = nil
+	engine = nil
+	_, err = kernel.Open(h.db.Stores(), h.config())
+	wantErr("open", err)
+}
+
 // TestWasmInstancesResetAtJournaledPoints: a wasm module starts on a fresh
 // instance when a manifest is installed, live and on replay alike, and a
 // refused or dry-run apply leaves the live instance alone.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
@@ -41,39 +42,6 @@ var (
 // Frame is a stream frame offered by an executor, signed by a key trusted
 // for its effect (see receipts.SignFrame).
 type Frame = receipts.SignedFrame
-
-// receiptEnvelope is sys/EffectReceiptEnvelope@1.
-type receiptEnvelope struct {
-	OriginWorkflow     string `cbor:"origin_workflow"`
-	OriginWorkflowHash string `cbor:"origin_workflow_hash"`
-	OriginKey          []byte `cbor:"origin_key,omitempty"`
-	IntentHash         string `cbor:"intent_hash"`
-	Effect             string `cbor:"effect"`
-	Executor           string `cbor:"executor"`
-	IssuerRef          string `cbor:"issuer_ref,omitempty"`
-	Payload            []byte `cbor:"payload"`
-	Status             string `cbor:"status"`
-	EmittedAtSeq       uint64 `cbor:"emitted_at_seq"`
-	Signature          []byte `cbor:"signature"`
-}
-
-// receiptRejected is sys/EffectReceiptRejected@1.
-type receiptRejected struct {
-	OriginWorkflow string `cbor:"origin_workflow"`
-	OriginKey      []byte `cbor:"origin_key,omitempty"`
-	IntentHash     string `cbor:"intent_hash"`
-	Effect         string `cbor:"effect"`
-	Error          string `cbor:"error"`
-	EmittedAtSeq   uint64 `cbor:"emitted_at_seq"`
-}
-
-// streamFrame is sys/EffectStreamFrame@1.
-type streamFrame struct {
-	IntentHash string `cbor:"intent_hash"`
-	Seq        uint64 `cbor:"seq"`
-	Executor   string `cbor:"executor"`
-	Payload    []byte `cbor:"payload"`
-}
 
 // ReceiptResult says what became of a receipt.
 type ReceiptResult struct {
@@ -199,13 +167,13 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *records.Stamp)
 	var value []byte
 	if rejected == "" {
 		schema = manifest.SysEffectReceiptEnvelope
-		value = encodeEnvelope(&receiptEnvelope{OriginWorkflow: it.OriginWorkflow,
+		value = encodeEnvelope(&sys.ReceiptEnvelope{OriginWorkflow: it.OriginWorkflow,
 			OriginWorkflowHash: it.OriginWorkflowHash.String(), OriginKey: it.OriginKey,
 			IntentHash: it.Hash.String(), Effect: it.Effect, Executor: sr.Executor, IssuerRef: it.IssuerRef,
 			Payload: sr.Payload, Status: string(sr.Status), EmittedAtSeq: it.EmittedAt, Signature: sr.Signature})
 	} else {
 		schema = manifest.SysEffectReceiptRejected
-		value = schemas.MustMarshal(&receiptRejected{OriginWorkflow: it.OriginWorkflow, OriginKey: it.OriginKey,
+		value = schemas.MustMarshal(&sys.ReceiptRejected{OriginWorkflow: it.OriginWorkflow, OriginKey: it.OriginKey,
 			IntentHash: it.Hash.String(), Effect: it.Effect, Error: rejected, EmittedAtSeq: it.EmittedAt})
 	}
 	delivered, ok := st.asWorkflowEvent(rt, schema, value)
@@ -296,8 +264,8 @@ func (st *state) ingestFrame(f *Frame, stamp *records.Stamp) (uint64, error) {
 	st.fence.noteFrame(f.Intent)
 	in := st.instance(it.OriginWorkflow, it.OriginKey)
 	rt := st.wfs[it.OriginWorkflow]
-	value := schemas.MustMarshal(&streamFrame{IntentHash: f.Intent.String(), Seq: f.Seq, Executor: f.Executor, Payload: f.Payload})
-	if delivered, ok := st.asWorkflowEvent(rt, "sys/EffectStreamFrame@1", value); ok && !in.failed {
+	value := schemas.MustMarshal(&sys.StreamFrame{IntentHash: f.Intent.String(), Seq: f.Seq, Executor: f.Executor, Payload: f.Payload})
+	if delivered, ok := st.asWorkflowEvent(rt, sys.SchemaStreamFrame, value); ok && !in.failed {
 		st.deliver(in, delivery{seq: seq, schema: rt.def.Event, value: delivered, stamp: stamp, eventHash: schemas.HashBytes(body)})
 	}
 	return seq, nil

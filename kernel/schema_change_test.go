@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/worldstore"
+	"github.com/aos-kernel/aos/badgerdb/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aos-kernel/aos/internal/worldstore"
+	"github.com/aos-kernel/aos/badgerdb/worldstore"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"

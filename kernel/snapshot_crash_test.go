@@ -16,14 +16,14 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/storefault"
-	"github.com/aos-kernel/aos/internal/worldstore"
+	"github.com/aos-kernel/aos/badgerdb/worldstore"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // The points TestSnapshotCrash kills its child at. The first three are

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/cells"
-	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
@@ -27,66 +26,19 @@ type OpenInfo struct {
 // OpenInfo reports how the world was opened.
 func (w *World) OpenInfo() OpenInfo { return w.openInfo }
 
-// readRecord reads the one record at seq.
-func readRecord(log Log, seq uint64) (journal.Record, error) {
-	var out journal.Record
-	found := false
-	err := log.Read(seq, func(r journal.Record) (bool, error) {
-		out, found = r, r.Seq == seq
-		return false, nil
-	})
-	if err == nil && !found {
-		err = fmt.Errorf("%w: no record at seq %d", journal.ErrCorrupt, seq)
-	}
-	return out, err
-}
-
-// loadSnapshot finds the latest usable snapshot: its record, its
-// checkpoint and its object. A snapshot that cannot be used (its object
-// missing or corrupt, its checkpoint not a checkpoint) is skipped for the
-// one before it, and reported in info.
+// loadSnapshot finds the newest usable snapshot (snapshot.Find: through the
+// kind index, each checked against its record and checkpoint) and says in
+// info which one it took and why it passed over newer ones.
 func (st *state) loadSnapshot(info *OpenInfo) (*snapshot.State, error) {
-	log := st.w.journal
-	var found *snapshot.State
-	err := log.Marks(journal.KindSnapshot, func(seq uint64) (bool, error) {
-		s, err := st.readSnapshot(seq)
-		if err != nil {
-			info.Skipped = append(info.Skipped, fmt.Sprintf("snapshot record %d: %v", seq, err))
-			st.w.cfg.Logger.Warn("snapshot not usable; trying an older one", "seq", seq, "err", err)
-			return true, nil
-		}
-		found = s
-		info.Snapshot, info.Checkpoint = seq, s.Height
-		return false, nil
-	})
-	return found, err
-}
-
-// readSnapshot reads and checks the snapshot named by the record at seq.
-func (st *state) readSnapshot(seq uint64) (*snapshot.State, error) {
-	sr, err := readSnapshotRec(st.w.journal, seq)
-	if err != nil {
-		return nil, err
+	f, err := snapshot.Find(st.w.journal, st.w.cas.Get, snapshot.Newest)
+	for _, why := range f.Skipped {
+		st.w.cfg.Logger.Warn("snapshot not usable; trying an older one", "why", why)
 	}
-	cp, err := readRecord(st.w.journal, sr.Checkpoint)
-	if err != nil {
-		return nil, fmt.Errorf("its checkpoint %d: %w", sr.Checkpoint, err)
+	info.Skipped = append(info.Skipped, f.Skipped...)
+	if f.State != nil {
+		info.Snapshot, info.Checkpoint = f.Seq, f.State.Height
 	}
-	if cp.Kind != journal.KindCheckpoint || sr.Checkpoint >= seq {
-		return nil, fmt.Errorf("its checkpoint %d is a %s record", sr.Checkpoint, cp.Kind)
-	}
-	data, err := st.w.cas.Get(sr.Object)
-	if err != nil {
-		return nil, fmt.Errorf("object %s: %w", sr.Object, err)
-	}
-	s, err := snapshot.Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("object %s: %w", sr.Object, err)
-	}
-	if s.Height != sr.Checkpoint {
-		return nil, fmt.Errorf("object %s is the state after seq %d, the record says %d", sr.Object, s.Height, sr.Checkpoint)
-	}
-	return s, nil
+	return f.State, err
 }
 
 // restore loads a snapshot's state into an empty loop state. Module

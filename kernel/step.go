@@ -9,6 +9,7 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
@@ -284,7 +285,7 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 
 func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint64) []byte {
 	ent := childStamp(d.stamp, stepSeq).Entropy
-	return encodeContext(&workflowContext{
+	return encodeContext(&sys.Context{
 		NowNs: d.stamp.NowNs, LogicalNowNs: d.stamp.LogicalNs, Entropy: ent,
 		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: st.manText,
 		Workflow: in.wf, WorkflowHash: rt.hashText, Key: in.key, CellMode: rt.keyed,

@@ -19,6 +19,9 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/wasm"
+	"github.com/aos-kernel/aos/modules/wasm/wasmtest"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -126,11 +129,12 @@ func hostileCell(t testing.TB, w *kernel.World, key string) (*kernel.CellView, h
 func TestWasmHostileGuestsContained(t *testing.T) {
 	dir := hostileManifestDir(t)
 	_, cache := hostileGuest(t)
+	engine := wasmtest.Engine(t, cache)
 	// No wall-clock limit, except for the one case about it: no outcome
 	// here may depend on how fast the machine is.
 	timeout := time.Duration(-1)
 	h := newHarnessWith(t, 11, true, func(h *harness) {
-		h.extra = func(c *kernel.Config) { c.WasmCacheDir = cache; c.StepTimeout = timeout }
+		h.extra = func(c *kernel.Config) { c.Wasm = engine; c.StepTimeout = timeout }
 	})
 	applyDir(t, h, dir)
 
@@ -217,8 +221,8 @@ type zeroEntropy struct{}
 
 func (zeroEntropy) Fill(p []byte) { clear(p) }
 
-func globalsConfig(cache string) kernel.Config {
-	return kernel.Config{Clock: fixedClock{}, Entropy: zeroEntropy{}, WasmCacheDir: cache, Builtins: testBuiltins(), StepTimeout: -1}
+func globalsConfig(engine modules.Compiler) kernel.Config {
+	return kernel.Config{Clock: fixedClock{}, Entropy: zeroEntropy{}, Wasm: engine, Builtins: testBuiltins(), StepTimeout: -1}
 }
 
 const globalsEvents = 12
@@ -237,6 +241,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 	}
 	manDir := hostileManifestDir(t)
 	_, cache := hostileGuest(t)
+	engine := wasmtest.Engine(t, cache)
 	ctx := context.Background()
 	m, err := manifest.Load(manDir)
 	if err != nil {
@@ -245,7 +250,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 
 	// The reference: every event in one life.
 	refDir := t.TempDir()
-	ref, err := openDir(refDir, globalsConfig(cache))
+	ref, err := openDir(refDir, globalsConfig(engine))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +299,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 	}
 
 	// Restart: replay re-creates the instance; continue from the journal.
-	w, err := openDir(world, globalsConfig(cache))
+	w, err := openDir(world, globalsConfig(engine))
 	if err != nil {
 		t.Fatalf("reopen after SIGKILL: %v", err)
 	}
@@ -326,7 +331,7 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 	}
 
 	// Replay: reopening the reference replays all of it and must agree.
-	ref, err = openDir(refDir, globalsConfig(cache))
+	ref, err = openDir(refDir, globalsConfig(engine))
 	if err != nil {
 		t.Fatalf("replay of the reference: %v", err)
 	}
@@ -338,7 +343,12 @@ func TestWasmGlobalsFollowTheJournal(t *testing.T) {
 
 func globalsChild() {
 	ctx := context.Background()
-	w, err := openDir(os.Getenv("AOS_GLOBALS_WORLD"), globalsConfig(os.Getenv("AOS_GLOBALS_CACHE")))
+	engine, err := wasm.NewEngine(ctx, wasm.Config{CacheDir: os.Getenv("AOS_GLOBALS_CACHE")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child engine:", err)
+		os.Exit(2)
+	}
+	w, err := openDir(os.Getenv("AOS_GLOBALS_WORLD"), globalsConfig(engine))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
@@ -370,12 +380,13 @@ func globalsChild() {
 func TestWasmGlobalsRestartAtCheckpoint(t *testing.T) {
 	manDir := hostileManifestDir(t)
 	_, cache := hostileGuest(t)
+	engine := wasmtest.Engine(t, cache)
 	ctx := context.Background()
 	m, err := manifest.Load(manDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := globalsConfig(cache)
+	cfg := globalsConfig(engine)
 	cfg.SnapshotEvery, cfg.SnapshotInterval = -1, -1
 	run := func(reopen bool) (string, []journal.Record) {
 		dir := t.TempDir()

@@ -13,7 +13,6 @@ import (
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
-	"github.com/aos-kernel/aos/modules/wasm"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/routing"
@@ -37,10 +36,6 @@ type World struct {
 	guard   *cas.Guard
 	journal Log
 
-	// engine is the wasm engine the world made for itself (Config.Wasm was
-	// nil); closed with the world.
-	engine *wasm.Engine
-
 	// verifier batches the signature checks of concurrent receipts; nil
 	// when the world trusts no keys.
 	verifier *receipts.Verifier
@@ -54,8 +49,13 @@ type World struct {
 	loopDone chan struct{}
 	comDone  chan struct{}
 	closing  sync.Once
-	closed   atomic.Bool
-	broken   atomic.Pointer[error]
+	// sendMu orders every send on reqs with Close closing it: a sender
+	// holds it shared from its look at closed to the end of its send, and
+	// Close holds it alone to set closed and close reqs. So a send never
+	// meets a closed channel, and a closed world is known by closed alone.
+	sendMu sync.RWMutex
+	closed atomic.Bool // set under sendMu; read alone where a stale answer is harmless
+	broken atomic.Pointer[error]
 
 	quietMu  sync.Mutex
 	quietCh  chan struct{} // closed while the world is quiescent
@@ -145,7 +145,7 @@ type wfRuntime struct {
 // Log is the journal port: what the world appends to and replays from.
 // The kernel names no storage engine: a world directory's journal lives in
 // the package named after Badger, journal.Memory serves unit tests, and
-// tests wrap either to inject failures or run hooks (internal/storefault).
+// tests wrap either to inject failures or run hooks (storefault).
 type Log interface {
 	// Height is the seq of the last durable record.
 	Height() uint64
@@ -184,15 +184,6 @@ func Open(s Stores, cfg Config) (*World, error) { return open(s, cfg, nil) }
 // CellHistory's scratch worlds.
 func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 	cfg = cfg.withDefaults()
-	var err error
-	var engine *wasm.Engine
-	if cfg.Wasm == nil {
-		engine, err = wasm.NewEngine(context.Background(), wasm.Config{CacheDir: cfg.WasmCacheDir})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Wasm = engine
-	}
 	// A caller that writes to the CAS beside the world (the daemon's blob
 	// executor) hands over a Guard it writes through too.
 	guard, ok := s.CAS.(*cas.Guard)
@@ -209,7 +200,6 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 		loopDone: make(chan struct{}),
 		comDone:  make(chan struct{}),
 		quietCh:  make(chan struct{}),
-		engine:   engine,
 
 		stopTimer: make(chan struct{}),
 		hist:      hist,
@@ -227,12 +217,10 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 	w.st.setLimits(legacyLimits())
 	if err := w.st.recover(); err != nil {
 		w.st.waitDrains() // none may write after the caller closes the store
-		w.closeEngine()
 		return nil, err
 	}
 	if err := w.st.openIdentity(); err != nil {
 		w.st.waitDrains()
-		w.closeEngine()
 		return nil, err
 	}
 	w.setQuiet(w.st.quiescent())
@@ -255,29 +243,23 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 }
 
 // Close stops the loop after the requests already queued and waits for their
-// records to be durable. The stores stay open: their owner closes them.
+// records to be durable. The stores and the wasm engine (Config.Wasm) stay
+// open: their owner closes them, after the world.
 func (w *World) Close() error {
 	w.closing.Do(func() {
+		w.sendMu.Lock()
 		w.closed.Store(true)
-		close(w.stopTimer)
 		close(w.reqs)
+		w.sendMu.Unlock()
+		close(w.stopTimer)
 		<-w.loopDone
 		<-w.comDone
 		w.snapWG.Wait() // no snapshot writer touches the store after Close
 		if w.verifier != nil {
 			w.verifier.Close()
 		}
-		w.closeEngine()
 	})
 	return nil
-}
-
-func (w *World) closeEngine() {
-	if w.engine != nil {
-		if err := w.engine.Close(context.Background()); err != nil {
-			w.cfg.Logger.Warn("closing the wasm engine", "err", err)
-		}
-	}
 }
 
 // Journal gives read access to the journal (durable records only).
@@ -341,7 +323,7 @@ type pending struct {
 }
 
 func (w *World) send(ctx context.Context, r request) (result, error) {
-	if err := w.usable(); err != nil {
+	if err := w.brokenErr(); err != nil {
 		return result{}, err
 	}
 	r.done = make(chan result, 1)
@@ -358,12 +340,17 @@ func (w *World) send(ctx context.Context, r request) (result, error) {
 	}
 }
 
-func (w *World) enqueue(ctx context.Context, r request) (err error) {
-	defer func() {
-		if recover() != nil { // send on closed channel: Close raced us
-			err = ErrClosed
-		}
-	}()
+// enqueue hands r to the loop, or says why it cannot: ErrClosed once Close
+// began (the check and the send hold sendMu shared, so Close cannot close
+// reqs between them), or ctx's error. A send that waits for room in reqs
+// keeps Close waiting until the loop, which drains reqs until it is closed,
+// takes it.
+func (w *World) enqueue(ctx context.Context, r request) error {
+	w.sendMu.RLock()
+	defer w.sendMu.RUnlock()
+	if w.closed.Load() {
+		return ErrClosed
+	}
 	select {
 	case w.reqs <- r:
 		return nil
@@ -376,14 +363,21 @@ func (w *World) enqueue(ctx context.Context, r request) (err error) {
 // no more requests: ErrBroken after a storage failure, ErrClosed once
 // closed; nil while it serves. Work handed out meanwhile (an executor's
 // claim) could never be settled on a world that is not usable.
-func (w *World) Usable() error { return w.usable() }
-
-func (w *World) usable() error {
-	if p := w.broken.Load(); p != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, *p)
+func (w *World) Usable() error {
+	if err := w.brokenErr(); err != nil {
+		return err
 	}
 	if w.closed.Load() {
 		return ErrClosed
+	}
+	return nil
+}
+
+// brokenErr is ErrBroken, with the storage failure, once the world has
+// stopped on one; else nil.
+func (w *World) brokenErr() error {
+	if p := w.broken.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, *p)
 	}
 	return nil
 }

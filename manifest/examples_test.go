@@ -8,24 +8,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.Exit(code)
 }
 
 // exampleArtifacts is an artifact source holding every wasm module the
 // example worlds' copies were built with (the .wasm files are never
-// committed, so the tests build them: internal/examples).
+// committed, so the tests build them: examples/built).
 func exampleArtifacts(t testing.TB) func(schemas.Hash) ([]byte, error) {
 	t.Helper()
 	arts := map[schemas.Hash][]byte{}
-	err := filepath.WalkDir(examples.Dir(t), func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(built.Dir(t), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".wasm") {
 			return err
 		}
@@ -49,7 +49,7 @@ func exampleArtifacts(t testing.TB) func(schemas.Hash) ([]byte, error) {
 // TestExamplesLoad loads every example world (built): they are the
 // documentation users copy from, so each must stay valid.
 func TestExamplesLoad(t *testing.T) {
-	examplesDir := examples.Dir(t)
+	examplesDir := built.Dir(t)
 	arts := exampleArtifacts(t)
 	ents, err := os.ReadDir("../examples/manifests") // the copy has them all, built
 	if err != nil {

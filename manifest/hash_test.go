@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -97,7 +97,7 @@ func mustLoad(t *testing.T, path string) *manifest.Manifest {
 func TestHashIgnoresKeyOrderWhitespaceAndFileSplit(t *testing.T) {
 	for _, ex := range []string{"counter", "orders", "notes", "reminders", "choreography"} {
 		t.Run(ex, func(t *testing.T) {
-			dir := filepath.Join(examples.Dir(t), ex)
+			dir := filepath.Join(built.Dir(t), ex)
 			arts := exampleArtifacts(t)
 			a, err := manifest.LoadWith(dir, arts)
 			if err != nil {

@@ -1,16 +1,20 @@
 package manifest
 
-import "github.com/aos-kernel/aos/schemas"
+import (
+	"github.com/aos-kernel/aos/modules/sys"
+	"github.com/aos-kernel/aos/schemas"
+)
 
-// Names of the built-in sys/ defs the loader itself refers to.
+// Names of the built-in sys/ defs the loader itself refers to (those whose
+// shapes a step meets are package sys's).
 const (
-	SysWorkflowContext       = "sys/WorkflowContext@1"
-	SysEffectReceiptEnvelope = "sys/EffectReceiptEnvelope@1"
-	SysEffectReceiptRejected = "sys/EffectReceiptRejected@1"
+	SysWorkflowContext       = sys.SchemaContext
+	SysEffectReceiptEnvelope = sys.SchemaReceiptEnvelope
+	SysEffectReceiptRejected = sys.SchemaReceiptRejected
 
-	SysTimerSet    = "sys/timer.set@1"
+	SysTimerSet    = sys.EffectTimerSet
 	SysHTTPRequest = "sys/http.request@1"
-	SysBlobPut     = "sys/blob.put@1"
+	SysBlobPut     = sys.EffectBlobPut
 	SysBlobGet     = "sys/blob.get@1"
 )
 
@@ -18,9 +22,9 @@ const (
 // sorted by name.
 var sysEffectDecls = [...]struct{ name, params, receipt string }{
 	{SysBlobGet, "sys/BlobGetParams@1", "sys/BlobGetReceipt@1"},
-	{SysBlobPut, "sys/BlobPutParams@1", "sys/BlobPutReceipt@1"},
+	{SysBlobPut, "sys/BlobPutParams@1", sys.SchemaBlobPutReceipt},
 	{SysHTTPRequest, "sys/HttpRequestParams@1", "sys/HttpRequestReceipt@1"},
-	{SysTimerSet, "sys/TimerSetParams@1", "sys/TimerSetReceipt@1"},
+	{SysTimerSet, sys.SchemaTimerSetParams, sys.SchemaTimerSetReceipt},
 }
 
 // SysEffects returns fresh copies of the built-in effect defs, sorted by name.

@@ -4,7 +4,7 @@
 // (kernel.Log, with ReadKind and retention), the CAS (cas.Store and
 // cas.MissingPutter) and the lease of a partition's one owner, and holds
 // them to the same contracts (journaltest, castest) and the same fault
-// wrappers (internal/storefault) as Badger.
+// wrappers (storefault) as Badger.
 //
 // There is no snapshot port of its own: a snapshot is CAS objects named by
 // a snapshot record, found through the journal's kind index (Marks), so

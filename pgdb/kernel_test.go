@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/pgdb"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // The kernel over the Postgres stores: a keyed counter world.

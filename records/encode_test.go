@@ -3,9 +3,9 @@ package records
 import (
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/randval"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/schemas/randval"
 )
 
 // TestRecordEncodersMatchMarshal: the hand-written encoders give exactly the

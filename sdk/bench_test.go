@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -38,7 +39,7 @@ func benchModule() *Module {
 }
 
 func benchInputs() map[string]*modules.Input {
-	ctx := schemas.MustMarshal(kernelContext{NowNs: 1 << 60, LogicalNowNs: 1 << 50, Entropy: make([]byte, 32),
+	ctx := schemas.MustMarshal(sys.Context{NowNs: 1 << 60, LogicalNowNs: 1 << 50, Entropy: make([]byte, 32),
 		JournalHeight: 1000, EventHash: "sha256:" + string(make([]byte, 64)), ManifestHash: "sha256:m",
 		Workflow: "com.example/counter.step@1", WorkflowHash: "sha256:w", Key: []byte{0x61, 0x61}, CellMode: true})
 	counter := &modules.Input{Version: 1, State: schemas.MustMarshal(benchState{Count: 41}), Ctx: ctx,

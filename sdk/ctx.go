@@ -5,27 +5,18 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/sys"
 )
 
 // ErrNoContext is what Ctx.Context returns when the workflow's def declares
 // no context. Its text names the fix.
-var ErrNoContext = errors.New(`workflow context missing (declare "context": "sys/WorkflowContext@1")`)
+var ErrNoContext = errors.New(`workflow context missing (declare "context": "` + sys.SchemaContext + `")`)
 
-// Context is sys/WorkflowContext@1: everything a step may know about the
-// world beyond its state and event. The kernel stamps and journals it, so
-// replay sees the same values.
-type Context struct {
-	NowNs         uint64 // wall-clock time stamped at ingress (ns since the Unix epoch)
-	LogicalNowNs  uint64 // the world's logical time; timers are due in it
-	Entropy       []byte // at least 32 bytes of journaled randomness for this step
-	JournalHeight uint64
-	EventHash     string // "sha256:<hex>" of the delivered event
-	ManifestHash  string
-	Workflow      string // the workflow def's name
-	WorkflowHash  string
-	Key           []byte // canonical CBOR of the cell key; nil when unkeyed
-	CellMode      bool   // the workflow is keyed
-}
+// Context is sys/WorkflowContext@1 (its fields are sys.Context's, the
+// kernel's own): everything a step may know about the world beyond its
+// state and event. The kernel stamps and journals it, so replay sees the
+// same values.
+type Context sys.Context
 
 // Ctx is a step's view of its input beyond state and event, and where it
 // puts what it emits. It is valid only during the step.

@@ -22,8 +22,10 @@
 //
 // What it must not touch: it is linked into every wasm guest, so it imports
 // only the standard library, github.com/fxamacker/cbor/v2, modules (for
-// Input, Output, Fault, Builtin) and internal/canon (the CBOR heads the
-// host's side of the envelopes reads and writes too) — never schemas,
+// Input, Output, Fault, Builtin), modules/sys (the sys/ shapes its Context,
+// ReceiptEnvelope, ReceiptRejected and timer types are defined on, the
+// kernel's own) and internal/canon (the CBOR heads the host's side of the
+// envelopes reads and writes too) — never schemas,
 // kernel or anything that drags them in (TestImportsStayLight). It reads no clock and no randomness
 // and starts no goroutine: a guest that does fails its step.
 //

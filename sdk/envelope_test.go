@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -121,22 +122,8 @@ func mustHex(s string) []byte {
 	return b
 }
 
-// kernelContext mirrors the kernel's sys/WorkflowContext@1 record.
-type kernelContext struct {
-	NowNs         uint64 `cbor:"now_ns"`
-	LogicalNowNs  uint64 `cbor:"logical_now_ns"`
-	Entropy       []byte `cbor:"entropy"`
-	JournalHeight uint64 `cbor:"journal_height"`
-	EventHash     string `cbor:"event_hash"`
-	ManifestHash  string `cbor:"manifest_hash"`
-	Workflow      string `cbor:"workflow"`
-	WorkflowHash  string `cbor:"workflow_hash"`
-	Key           []byte `cbor:"key,omitempty"`
-	CellMode      bool   `cbor:"cell_mode"`
-}
-
 func TestContextDecodes(t *testing.T) {
-	for _, k := range []kernelContext{
+	for _, k := range []sys.Context{
 		{NowNs: 1 << 62, LogicalNowNs: 5, Entropy: bytes.Repeat([]byte{9}, 32), JournalHeight: 1 << 33,
 			EventHash: "sha256:aa", ManifestHash: "sha256:bb", Workflow: "com.example/w@1", WorkflowHash: "sha256:cc",
 			Key: []byte{0x61, 0x61}, CellMode: true},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -18,7 +19,7 @@ type (
 )
 
 // plainContext is Context as the kernel writes it.
-type plainContext = kernelContext
+type plainContext = sys.Context
 
 // fastCases decodes data with each hand decoder and with the library into
 // the plain copy. The hand decoder must accept nothing the library refuses,
@@ -70,8 +71,8 @@ func kernelRecords() [][]byte {
 		schemas.MustMarshal(map[string]any{"origin_workflow": "w", "intent_hash": h, "effect": "e", "error": "bad", "emitted_at_seq": 1}),
 		schemas.MustMarshal(map[string]any{"delivered_at_ns": 5, "key": "k"}),
 		schemas.MustMarshal(map[string]any{"delivered_at_ns": 5}),
-		schemas.MustMarshal(kernelContext{NowNs: 1, Entropy: make([]byte, 32), Workflow: "w", Key: []byte{1}, CellMode: true, EventHash: h}),
-		schemas.MustMarshal(kernelContext{NowNs: 1, Entropy: make([]byte, 40), Workflow: "w"}),
+		schemas.MustMarshal(sys.Context{NowNs: 1, Entropy: make([]byte, 32), Workflow: "w", Key: []byte{1}, CellMode: true, EventHash: h}),
+		schemas.MustMarshal(sys.Context{NowNs: 1, Entropy: make([]byte, 40), Workflow: "w"}),
 	}
 }
 
@@ -85,7 +86,7 @@ func fastSeeds() [][]byte {
 	seeds := [][]byte{
 		schemas.MustMarshal(env), schemas.MustMarshal(thin), schemas.MustMarshal(extra),
 		schemas.MustMarshal(map[string]any{"delivered_at_ns": 5, "key": "k"}),
-		schemas.MustMarshal(kernelContext{NowNs: 1, Entropy: make([]byte, 32), Workflow: "w", Key: []byte{1}, CellMode: true, EventHash: h}),
+		schemas.MustMarshal(sys.Context{NowNs: 1, Entropy: make([]byte, 32), Workflow: "w", Key: []byte{1}, CellMode: true, EventHash: h}),
 		schemas.MustMarshal(map[string]any{}),
 		schemas.MustMarshal(map[string]any{"effect": 1}),
 		schemas.MustMarshal(map[string]any{"emitted_at_seq": -1}),

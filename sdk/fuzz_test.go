@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -65,7 +66,7 @@ func FuzzSplitVariant(f *testing.F) {
 
 // FuzzDecodeContext: never panics.
 func FuzzDecodeContext(f *testing.F) {
-	f.Add(schemas.MustMarshal(kernelContext{NowNs: 1, Entropy: make([]byte, 32), Workflow: "w", Key: []byte{0x61, 0x61}}))
+	f.Add(schemas.MustMarshal(sys.Context{NowNs: 1, Entropy: make([]byte, 32), Workflow: "w", Key: []byte{0x61, 0x61}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c Context
 		_ = decodeContext(data, &c)

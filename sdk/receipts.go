@@ -4,40 +4,30 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/internal/canon"
+	"github.com/aos-kernel/aos/modules/sys"
 )
 
 // Names of the built-in schemas and effects a workflow meets most.
 const (
-	SchemaContext         = "sys/WorkflowContext@1"
-	SchemaReceiptEnvelope = "sys/EffectReceiptEnvelope@1"
-	SchemaReceiptRejected = "sys/EffectReceiptRejected@1"
-	EffectTimerSet        = "sys/timer.set@1"
+	SchemaContext         = sys.SchemaContext
+	SchemaReceiptEnvelope = sys.SchemaReceiptEnvelope
+	SchemaReceiptRejected = sys.SchemaReceiptRejected
+	EffectTimerSet        = sys.EffectTimerSet
 )
 
 // Receipt statuses (ReceiptEnvelope.Status).
 const (
-	StatusOK      = "ok"
-	StatusError   = "error"
-	StatusTimeout = "timeout"
+	StatusOK      = sys.StatusOK
+	StatusError   = sys.StatusError
+	StatusTimeout = sys.StatusTimeout
 )
 
-// ReceiptEnvelope is sys/EffectReceiptEnvelope@1: the kernel's delivery of
-// an executor's signed receipt to the cell that emitted the intent. A
-// workflow receives it as an arm of its variant event schema; decode it with
+// ReceiptEnvelope is sys/EffectReceiptEnvelope@1 (its fields are
+// sys.ReceiptEnvelope's, the kernel's own): the kernel's delivery of an
+// executor's signed receipt to the cell that emitted the intent. A workflow
+// receives it as an arm of its variant event schema; decode it with
 // Variant.As.
-type ReceiptEnvelope struct {
-	OriginWorkflow     string `cbor:"origin_workflow"`
-	OriginWorkflowHash string `cbor:"origin_workflow_hash"`
-	OriginKey          []byte `cbor:"origin_key,omitempty"` // canonical CBOR of the cell key; absent when unkeyed
-	IntentHash         string `cbor:"intent_hash"`
-	Effect             string `cbor:"effect"`
-	Executor           string `cbor:"executor"`
-	IssuerRef          string `cbor:"issuer_ref,omitempty"` // as given with IssuerRef when the effect was emitted
-	Payload            []byte `cbor:"payload"`              // canonical CBOR of the effect's receipt schema
-	Status             string `cbor:"status"`               // StatusOK, StatusError or StatusTimeout
-	EmittedAtSeq       uint64 `cbor:"emitted_at_seq"`
-	Signature          []byte `cbor:"signature"`
-}
+type ReceiptEnvelope sys.ReceiptEnvelope
 
 // OK reports whether the effect succeeded (status "ok").
 func (r *ReceiptEnvelope) OK() bool { return r.Status == StatusOK }
@@ -70,18 +60,12 @@ func (r *ReceiptEnvelope) decodeCBOR(data []byte) error {
 // UnmarshalCBOR decodes the envelope without reflection.
 func (r *ReceiptEnvelope) UnmarshalCBOR(data []byte) error { return r.decodeCBOR(data) }
 
-// ReceiptRejected is sys/EffectReceiptRejected@1: a receipt for the cell's
-// intent came back but its payload failed validation. The intent is settled;
-// nothing more will come for it. The kernel delivers it only to a workflow
-// whose event schema accepts it (as a variant arm).
-type ReceiptRejected struct {
-	OriginWorkflow string `cbor:"origin_workflow"`
-	OriginKey      []byte `cbor:"origin_key,omitempty"`
-	IntentHash     string `cbor:"intent_hash"`
-	Effect         string `cbor:"effect"`
-	Error          string `cbor:"error"`
-	EmittedAtSeq   uint64 `cbor:"emitted_at_seq"`
-}
+// ReceiptRejected is sys/EffectReceiptRejected@1 (fields:
+// sys.ReceiptRejected): a receipt for the cell's intent came back but its
+// payload failed validation. The intent is settled; nothing more will come
+// for it. The kernel delivers it only to a workflow whose event schema
+// accepts it (as a variant arm).
+type ReceiptRejected sys.ReceiptRejected
 
 func (r *ReceiptRejected) decodeCBOR(data []byte) error {
 	return decodeFields(data, []field{
@@ -97,18 +81,13 @@ func (r *ReceiptRejected) decodeCBOR(data []byte) error {
 // UnmarshalCBOR decodes the rejection without reflection.
 func (r *ReceiptRejected) UnmarshalCBOR(data []byte) error { return r.decodeCBOR(data) }
 
-// TimerSetParams is sys/TimerSetParams@1, the params of sys/timer.set@1.
-type TimerSetParams struct {
-	DeliverAtNs uint64 `cbor:"deliver_at_ns"` // logical time, as Context.LogicalNowNs
-	Key         string `cbor:"key,omitempty"`
-}
+// TimerSetParams is sys/TimerSetParams@1 (fields: sys.TimerSetParams), the
+// params of sys/timer.set@1.
+type TimerSetParams sys.TimerSetParams
 
-// TimerSetReceipt is sys/TimerSetReceipt@1, the payload of a
-// sys/timer.set@1 receipt.
-type TimerSetReceipt struct {
-	DeliveredAtNs uint64 `cbor:"delivered_at_ns"`
-	Key           string `cbor:"key,omitempty"`
-}
+// TimerSetReceipt is sys/TimerSetReceipt@1 (fields: sys.TimerSetReceipt),
+// the payload of a sys/timer.set@1 receipt.
+type TimerSetReceipt sys.TimerSetReceipt
 
 func (r *TimerSetReceipt) decodeCBOR(data []byte) error {
 	return decodeFields(data, []field{

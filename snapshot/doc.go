@@ -4,9 +4,14 @@
 // that names the first difference between two of them, and what a snapshot
 // keeps reachable in the CAS (Pins) for garbage collection.
 //
-// It does not take or restore snapshots: the kernel does, because only the
-// loop knows when the world is idle and how its tables are built. Nor does
-// it know the storage engine: it reads and marks through cas.Store.
+// It finds and loads them (load.go): Find walks the journal's kind index for
+// the newest (the kernel's open) or oldest (the journal check) usable
+// snapshot, and Load checks one against its record and checkpoint, so both
+// readers take the same snapshots for the same reasons. It does not take or
+// restore snapshots: the kernel does, because only the loop knows when the
+// world is idle and how its tables are built. Nor does it know the storage
+// engine: it reads and marks through cas.Store and a journal's Read and
+// Marks.
 //
 // # The object
 //

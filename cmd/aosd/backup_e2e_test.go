@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // loadSender sends counter events over HTTP from several goroutines and
@@ -107,7 +107,7 @@ type backupOut struct {
 func TestBackupUnderLoad(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	d := startDaemon(t, w)
 	l := &loadSender{addr: d.addr, tok: token(t, w), acked: map[uint64]int64{}}
 	stop := make(chan struct{})
@@ -202,7 +202,7 @@ func verifyRestored(t *testing.T, w string) {
 func TestBackupWithoutDaemon(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "w.aosbackup")

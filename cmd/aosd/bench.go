@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/build"
+	"github.com/aos-kernel/aos/cmd/aosd/loadgen"
 	"github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/loadgen"
 )
 
 const benchSummary = "drive a world through its HTTP API with a closed-loop load (keyed counter or --template), verify every final state, print events/s, latency percentiles, CPU per 1,000 events and group-commit sizes"

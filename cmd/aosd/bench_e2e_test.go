@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // benchReport is the part of `aosd bench --json` the tests read.
@@ -67,7 +67,7 @@ func benchJSON(t *testing.T, r result) benchReport {
 func servedWorld(t *testing.T, example string) string {
 	t.Helper()
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, example))
+	ok(t, w, "apply", built.Path(t, example))
 	startDaemon(t, w)
 	return w
 }
@@ -159,7 +159,7 @@ func TestBenchStartsItsOwnDaemon(t *testing.T) {
 	if err := os.WriteFile(tmpl, []byte(`{"schema": "com.example/CountEvent@1", "value": {"key": "{{key}}", "by": 1}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := aosd(t, filepath.Join(t.TempDir(), "unused"), "bench", "--start", dir, "--manifest", examples.Path(t, "counter"),
+	r := aosd(t, filepath.Join(t.TempDir(), "unused"), "bench", "--start", dir, "--manifest", built.Path(t, "counter"),
 		"--events", "100", "--warmup", "10", "--batch", "10", "--concurrency", "4", "--keys", "7", "--key-prefix", "s-", "--template", tmpl, "--json")
 	if r.code != 0 {
 		t.Fatalf("bench --start: exit %d\n%s%s", r.code, r.stdout, r.stderr)

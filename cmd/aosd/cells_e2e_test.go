@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 type cellsPage struct {
@@ -32,7 +32,7 @@ func (p cellsPage) keys() []string {
 func TestCellsLsPaging(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			ok(t, w, "send", countEv, fmt.Sprintf(`{"key":%q,"by":1}`, k))
 		}
@@ -102,7 +102,7 @@ func TestCellsLsPaging(t *testing.T) {
 func TestCellsLsFilters(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			ok(t, w, "send", countEv, fmt.Sprintf(`{"key":%q,"by":1}`, k))
 		}

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -402,7 +402,7 @@ func crashManifest(t *testing.T) string {
 		"orders/schemas.json": "orders-schemas.json", "orders/workflow.json": "orders-workflow.json", "orders/effects.json": "orders-effects.json", "orders/orders.wasm": "orders.wasm",
 	}
 	for from, to := range copies {
-		b, err := os.ReadFile(filepath.Join(examples.Dir(t), from))
+		b, err := os.ReadFile(filepath.Join(built.Dir(t), from))
 		if err != nil {
 			t.Fatal(err)
 		}

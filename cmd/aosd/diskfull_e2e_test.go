@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/internal/tmpfs"
 )
 
@@ -50,7 +50,7 @@ func TestDiskFullStopsTheWorld(t *testing.T) {
 	w := filepath.Join(mnt, "world")
 	ok(t, w, "init")
 	checkJournalAtEnd(t, w)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	d := startDaemon(t, w)
 	tok := token(t, w)
 	ctx := context.Background()

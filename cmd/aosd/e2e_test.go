@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // aosdBin is the real binary, built once; tests drive it as a user would.
@@ -41,12 +41,12 @@ func TestMain(m *testing.M) {
 	// Every aosd process shares one compiled-code cache, warmed with the
 	// example modules: a module compiles once, not once per world (15-40 s
 	// each under -race).
-	built, err := examples.Build()
+	examplesDir, err := built.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build the example manifests:", err)
 		os.Exit(1)
 	}
-	os.Setenv("AOS_WASM_CACHE", examples.WasmCache(built))
+	os.Setenv("AOS_WASM_CACHE", built.WasmCache(examplesDir))
 	// The daemon under test is built the way this test binary was: with
 	// -race only under -race. AOS_E2E_NORACE=1 builds it without -race
 	// even then, for figures that time the daemon (the inspector's
@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -80,7 +80,7 @@ func flagSet(name string) bool {
 }
 
 // repoManifests are the example manifests as checked in; tests apply the
-// built copies examples.Path gives, and only the demo reads these.
+// built copies built.Path gives, and only the demo reads these.
 var repoManifests = filepath.Join("..", "..", "examples", "manifests")
 
 const (
@@ -313,7 +313,7 @@ func TestCounterLifecycle(t *testing.T) {
 			ManifestHash string `json:"manifest_hash"`
 			BlockedBy    []any  `json:"blocked_by"`
 		}
-		jsonOut(t, w, &ap, "apply", examples.Path(t, "counter"))
+		jsonOut(t, w, &ap, "apply", built.Path(t, "counter"))
 		if !ap.Applied || !strings.HasPrefix(ap.ManifestHash, "sha256:") || ap.BlockedBy == nil || len(ap.BlockedBy) != 0 {
 			t.Fatalf("apply: %+v", ap)
 		}
@@ -415,7 +415,7 @@ func TestCounterLifecycle(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 		before := getStatus(t, w)
 		badManifest := filepath.Join(t.TempDir(), "bad.json")
@@ -466,7 +466,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "orders"))
+		ok(t, w, "apply", built.Path(t, "orders"))
 		ok(t, w, "send", "com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":500,"customer":"c"}`)
 		before := getStatus(t, w)
 		if before.Quiescent || before.Instances["waiting"] != 1 || before.Inflight != 2 {
@@ -481,7 +481,7 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 			t.Fatalf("cells show: %+v", show)
 		}
 		for _, extra := range [][]string{nil, {"--wait", "200ms"}, {"--dry-run"}} {
-			r := aosd(t, w, append([]string{"apply", examples.Path(t, "counter"), "--json"}, extra...)...)
+			r := aosd(t, w, append([]string{"apply", built.Path(t, "counter"), "--json"}, extra...)...)
 			var out struct {
 				Applied   bool `json:"applied"`
 				BlockedBy []struct {
@@ -500,7 +500,7 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 				t.Errorf("stderr: %s", r.stderr)
 			}
 		}
-		if r := aosd(t, w, "apply", examples.Path(t, "counter")); r.code != 3 || !strings.Contains(r.stdout, `instance waiting com.example/order.step@1 key "o1"`) {
+		if r := aosd(t, w, "apply", built.Path(t, "counter")); r.code != 3 || !strings.Contains(r.stdout, `instance waiting com.example/order.step@1 key "o1"`) {
 			t.Errorf("apply table: exit %d\n%s", r.code, r.stdout)
 		}
 		after := getStatus(t, w)
@@ -510,17 +510,17 @@ func TestApplyRefusedUnlessQuiescent(t *testing.T) {
 	})
 	t.Run("quiescent world applies", func(t *testing.T) {
 		w := newWorld(t)
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		ok(t, w, "send", countEv, `{"key":"a","by":1}`)
-		dry := ok(t, w, "apply", examples.Path(t, "choreography"), "--dry-run")
+		dry := ok(t, w, "apply", built.Path(t, "choreography"), "--dry-run")
 		if !strings.Contains(dry, "dry run") || !strings.Contains(dry, "- def com.example/counter.step@1") {
 			t.Errorf("dry run: %s", dry)
 		}
-		out := ok(t, w, "apply", examples.Path(t, "choreography"), "--wait", "1s")
+		out := ok(t, w, "apply", built.Path(t, "choreography"), "--wait", "1s")
 		if !strings.Contains(out, "applied at journal seq") {
 			t.Errorf("apply: %s", out)
 		}
-		if out := ok(t, w, "apply", examples.Path(t, "choreography")); !strings.Contains(out, "unchanged") {
+		if out := ok(t, w, "apply", built.Path(t, "choreography")); !strings.Contains(out, "unchanged") {
 			t.Errorf("re-apply: %s", out)
 		}
 		// the choreography cascades: placed -> paid -> shipped -> audit
@@ -541,7 +541,7 @@ func TestDaemonHTTP(t *testing.T) {
 	d := startDaemon(t, w)
 	base := "http://" + d.addr
 	tok := token(t, w)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	do := func(method, path, body, auth string) (int, string) {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		if auth != "" {

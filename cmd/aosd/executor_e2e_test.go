@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -53,7 +53,7 @@ func TestExternalExecutor(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatalf("keys %v, want payments and aos/builtin", keys)
 	}
-	ok(t, world, "apply", examples.Path(t, "orders"))
+	ok(t, world, "apply", built.Path(t, "orders"))
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"o-1","amount_cents":1250,"customer":"ada"}`)
 	tok := token(t, world)
 
@@ -121,7 +121,7 @@ func TestBuiltinTimerThroughDaemon(t *testing.T) {
 	t.Parallel()
 	world := newWorld(t)
 	d := startDaemon(t, world)
-	ok(t, world, "apply", examples.Path(t, "reminders"))
+	ok(t, world, "apply", built.Path(t, "reminders"))
 	ok(t, world, "send", "com.example/ReminderSet@1", `{"reminder_id":"r1","text":"stand up","delay_ms":50}`, "--wait", "60s")
 	var cell struct {
 		Status string
@@ -161,7 +161,7 @@ func TestExampleExecutorProcess(t *testing.T) {
 	}
 	ok(t, world, "keys", "add", "payments", key+".pub.pem", "--effects", "com.example/payment.charge@1")
 	startDaemon(t, world)
-	ok(t, world, "apply", examples.Path(t, "orders"))
+	ok(t, world, "apply", built.Path(t, "orders"))
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"small","amount_cents":900,"customer":"ada"}`)
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"huge","amount_cents":900000,"customer":"bob"}`)
 	want := map[string]string{"small": "paid", "huge": "payment_failed"}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -208,7 +208,7 @@ func TestTSExecutorSettlesOrders(t *testing.T) {
 	world := newWorld(t)
 	d := startDaemon(t, world)
 	tok := token(t, world)
-	ok(t, world, "apply", examples.Path(t, "orders"))
+	ok(t, world, "apply", built.Path(t, "orders"))
 	const charge = "com.example/payment.charge@1"
 
 	key := filepath.Join(t.TempDir(), "payments-ts.key")

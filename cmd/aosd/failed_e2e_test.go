@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // buggyCounter is a copy of the counter example whose state schema caps
@@ -16,7 +16,7 @@ import (
 // state fail validation, a business fault.
 func buggyCounter(t *testing.T) string {
 	t.Helper()
-	src := examples.Path(t, "counter")
+	src := built.Path(t, "counter")
 	dst := filepath.Join(t.TempDir(), "counter")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestFailedCommand(t *testing.T) {
 			t.Fatalf("refused recovers journaled %d records", h-height)
 		}
 
-		ok(t, w, "apply", examples.Path(t, "counter")) // the fix; failed instances do not block it
+		ok(t, w, "apply", built.Path(t, "counter")) // the fix; failed instances do not block it
 		if out := ok(t, w, "failed", "retry", counterWF, "a"); !strings.Contains(out, "status completed") ||
 			!strings.Contains(out, "1 parked event(s) delivered after it") {
 			t.Fatalf("retry with the fixed code:\n%s", out)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestGCCommand: `aosd gc` collects beside the world (directly and through
@@ -13,7 +13,7 @@ import (
 func TestGCCommand(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "c"} {
 			ok(t, w, "send", "com.example/CountEvent@1", `{"key":"`+k+`","by":2}`)
 		}

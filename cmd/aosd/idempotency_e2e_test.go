@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // journaledWithKey counts the journaled events carrying idempotency key k.
@@ -65,7 +65,7 @@ func TestIdempotencyKeySurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	d := startDaemon(t, w)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	const key, value = "retry-me-1", `{"key":"a","by":1}`
 	first := postKeyed(t, w, d, key, value)
 	if first.Duplicate {
@@ -105,7 +105,7 @@ func TestIdempotencyKeySurvivesSIGKILL(t *testing.T) {
 func TestSendIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		out := ok(t, w, "send", countEv, `{"key":"a","by":1}`, "--idempotency-key", "k-1")
 		if !strings.Contains(out, "journaled at seq 3") {
 			t.Fatalf("first send: %s", out)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -51,7 +51,7 @@ func TestTwoWorldsKeepTheirReceipts(t *testing.T) {
 		if out := ok(t, dir, "journal", "--kind", "world"); !strings.Contains(out, "identity "+s.id) || !strings.HasPrefix(strings.TrimSpace(strings.SplitN(out, "\n", 2)[1]), "1 ") {
 			t.Fatalf("world %d: journal --kind world:\n%s", i, out)
 		}
-		ok(t, dir, "apply", examples.Path(t, "orders"))
+		ok(t, dir, "apply", built.Path(t, "orders"))
 		ok(t, dir, "send", "com.example/OrderCreated@1", `{"order_id":"o-1","amount_cents":1250,"customer":"ada"}`)
 		code, body := post(t, s.d, s.tok, "/v1/effects/claim", []byte(`{"executor":"payments","effects":["com.example/payment.charge@1"],"wait_ms":10000}`))
 		if code != 200 || json.Unmarshal(body, &s.claim) != nil || len(s.claim.Intents) != 1 || s.claim.World != s.id {

@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -229,7 +229,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	priv, pubFile := newExecutorKey(t)
 	ok(t, world, "keys", "add", "payments", pubFile, "--effects", "com.example/payment.charge@1")
 	d := startDaemon(t, world)
-	ok(t, world, "apply", examples.Path(t, "orders"))
+	ok(t, world, "apply", built.Path(t, "orders"))
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"o-1","amount_cents":1250,"customer":"ada"}`)
 	tok := token(t, world)
 	intent := payOrder(t, d, tok, priv, "o-1", "ch_1")
@@ -341,7 +341,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	// The manifest and the diff a proposal would make (a dry run: the
 	// world's manifest is unchanged after it).
 	dir := t.TempDir()
-	src := examples.Path(t, "orders")
+	src := built.Path(t, "orders")
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +420,7 @@ func TestInspectorTimeline10k(t *testing.T) {
 	chromiumPath(t)
 	world := newWorld(t)
 	d := startDaemon(t, world)
-	ok(t, world, "apply", examples.Path(t, "counter"))
+	ok(t, world, "apply", built.Path(t, "counter"))
 	tok := token(t, world)
 	const steps, batch = 10000, 1000
 	for i := 0; i < steps; i += batch {

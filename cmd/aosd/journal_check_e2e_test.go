@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
@@ -20,7 +20,7 @@ import (
 func TestJournalCheckCommand(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b", "a"} {
 			ok(t, w, "send", countEv, `{"key":"`+k+`","by":3}`)
 		}
@@ -68,7 +68,7 @@ func TestJournalCheckCommand(t *testing.T) {
 func TestJournalCheckCatchesForgedRecord(t *testing.T) {
 	t.Parallel()
 	w := newUncheckedWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":3}`)
 	st := getStatus(t, w)
 	forged := st.JournalHeight + 1

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -41,7 +41,7 @@ func TestJournalVerifyE2E(t *testing.T) {
 	priv, pubFile := newExecutorKey(t)
 	ok(t, world, "keys", "add", "payments", pubFile, "--effects", "com.example/payment.charge@1")
 	d := startDaemon(t, world)
-	ok(t, world, "apply", examples.Path(t, "orders"))
+	ok(t, world, "apply", built.Path(t, "orders"))
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"o-1","amount_cents":1250,"customer":"ada"}`)
 	tok := token(t, world)
 	code, body := post(t, d, tok, "/v1/effects/claim", []byte(`{"executor":"payments","effects":["com.example/payment.charge@1"],"wait_ms":10000}`))

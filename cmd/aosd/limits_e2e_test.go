@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestLimitsCommand: `aosd limits set` journals a change that status and
@@ -13,7 +13,7 @@ import (
 func TestLimitsCommand(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		var before struct {
 			Limits map[string]int `json:"limits"`
 		}

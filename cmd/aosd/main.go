@@ -262,9 +262,8 @@ func logger(w io.Writer, def slog.Level) *slog.Logger {
 }
 
 // envConfig is the kernel configuration the environment sets:
-// AOS_WASM_CACHE, AOS_CELL_CACHE_SIZE, AOS_SNAPSHOT_EVERY and
-// AOS_SNAPSHOT_INTERVAL. aosd is the one place that reads them; the
-// packages below are handed the values.
+// AOS_CELL_CACHE_SIZE, AOS_SNAPSHOT_EVERY and AOS_SNAPSHOT_INTERVAL. aosd is
+// the one place that reads them; the packages below are handed the values.
 func envConfig() (kernel.Config, error) {
 	n, err := cellCacheSize(os.LookupEnv(envCellCache))
 	if err != nil {
@@ -278,7 +277,7 @@ func envConfig() (kernel.Config, error) {
 	if err != nil {
 		return kernel.Config{}, err
 	}
-	return kernel.Config{WasmCacheDir: os.Getenv(envWasmCache), Cells: cells.Config{CacheSize: n},
+	return kernel.Config{Cells: cells.Config{CacheSize: n},
 		SnapshotEvery: every, SnapshotInterval: interval}, nil
 }
 
@@ -318,11 +317,12 @@ func snapshotInterval(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// envStore is the store's configuration the environment sets:
-// AOS_DISK_RESERVE (diskReserve).
+// envStore is what the environment sets of what a world keeps on disk:
+// AOS_DISK_RESERVE (diskReserve) and AOS_WASM_CACHE (where the world's wasm
+// engine keeps compiled code; unset: the world directory's wasm-cache).
 func envStore() (daemon.StoreOptions, error) {
 	n, err := diskReserve(os.Getenv(envReserve))
-	return daemon.StoreOptions{DiskReserve: n}, err
+	return daemon.StoreOptions{DiskReserve: n, WasmCacheDir: os.Getenv(envWasmCache)}, err
 }
 
 // diskReserve reads AOS_DISK_RESERVE into StoreOptions.DiskReserve: unset

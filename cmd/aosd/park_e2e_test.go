@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestSendParkedThenDelivered: against `aosd serve`, an event for a failed
@@ -103,7 +103,7 @@ func TestSendParkedThenDelivered(t *testing.T) {
 func TestModulesCommand(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		var page struct {
 			Modules []struct {
 				Name      string   `json:"name"`

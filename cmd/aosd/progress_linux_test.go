@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // openPTY opens a pseudo-terminal: its controller side, read by the test,
@@ -72,7 +72,7 @@ func mustRun(t *testing.T, args ...string) {
 func TestProgressOnTerminal(t *testing.T) {
 	w := filepath.Join(t.TempDir(), "world")
 	mustRun(t, "init", "--world", w)
-	mustRun(t, "apply", examples.Path(t, "counter"), "--world", w)
+	mustRun(t, "apply", built.Path(t, "counter"), "--world", w)
 	mustRun(t, "send", "com.example/CountEvent@1", `{"key":"a","by":1}`, "--world", w)
 	mustRun(t, "snapshot", "--world", w)
 	mustRun(t, "send", "com.example/CountEvent@1", `{"key":"a","by":2}`, "--world", w)

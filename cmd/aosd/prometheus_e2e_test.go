@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // promtoolPath finds Debian's promtool (package prometheus), or skips
@@ -89,7 +89,7 @@ func TestPrometheusConfig(t *testing.T) {
 	}
 
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	d := startDaemon(t, w)
 	ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 	ok(t, w, "snapshot")

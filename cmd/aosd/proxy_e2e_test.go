@@ -24,7 +24,7 @@ import (
 	"time"
 
 	aosdaemon "github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // nginxPath is Debian's nginx, or the test is skipped loudly (failed under
@@ -168,7 +168,7 @@ func currentUser(t *testing.T) string {
 func TestNginxProxy(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	d := startDaemon(t, w)
 	tok := token(t, w)
 	base, client := startNginx(t, d.addr)

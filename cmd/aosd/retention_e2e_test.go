@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestJournalReadersAfterRetention: once `aosd gc --drop-journal` dropped
@@ -25,7 +25,7 @@ import (
 func TestJournalReadersAfterRetention(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		for _, k := range []string{"a", "b"} {
 			ok(t, w, "send", countEv, `{"key":"`+k+`","by":1}`)
 		}

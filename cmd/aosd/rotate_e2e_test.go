@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/receipts"
 )
 
@@ -133,7 +133,7 @@ func TestExecutorKeyRotation(t *testing.T) {
 	oldKey, oldPub := newExecutorKey(t)
 	newKey, newPub := newExecutorKey(t)
 	ok(t, w, "keys", "add", "payments", oldPub, "--effects", chargeEffect)
-	ok(t, w, "apply", examples.Path(t, "orders"))
+	ok(t, w, "apply", built.Path(t, "orders"))
 	order := func(id string) claimedCharge {
 		t.Helper()
 		ok(t, w, "send", "com.example/OrderCreated@1", `{"order_id":"`+id+`","amount_cents":100,"customer":"c"}`)

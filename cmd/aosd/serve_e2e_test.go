@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // TestServeHTTPLimitsAndAWrongToken: `aosd serve`'s limits flags reach the
@@ -29,7 +29,7 @@ func TestServeHTTPLimitsAndAWrongToken(t *testing.T) {
 		}
 	}
 	d := startDaemonEnv(t, world, nil, "--header-timeout", "300ms", "--body-timeout", "300ms", "--max-batch", "2")
-	ok(t, world, "apply", examples.Path(t, "counter"))
+	ok(t, world, "apply", built.Path(t, "counter"))
 	tok := token(t, world)
 
 	c, err := net.Dial("tcp", d.addr)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 // shadowOut is the part of `aosd shadow --json` the test reads.
@@ -70,7 +70,7 @@ func aosdStdin(t *testing.T, world, stdin string, args ...string) result {
 // may no longer set timers (its code still asks for one).
 func ordersWithoutTimer(t *testing.T) string {
 	t.Helper()
-	src := examples.Path(t, "orders")
+	src := built.Path(t, "orders")
 	dst := filepath.Join(t.TempDir(), "orders")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func ordersWithoutTimer(t *testing.T) string {
 func TestShadowCommand(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		orders := examples.Path(t, "orders")
+		orders := built.Path(t, "orders")
 		ok(t, w, "apply", orders)
 		ok(t, w, "send", "com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":500,"customer":"ann"}`)
 		before := getStatus(t, w)
@@ -163,7 +163,7 @@ func TestShadowCommand(t *testing.T) {
 	})
 	t.Run("events", func(t *testing.T) {
 		w := newWorld(t)
-		counter := examples.Path(t, "counter")
+		counter := built.Path(t, "counter")
 		ok(t, w, "apply", counter)
 		ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 		height := getStatus(t, w).JournalHeight

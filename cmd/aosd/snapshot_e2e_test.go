@@ -11,9 +11,8 @@ import (
 	"testing"
 
 	daemonpkg "github.com/aos-kernel/aos/daemon"
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/journal"
-	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
@@ -67,7 +66,7 @@ type replayOut struct {
 func TestSnapshotAndReplay(t *testing.T) {
 	t.Parallel()
 	withAndWithoutDaemon(t, func(t *testing.T, w string, d *daemon) {
-		ok(t, w, "apply", examples.Path(t, "counter"))
+		ok(t, w, "apply", built.Path(t, "counter"))
 		var st snapshotStatus
 		jsonOut(t, w, &st, "status")
 		if st.LastSnapshot != nil || st.RecordsSinceSnapshot == nil || *st.RecordsSinceSnapshot != st.JournalHeight {
@@ -159,7 +158,7 @@ func TestSnapshotAndReplay(t *testing.T) {
 func forgeSnapshot(t *testing.T, w string) uint64 {
 	t.Helper()
 	c, err := daemonpkg.Connect(context.Background(), daemonpkg.Dir(w),
-		daemonpkg.ConnectOptions{Direct: true, Config: kernel.Config{WasmCacheDir: os.Getenv("AOS_WASM_CACHE")}})
+		daemonpkg.ConnectOptions{Direct: true, Store: daemonpkg.StoreOptions{WasmCacheDir: os.Getenv("AOS_WASM_CACHE")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +236,7 @@ func forgeSnapshot(t *testing.T, w string) uint64 {
 func TestReplayVerifyNamesForgedSnapshot(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 	ok(t, w, "snapshot")
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)
@@ -279,7 +278,7 @@ func TestSnapshotPolicyFromEnv(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	d := startDaemonEnv(t, w, []string{"AOS_SNAPSHOT_EVERY=4"})
-	ok(t, w, "apply", examples.Path(t, "counter"))
+	ok(t, w, "apply", built.Path(t, "counter"))
 	ok(t, w, "send", countEv, `{"key":"a","by":1}`)
 	ok(t, w, "send", countEv, `{"key":"a","by":2}`)
 	// The snapshot record is journaled after the send that crossed the

@@ -14,9 +14,9 @@ import (
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/progress"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // TestSnapshotNotIdleExits3: `aosd snapshot` against a daemon whose world

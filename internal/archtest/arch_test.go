@@ -19,6 +19,7 @@ const module = "github.com/aos-kernel/aos"
 type pkg struct {
 	ImportPath   string
 	Imports      []string
+	Deps         []string // every package it builds on, transitively (not its tests')
 	TestImports  []string
 	XTestImports []string
 }
@@ -223,4 +224,48 @@ func TestKernelNamesNoEngine(t *testing.T) {
 			t.Errorf("forbidden-import rule for %s, which does not exist: %v", name, err)
 		}
 	}
+}
+
+// TestInternalStaysDown: internal/ is the ground floor. Its packages, tests
+// included, import nothing of this module outside internal/: a test rig
+// that wraps a port declares the small interface it wraps, or lives beside
+// what it tests or serves (STYLE.md).
+func TestInternalStaysDown(t *testing.T) {
+	n := 0
+	for _, p := range listPackages(t) {
+		name, _ := rel(p.ImportPath)
+		if !strings.HasPrefix(name, "internal/") {
+			continue
+		}
+		n++
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if dep, ok := rel(imp); ok && !strings.HasPrefix(dep, "internal/") {
+				t.Errorf("%s imports %s: nothing in internal/ may import a package of this module outside internal/", name, dep)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found only %d packages under internal/", n)
+	}
+}
+
+// TestKernelIsHandedItsEngine: the kernel runs wasm modules through the
+// modules.Compiler its caller hands it (Config.Wasm) and names no engine:
+// neither modules/wasm nor wazero is among what it builds on.
+func TestKernelIsHandedItsEngine(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.ImportPath != module+"/kernel" {
+			continue
+		}
+		if !slices.Contains(p.Deps, module+"/modules") {
+			t.Fatalf("kernel's dependencies %v lack modules: is Deps read?", p.Deps)
+		}
+		for _, d := range p.Deps {
+			if d == module+"/modules/wasm" || d == "github.com/tetratelabs/wazero" {
+				t.Errorf("kernel builds on %s: it must be handed its wasm engine (Config.Wasm), not name one", d)
+			}
+		}
+		return
+	}
+	t.Fatal("go list found no kernel package")
 }

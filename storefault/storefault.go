@@ -10,7 +10,6 @@ import (
 
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/journal"
-	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -183,10 +182,27 @@ func (c *CAS) Delete(hs []schemas.Hash) error {
 	return c.Store.Delete(hs)
 }
 
+// Log is the journal port Journal wraps: the methods of the kernel's
+// kernel.Log, declared here so that a test rig below the kernel need not
+// import it (the kernel's tests hold the two to each other).
+type Log interface {
+	journal.Reader // Read
+	Append(recs []journal.Record) error
+	Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
+	First() uint64
+	Height() uint64
+	Wait(ctx context.Context, after uint64) (uint64, error)
+}
+
+// Dropper is a journal with retention (the kernel's kernel.Dropper).
+type Dropper interface {
+	DropBefore(before uint64, archive func(first uint64, frame []byte) error) (journal.DropStats, error)
+}
+
 // Journal is a journal whose Appends and Reads fail when Faults says so and
 // which runs BeforeAppend ahead of each Append and AfterAppend after it.
 type Journal struct {
-	Log    kernel.Log
+	Log    Log
 	Faults *Injector // nil: none
 	// BeforeAppend, when set, runs first in every Append, before a failure
 	// is injected or the wrapped journal sees the records. recs must not be
@@ -200,12 +216,15 @@ type Journal struct {
 	AfterAppend func(recs []journal.Record, err error)
 }
 
-var _ kernel.Log = (*Journal)(nil)
+var (
+	_ Log     = (*Journal)(nil)
+	_ Dropper = (*Journal)(nil)
+)
 
-// Height implements kernel.Log.
+// Height implements Log.
 func (j *Journal) Height() uint64 { return j.Log.Height() }
 
-// Append implements kernel.Log.
+// Append implements Log.
 func (j *Journal) Append(recs []journal.Record) error {
 	if j.BeforeAppend != nil {
 		j.BeforeAppend(recs)
@@ -220,7 +239,7 @@ func (j *Journal) Append(recs []journal.Record) error {
 	return err
 }
 
-// Read implements kernel.Log.
+// Read implements Log.
 func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error {
 	if err := j.Faults.check(JournalRead); err != nil {
 		return err
@@ -228,12 +247,12 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 	return j.Log.Read(from, fn)
 }
 
-// Wait implements kernel.Log.
+// Wait implements Log.
 func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 	return j.Log.Wait(ctx, after)
 }
 
-// Marks implements kernel.Log.
+// Marks implements Log.
 func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error {
 	if err := j.Faults.check(JournalRead); err != nil {
 		return err
@@ -241,14 +260,14 @@ func (j *Journal) Marks(k journal.Kind, fn func(seq uint64) (bool, error)) error
 	return j.Log.Marks(k, fn)
 }
 
-// First implements kernel.Log.
+// First implements Log.
 func (j *Journal) First() uint64 { return j.Log.First() }
 
-// DropBefore is the wrapped journal's retention (kernel.Dropper), with no
+// DropBefore is the wrapped journal's retention (Dropper), with no
 // failure injected: a world on a faulty journal can still be collected
 // with --drop-journal when the journal under it can.
 func (j *Journal) DropBefore(before uint64, archive func(first uint64, frame []byte) error) (journal.DropStats, error) {
-	d, ok := j.Log.(kernel.Dropper)
+	d, ok := j.Log.(Dropper)
 	if !ok {
 		return journal.DropStats{First: j.Log.First()}, fmt.Errorf("storefault: the wrapped journal (%T) does not support retention", j.Log)
 	}

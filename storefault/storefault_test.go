@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/storefault"
 )
 
 // The n-th accepted operation fails once, without reaching the store;

@@ -1,4 +1,4 @@
-// Package examples gives tests the example worlds of examples/manifests
+// Package built gives tests the example worlds of examples/manifests
 // built: a copy of every example, each wasm module compiled from its source
 // in examples/workflows and its hash pinned, made once per test binary. Tests
 // apply from the copy, so they never write into the repository, and they see
@@ -11,4 +11,4 @@
 // how the compiler was built. So the modules are compiled once by a plain
 // (non-race) aosd into the cache, and every world a test opens with
 // WasmCacheDir (or AOS_WASM_CACHE) set to it starts warm.
-package examples
+package built

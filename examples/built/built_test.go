@@ -1,4 +1,4 @@
-package examples_test
+package built_test
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/aos-kernel/aos/internal/examples"
+	"github.com/aos-kernel/aos/examples/built"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	examples.Cleanup()
+	built.Cleanup()
 	os.Exit(code)
 }
 
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 // see. The bytes depend on the Go release too; this holds for the release CI
 // runs.
 func TestPinnedHashesAreCurrent(t *testing.T) {
-	built := examples.Dir(t)
+	dir := built.Dir(t)
 	repo := filepath.Join("..", "..", "examples", "manifests")
 	files, err := filepath.Glob(filepath.Join(repo, "*", "*.json"))
 	if err != nil || len(files) == 0 {
@@ -34,7 +34,7 @@ func TestPinnedHashesAreCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join(built, rel))
+		got, err := os.ReadFile(filepath.Join(dir, rel))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,10 @@
 //     predicate accepts, so a clean run's count tells a test where the
 //     failure points of a faulty run can fall.
 //
-// It wraps the ports as the kernel defines them (cas.Store, kernel.Log) and
-// must not import a storage engine: it is handed the stores it wraps. The
-// kernel's own package must not import it (only its external tests do).
+// It wraps the ports as the kernel defines them (cas.Store, and kernel.Log,
+// whose methods it declares again as Log rather than import the kernel: a
+// test rig sits beside the ports, above cas and journal and below the
+// kernel) and must not import a storage engine: it is handed the stores it
+// wraps. The kernel's own package must not import it (only its external
+// tests do, and they hold Log and Dropper to kernel.Log and kernel.Dropper).
 package storefault
