@@ -646,41 +646,13 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 	return nil, fmt.Errorf("unknown record kind %q", kind)
 }
 
-// receiptForm is a signed receipt as receipts.ToJSON writes it, read
+// parseReceipt reads a signed receipt in its JSON form (receipts.ReceiptForm)
 // without judging it: the export gives back what the journal holds, and
 // verification (Keyring.Verify) judges.
-type receiptForm struct {
-	Attempt     uint64          `json:"attempt"`
-	Effect      string          `json:"effect"`
-	Executor    string          `json:"executor"`
-	IntentHash  schemas.Hash    `json:"intent_hash"`
-	IssuerRef   string          `json:"issuer_ref"`
-	KeyID       string          `json:"key_id"`
-	Payload     json.RawMessage `json:"payload"`
-	PayloadCBOR []byte          `json:"payload_cbor"`
-	Signature   []byte          `json:"signature"`
-	Status      string          `json:"status"`
-	World       string          `json:"world"`
-}
-
 func parseReceipt(js json.RawMessage) (receipts.SignedReceipt, error) {
-	var f receiptForm
+	var f receipts.ReceiptForm
 	if err := strictDecode(js, &f); err != nil {
 		return receipts.SignedReceipt{}, fmt.Errorf("receipt: %v", err)
 	}
-	sr := receipts.SignedReceipt{Receipt: receipts.Receipt{World: f.World, Intent: f.IntentHash, Effect: f.Effect, Executor: f.Executor,
-		Status: receipts.Status(f.Status), Attempt: f.Attempt, IssuerRef: f.IssuerRef}, KeyID: f.KeyID, Signature: f.Signature}
-	switch {
-	case f.Payload != nil && f.PayloadCBOR != nil:
-		return sr, errors.New("receipt: both payload and payload_cbor")
-	case f.Payload != nil:
-		p, err := receipts.PayloadFromJSON(f.Payload)
-		if err != nil {
-			return sr, fmt.Errorf("receipt/payload: %v", err)
-		}
-		sr.Payload = p
-	default:
-		sr.Payload = f.PayloadCBOR
-	}
-	return sr, nil
+	return f.Unchecked()
 }

@@ -783,7 +783,7 @@ var mutations = []mutation{
 		from: "if _, _, err := jsonx.Parse(line, jsonx.Options{}); err != nil {",
 		to:   "if _, _, err := jsonx.Parse(line, jsonx.Options{CollectDuplicates: true}); err != nil {",
 		pkg:  "./daemon", run: "TestParseRecordRefuses"},
-	{name: "export/both-payloads", file: "daemon/export.go",
+	{name: "export/both-payloads", file: "receipts/json.go",
 		from: "case f.Payload != nil && f.PayloadCBOR != nil:",
 		to:   "case false:",
 		pkg:  "./daemon", run: "TestParseRecordRefuses"},
