@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -11,6 +10,17 @@ import (
 
 // eventsShape leads the answer to a POST /v1/events body that is not one.
 const eventsShape = `body is not {"schema": NAME, "value": JSON, "idempotency_key"?: KEY} or an array of them`
+
+// eventsBody is what parseEvents read of a POST /v1/events body: its
+// events, whether it was a batch (an array), and the first event whose
+// idempotency_key was given as "" (-1: none). A key given as "" is told
+// apart from no key, and refused, but only once the request's headers are
+// checked (eventsIn), so the events hold the kernel's reading of it, none.
+type eventsBody struct {
+	events   []EventIn
+	batch    bool
+	emptyKey int
+}
 
 // parseEvents reads a POST /v1/events body: one event object, or an array
 // of them (batch). It reads the envelope once, with jsonx's scanner, and
@@ -24,36 +34,47 @@ const eventsShape = `body is not {"schema": NAME, "value": JSON, "idempotency_ke
 // A batch holds at most maxBatch events (0: no bound): the next one is
 // refused as soon as it starts (batchTooLarge), before anything else of it
 // is read. What jsonx refuses is worded by jsonProblem.
-func parseEvents(b []byte, maxBatch int) (wire []eventWire, batch bool, err error) {
+func parseEvents(b []byte, maxBatch int) (eventsBody, error) {
+	out := eventsBody{emptyKey: -1}
 	var scanner jsonx.Scanner
 	if err := scanner.Reset(b, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
-		return nil, false, jsonProblem(err)
+		return out, jsonProblem(err)
 	}
 	sc := &scanner
+	var err error
 	if c, ok := sc.Peek(); ok && c == '[' {
-		batch = true
-		wire = make([]eventWire, 0, 8)
+		out.batch = true
+		out.events = make([]EventIn, 0, 8)
 		err = sc.Array("an array of events", func(i int) error {
 			if maxBatch > 0 && i >= maxBatch {
 				return &batchTooLarge{max: maxBatch}
 			}
-			wire = append(wire, eventWire{})
-			if err := readEvent(sc, &wire[i]); err != nil {
+			out.events = append(out.events, EventIn{})
+			if err := out.read(sc, i); err != nil {
 				return fmt.Errorf("events[%d]: %w", i, err)
 			}
 			return nil
 		})
 	} else {
-		wire = make([]eventWire, 1)
-		err = readEvent(sc, &wire[0])
+		out.events = make([]EventIn, 1)
+		err = out.read(sc, 0)
 	}
 	if err == nil {
 		err = sc.End()
 	}
 	if err != nil {
-		return nil, batch, jsonProblem(err)
+		return eventsBody{batch: out.batch, emptyKey: -1}, jsonProblem(err)
 	}
-	return wire, batch, nil
+	return out, nil
+}
+
+// read reads event i of the body (readEvent), noting an empty key.
+func (b *eventsBody) read(sc *jsonx.Scanner, i int) error {
+	empty, err := readEvent(sc, &b.events[i])
+	if empty && b.emptyKey < 0 {
+		b.emptyKey = i
+	}
+	return err
 }
 
 // batchTooLarge refuses a POST /v1/events batch of more than max events.
@@ -65,13 +86,14 @@ func (e *batchTooLarge) Error() string {
 	return fmt.Sprintf("a batch holds at most %d events (the server's max batch); send the rest in further requests", e.max)
 }
 
-// readEvent reads one event object (or null) of an events body into ev.
-func readEvent(sc *jsonx.Scanner, ev *eventWire) error {
+// readEvent reads one event object (or null) of an events body into ev,
+// and says whether its idempotency_key was given as "" (ev then has none).
+func readEvent(sc *jsonx.Scanner, ev *EventIn) (emptyKey bool, err error) {
 	if null, err := sc.Null(); null || err != nil {
-		return err
+		return false, err
 	}
 	var seen [3]bool // schema, value, idempotency_key
-	return sc.Object("an event object", func(key []byte, keyAt int) error {
+	err = sc.Object("an event object", func(key []byte, keyAt int) error {
 		var err error
 		field := -1
 		switch string(key) {
@@ -99,9 +121,8 @@ func readEvent(sc *jsonx.Scanner, ev *eventWire) error {
 		case 2:
 			var null bool
 			if null, err = sc.Null(); !null && err == nil {
-				var k string
-				k, err = sc.String("a string")
-				ev.IdempotencyKey = &k
+				ev.IdempotencyKey, err = sc.String("a string")
+				emptyKey = err == nil && ev.IdempotencyKey == ""
 			}
 		}
 		if err != nil {
@@ -109,20 +130,14 @@ func readEvent(sc *jsonx.Scanner, ev *eventWire) error {
 		}
 		return nil
 	})
-}
-
-// eventWire is EventIn as a request body spells it: a key given as "" is
-// told apart from no key, and refused.
-type eventWire struct {
-	Schema         string          `json:"schema"`
-	Value          json.RawMessage `json:"value"`
-	IdempotencyKey *string         `json:"idempotency_key"`
+	return emptyKey, err
 }
 
 // eventsIn settles each event's idempotency key from its body field and, for
 // a single event, the Idempotency-Key header (header holds the header's
 // values): both may be given if they agree; an empty key is refused.
-func eventsIn(wire []eventWire, batch bool, header []string) ([]EventIn, *Error) {
+func eventsIn(body eventsBody, header []string) ([]EventIn, *Error) {
+	evs, batch := body.events, body.batch
 	if len(header) > 0 && batch {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "Idempotency-Key header",
 			"the Idempotency-Key header applies to a single event; give each event of a batch its own idempotency_key")
@@ -131,20 +146,13 @@ func eventsIn(wire []eventWire, batch bool, header []string) ([]EventIn, *Error)
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "Idempotency-Key header",
 			"%d Idempotency-Key headers; give one", len(header))
 	}
-	evs := make([]EventIn, len(wire))
-	for i, ev := range wire {
-		evs[i] = EventIn{Schema: ev.Schema, Value: ev.Value}
+	if i := body.emptyKey; i >= 0 {
 		where := "idempotency_key"
 		if batch {
 			where = fmt.Sprintf("events[%d].idempotency_key", i)
 		}
-		if ev.IdempotencyKey != nil {
-			if *ev.IdempotencyKey == "" {
-				return nil, newError(http.StatusBadRequest, CodeInvalidInput, where,
-					"idempotency_key is empty; omit it, or give 1-%d visible ASCII characters", kernel.MaxIdempotencyKeyBytes)
-			}
-			evs[i].IdempotencyKey = *ev.IdempotencyKey
-		}
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, where,
+			"idempotency_key is empty; omit it, or give 1-%d visible ASCII characters", kernel.MaxIdempotencyKeyBytes)
 	}
 	if len(header) == 1 {
 		h := header[0]

@@ -14,23 +14,31 @@ import (
 	"github.com/aos-kernel/aos/internal/jsonx"
 )
 
+// oldEvent is an event as POST /v1/events read it before parseEvents, a
+// key given as "" told apart from none.
+type oldEvent struct {
+	Schema         string          `json:"schema"`
+	Value          json.RawMessage `json:"value"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+}
+
 // oldParseEvents is how POST /v1/events read its body before parseEvents:
 // encoding/json, strictly (unknown fields and trailing data refused), into
-// eventWire. The differential tests hold parseEvents to it.
-func oldParseEvents(b []byte) ([]eventWire, bool, error) {
+// oldEvent. The differential tests hold parseEvents to it.
+func oldParseEvents(b []byte) ([]oldEvent, bool, error) {
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var wire []eventWire
+		var wire []oldEvent
 		if err := encodingJSONDecode(b, &wire); err != nil {
 			return nil, true, err
 		}
 		return wire, true, nil
 	}
-	var ev eventWire
+	var ev oldEvent
 	if err := encodingJSONDecode(b, &ev); err != nil {
 		return nil, false, err
 	}
-	return []eventWire{ev}, false, nil
+	return []oldEvent{ev}, false, nil
 }
 
 // encodingJSONDecode is encoding/json's reading of one value b holds into
@@ -135,24 +143,34 @@ func tightened(b []byte) string {
 	return why
 }
 
-// sameEvents compares two readings of a body: schema, value bytes, and the
-// idempotency key (absent, or its text).
-func sameEvents(a, b []eventWire) error {
-	if len(a) != len(b) {
-		return fmt.Errorf("%d events, want %d", len(a), len(b))
+// sameEvents compares two readings of a body: schema, value bytes, the
+// idempotency key (absent or "" reads as none), and the first event that
+// gave its key as "" (eventsBody.emptyKey).
+func sameEvents(a eventsBody, b []oldEvent) error {
+	if len(a.events) != len(b) {
+		return fmt.Errorf("%d events, want %d", len(a.events), len(b))
 	}
-	for i := range a {
-		x, y := a[i], b[i]
+	emptyKey := -1
+	for i := range b {
+		x, y := a.events[i], b[i]
+		key := ""
+		if y.IdempotencyKey != nil {
+			key = *y.IdempotencyKey
+			if key == "" && emptyKey < 0 {
+				emptyKey = i
+			}
+		}
 		switch {
 		case x.Schema != y.Schema:
 			return fmt.Errorf("event %d: schema %q, want %q", i, x.Schema, y.Schema)
 		case !bytes.Equal(x.Value, y.Value) || (x.Value == nil) != (y.Value == nil):
 			return fmt.Errorf("event %d: value %q, want %q", i, x.Value, y.Value)
-		case (x.IdempotencyKey == nil) != (y.IdempotencyKey == nil):
-			return fmt.Errorf("event %d: idempotency_key given %t, want %t", i, x.IdempotencyKey != nil, y.IdempotencyKey != nil)
-		case x.IdempotencyKey != nil && *x.IdempotencyKey != *y.IdempotencyKey:
-			return fmt.Errorf("event %d: idempotency_key %q, want %q", i, *x.IdempotencyKey, *y.IdempotencyKey)
+		case x.IdempotencyKey != key:
+			return fmt.Errorf("event %d: idempotency_key %q, want %q", i, x.IdempotencyKey, key)
 		}
+	}
+	if a.emptyKey != emptyKey {
+		return fmt.Errorf("the first event with an empty idempotency_key is %d, want %d", a.emptyKey, emptyKey)
 	}
 	return nil
 }
@@ -162,14 +180,14 @@ func sameEvents(a, b []eventWire) error {
 // accepted what tightened names. It returns what happened, for the table.
 func checkParseEvents(t *testing.T, body []byte) string {
 	t.Helper()
-	wire, batch, err := parseEvents(body, 0)
+	in, err := parseEvents(body, 0)
 	owire, obatch, oerr := oldParseEvents(body)
 	switch {
 	case err == nil && oerr == nil:
-		if batch != obatch {
-			t.Fatalf("%q: batch %t, encoding/json %t", body, batch, obatch)
+		if in.batch != obatch {
+			t.Fatalf("%q: batch %t, encoding/json %t", body, in.batch, obatch)
 		}
-		if e := sameEvents(wire, owire); e != nil {
+		if e := sameEvents(in, owire); e != nil {
 			t.Fatalf("%q: %v", body, e)
 		}
 		return "accepted"
@@ -216,6 +234,7 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 		{`[]`, "accepted", ""},
 		{` [ null , {"schema":"a","value":1} , {"schema":"b","value":{},"idempotency_key":""} ] `, "accepted", ""},
 		{`{"schema":"s","value":1,"idempotency_key":""}`, "accepted", ""},
+		{`[{"schema":"a","value":1,"idempotency_key":""},{"schema":"b","value":2,"idempotency_key":""}]`, "accepted", ""},
 		{``, "refused", "unexpected end of input"},
 		{`   `, "refused", "unexpected end of input"},
 		{`{"schema":"s","value":1`, "refused", "unexpected end of input"},
@@ -262,7 +281,7 @@ func TestParseEventsAsEncodingJSON(t *testing.T) {
 				t.Fatalf("%q: %s, want %s", c.body, got, c.want)
 			}
 			if c.msg != "" {
-				_, _, err := parseEvents([]byte(c.body), 0)
+				_, err := parseEvents([]byte(c.body), 0)
 				if !strings.Contains(err.Error(), c.msg) {
 					t.Fatalf("%q: refusal %q does not say %q", c.body, err, c.msg)
 				}

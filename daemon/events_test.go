@@ -134,6 +134,24 @@ func TestEventsIdempotencyHTTP(t *testing.T) {
 			}
 		}
 	}
+	// An empty key is refused where it first stands, and only once the body
+	// was read whole and the header judged.
+	for name, c := range map[string]struct {
+		body  string
+		keys  []string
+		where string
+	}{
+		"first empty key of a batch": {"[" + cancelKeyed("o1", "k") + "," + cancelKeyed("o1", "") + "," + cancelKeyed("o2", "") + "]", nil, "events[1].idempotency_key"},
+		"empty key, then bad JSON":   {"[" + cancelKeyed("o1", "") + ",{]", nil, "request body"},
+		"empty key and a header":     {cancelKeyed("o1", ""), []string{"h"}, "idempotency_key"},
+		"empty key, batch, header":   {"[" + cancelKeyed("o1", "") + "]", []string{"h"}, "Idempotency-Key header"},
+		"empty key, two headers":     {cancelKeyed("o1", ""), []string{"h", "i"}, "Idempotency-Key header"},
+	} {
+		code, body := s.post(t, c.body, c.keys...)
+		if a := answer(t, body); code != 400 || a.Error == nil || a.Error.Where != c.where {
+			t.Errorf("%s: %d %s, want 400 at %s", name, code, body, c.where)
+		}
+	}
 	if h := s.height(t); h != height {
 		t.Fatalf("refusals journaled: height %d -> %d", height, h)
 	}

@@ -279,11 +279,10 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 // or [{...}, ...] -> {"seqs","duplicates"}. A single event may take its
 // idempotency key from the Idempotency-Key header instead.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	var wire []eventWire
-	batch := false
+	var in eventsBody
 	decode := func(b []byte) error {
 		var err error
-		if wire, batch, err = parseEvents(b, s.MaxBatchEvents); err != nil {
+		if in, err = parseEvents(b, s.MaxBatchEvents); err != nil {
 			var trailing *trailingError
 			var tooMany *batchTooLarge
 			switch {
@@ -297,7 +296,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 	s.handle(w, r, "events", body{parse: decode}, func() (any, error) {
-		evs, e := eventsIn(wire, batch, r.Header.Values("Idempotency-Key"))
+		evs, e := eventsIn(in, r.Header.Values("Idempotency-Key"))
 		if e != nil {
 			return nil, e
 		}
@@ -305,7 +304,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return eventsAnswer(res, batch), nil
+		return eventsAnswer(res, in.batch), nil
 	})
 }
 

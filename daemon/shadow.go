@@ -318,11 +318,11 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 		return fmt.Errorf("%w: %s: event %d: %v; want {\"schema\": NAME, \"value\": JSON, \"idempotency_key\"?: KEY}",
 			kernel.ErrInvalid, name, i, jsonProblem(err))
 	}
-	var wire []eventWire
+	in := eventsBody{emptyKey: -1}
 	if c, ok := sc.Peek(); ok && c == '[' {
 		err := sc.Array("an array of events", func(i int) error {
-			wire = append(wire, eventWire{})
-			if err := readEvent(&sc, &wire[i]); err != nil {
+			in.events = append(in.events, EventIn{})
+			if err := in.read(&sc, i); err != nil {
 				return bad(i, err)
 			}
 			return nil
@@ -341,26 +341,24 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 			if _, more := sc.Peek(); !more {
 				break
 			}
-			wire = append(wire, eventWire{})
-			if err := readEvent(&sc, &wire[i]); err != nil {
+			in.events = append(in.events, EventIn{})
+			if err := in.read(&sc, i); err != nil {
 				return nil, bad(i, err)
 			}
 		}
 	}
-	out := make([]EventIn, len(wire))
-	for i, ev := range wire {
+	for i, ev := range in.events {
 		switch {
 		case ev.Schema == "":
 			return nil, fmt.Errorf("%w: %s: event %d has no schema", kernel.ErrInvalid, name, i)
 		case len(ev.Value) == 0:
 			return nil, fmt.Errorf("%w: %s: event %d (%s) has no value", kernel.ErrInvalid, name, i, ev.Schema)
-		case ev.IdempotencyKey != nil && *ev.IdempotencyKey == "":
+		case i == in.emptyKey:
 			return nil, fmt.Errorf("%w: %s: event %d (%s): idempotency_key is empty; omit it", kernel.ErrInvalid, name, i, ev.Schema)
 		}
-		out[i] = EventIn{Schema: ev.Schema, Value: ev.Value}
-		if ev.IdempotencyKey != nil {
-			out[i].IdempotencyKey = *ev.IdempotencyKey
-		}
 	}
-	return out, nil
+	if in.events == nil {
+		return []EventIn{}, nil
+	}
+	return in.events, nil
 }

@@ -1029,6 +1029,11 @@ var mutations = []mutation{
 		from: "err = sc.End()",
 		to:   "err = nil",
 		pkg:  "./daemon", run: "TestParseEventsAsEncodingJSON|TestAPIAnswers"},
+	// An idempotency key given as "" is refused where it first stands.
+	{name: "events/first-empty-key", file: "daemon/events.go",
+		from: "if empty && b.emptyKey < 0 {",
+		to:   "if empty {",
+		pkg:  "./daemon", run: "TestEventsIdempotencyHTTP|TestParseEventsAsEncodingJSON"},
 	{name: "jsonx/scan-utf8", file: "internal/jsonx/scan.go",
 		from: "if !utf8.Valid(data) {",
 		to:   "if false && !utf8.Valid(data) {",
