@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aos-kernel/aos/views"
 )
 
 // AnswerKey is one documented answer of the API: a route ("METHOD
@@ -216,18 +218,18 @@ func BodyRoutes(t testing.TB) []string {
 }
 
 // TestTrailingDataAsDocumented: docs/API.md quotes the refusal of trailing
-// data in the words every route answers it with (trailingData, which the
-// answers test checks on each route that takes a body).
+// data in the words every route answers it with (views.TrailingError, which
+// the answers test checks on each route that takes a body).
 func TestTrailingDataAsDocumented(t *testing.T) {
 	b, err := os.ReadFile(apiDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	quoted := "`" + strings.Replace(trailingData, "%d", "N", 1) + "`"
+	quoted := "`" + strings.Replace((&views.TrailingError{Offset: 57}).Error(), "57", "N", 1) + "`"
 	if !strings.Contains(string(b), quoted) {
 		t.Fatalf("%s does not quote the trailing-data refusal %s", apiDoc, quoted)
 	}
-	if got, want := (&trailingError{57}).Error(), "trailing data after the JSON value (at byte 57)"; got != want {
+	if got, want := (&views.TrailingError{Offset: 57}).Error(), "trailing data after the JSON value (at byte 57)"; got != want {
 		t.Fatalf("trailing data at 57: %q, want %q", got, want)
 	}
 }

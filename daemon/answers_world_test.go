@@ -23,6 +23,7 @@ import (
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // answersManifest is a world of builtin workflows that can reach every
@@ -265,7 +266,7 @@ func signedFrame(t *testing.T, world string, priv ed25519.PrivateKey, executor, 
 func (aw *answersWorld) intentOf(t *testing.T, key string) schemas.Hash {
 	t.Helper()
 	a := aw.call(t, "", "GET", "/v1/trace/t%2Fjob@1/"+key, "", nil)
-	var tr []daemon.TraceEntry
+	var tr []views.TraceEntry
 	if err := json.Unmarshal([]byte(a.body), &tr); err != nil || a.status != 200 {
 		t.Fatalf("trace of job %s: %d %s", key, a.status, a.body)
 	}

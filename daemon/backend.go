@@ -21,6 +21,7 @@ import (
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // Backend is what a CLI command or an HTTP handler needs from a world.
@@ -29,16 +30,16 @@ type Backend interface {
 	Status(ctx context.Context) (*Status, error)
 	// Limits are the world's limits; SetLimits changes the non-zero fields
 	// of lim (journaled).
-	Limits(ctx context.Context) (Limits, error)
+	Limits(ctx context.Context) (views.Limits, error)
 	SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error)
 	// Cells lists one page of a workflow's cells (kernel.World.CellPage).
 	Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error)
 	// Cell and Trace take the key as the user typed it (see ParseKey).
 	Cell(ctx context.Context, workflow, key string) (*CellView, error)
-	Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error)
+	Trace(ctx context.Context, workflow, key string) ([]views.TraceEntry, error)
 	// Timeline is one page of a cell's trace with each step's state and
 	// diff (timeline.go).
-	Timeline(ctx context.Context, workflow, key string, q TimelineQuery) (*TimelinePage, error)
+	Timeline(ctx context.Context, workflow, key string, q views.TimelineQuery) (*views.TimelinePage, error)
 	// Manifest is the manifest in force, with its source (manifestview.go).
 	Manifest(ctx context.Context) (*ManifestView, error)
 	// Failed pages through the failed instances (failed.go); Recover
@@ -62,7 +63,7 @@ type Backend interface {
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
 	// WaitQuiescent waits up to d for quiescence and reports whether it came.
 	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
-	TraceIntent(ctx context.Context, hash string) ([]TraceEntry, error)
+	TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error)
 	Keys(ctx context.Context) ([]KeyView, error)
 	// AddKey trusts a PEM public key under executor name for effects
 	// (exact names and "ns/*" namespaces; at least one, no sys/ effect).
@@ -76,7 +77,7 @@ type Backend interface {
 	// snapshot, and with verify also from genesis (kernel.VerifyWith).
 	Replay(ctx context.Context, verify bool) (*ReplayReport, error)
 	// CheckJournal checks the journal's invariants (journalcheck.go).
-	CheckJournal(ctx context.Context) (*JournalCheck, error)
+	CheckJournal(ctx context.Context) (*views.JournalCheck, error)
 }
 
 var (
@@ -185,10 +186,9 @@ type Local struct {
 	// Config is the configuration W was opened with: Replay opens its
 	// scratch worlds with it (the same builtins and wasm cache), and its
 	// Progress, when set, follows their replays.
-	Config kernel.Config
-	keys   *keyStore
-	hist   historian   // the timelines' replays (timeline.go)
-	seen   intentsSeen // the intents of cells whose timelines were paged (timeline.go)
+	Config    kernel.Config
+	keys      *keyStore
+	timelines views.Timelines // the cells' timelines (timeline.go)
 }
 
 // NewLocal serves w from directory d, sharing kr (the keyring the kernel
@@ -252,22 +252,22 @@ func (l *Local) Cell(ctx context.Context, workflow, key string) (*CellView, erro
 	}
 	v, err := l.W.Cell(ctx, workflow, k)
 	if err != nil {
-		return nil, AsError(err, fmt.Sprintf("workflow %s key %s", workflow, KeyJSON(k)))
+		return nil, AsError(err, fmt.Sprintf("workflow %s key %s", workflow, records.KeyJSON(k)))
 	}
 	return CellViewOf(v), nil
 }
 
 // Trace implements Backend.
-func (l *Local) Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error) {
+func (l *Local) Trace(ctx context.Context, workflow, key string) ([]views.TraceEntry, error) {
 	k, err := l.key(workflow, key)
 	if err != nil {
 		return nil, err
 	}
 	es, err := records.Trace(ctx, l.W.Journal(), workflow, k)
 	if err != nil {
-		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, KeyJSON(k)))
+		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, records.KeyJSON(k)))
 	}
-	return TraceView(es), nil
+	return views.TraceView(es), nil
 }
 
 func (l *Local) workflow(name string) (*manifest.WorkflowDef, error) {
@@ -368,7 +368,7 @@ func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMes
 			if len(q.Kinds) > 0 && !containsString(q.Kinds, string(r.Kind)) {
 				return true, nil
 			}
-			d, err := Describe(r)
+			d, err := views.Describe(r)
 			if err != nil {
 				return false, fmt.Errorf("record %d: %w", r.Seq, err)
 			}
@@ -547,7 +547,7 @@ func applyOutput(m *manifest.Manifest, res *kernel.ApplyResult, dry bool) *Apply
 		out.PreviousHash = &s
 	}
 	for _, b := range res.BlockedBy {
-		out.BlockedBy = append(out.BlockedBy, BlockerView{Kind: b.Kind, Workflow: b.Workflow, Key: KeyJSON(b.Key),
+		out.BlockedBy = append(out.BlockedBy, BlockerView{Kind: b.Kind, Workflow: b.Workflow, Key: records.KeyJSON(b.Key),
 			Status: b.Status, Intent: b.Intent, Effect: b.Effect})
 	}
 	return out

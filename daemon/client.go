@@ -15,6 +15,7 @@ import (
 
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/receipts"
+	"github.com/aos-kernel/aos/views"
 )
 
 // Client is a Backend over the HTTP API of a running daemon.
@@ -148,8 +149,8 @@ func escapeKey(key string) string {
 }
 
 // Trace implements Backend.
-func (c *Client) Trace(ctx context.Context, workflow, key string) ([]TraceEntry, error) {
-	var out []TraceEntry
+func (c *Client) Trace(ctx context.Context, workflow, key string) ([]views.TraceEntry, error) {
+	var out []views.TraceEntry
 	if err := c.call(ctx, "GET", "/v1/trace/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ func (c *Client) Trace(ctx context.Context, workflow, key string) ([]TraceEntry,
 }
 
 // Timeline implements Backend.
-func (c *Client) Timeline(ctx context.Context, workflow, key string, q TimelineQuery) (*TimelinePage, error) {
+func (c *Client) Timeline(ctx context.Context, workflow, key string, q views.TimelineQuery) (*views.TimelinePage, error) {
 	v := url.Values{}
 	if q.After > 0 {
 		v.Set("after", strconv.FormatUint(q.After, 10))
@@ -169,12 +170,12 @@ func (c *Client) Timeline(ctx context.Context, workflow, key string, q TimelineQ
 	if len(v) > 0 {
 		p += "?" + v.Encode()
 	}
-	var out TimelinePage
+	var out views.TimelinePage
 	if err := c.call(ctx, "GET", p, nil, &out); err != nil {
 		return nil, err
 	}
 	if out.Entries == nil {
-		out.Entries = []TimelineEntry{}
+		out.Entries = []views.TimelineEntry{}
 	}
 	return &out, nil
 }

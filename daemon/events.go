@@ -6,6 +6,7 @@ import (
 
 	"github.com/aos-kernel/aos/internal/jsonx"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/views"
 )
 
 // eventsShape leads the answer to a POST /v1/events body that is not one.
@@ -33,12 +34,12 @@ type eventsBody struct {
 //
 // A batch holds at most maxBatch events (0: no bound): the next one is
 // refused as soon as it starts (batchTooLarge), before anything else of it
-// is read. What jsonx refuses is worded by jsonProblem.
+// is read. What jsonx refuses is worded by views.Problem.
 func parseEvents(b []byte, maxBatch int) (eventsBody, error) {
 	out := eventsBody{emptyKey: -1}
 	var scanner jsonx.Scanner
-	if err := scanner.Reset(b, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
-		return out, jsonProblem(err)
+	if err := scanner.Reset(b, jsonx.Options{MaxDepth: views.MaxDepth}); err != nil {
+		return out, views.Problem(err)
 	}
 	sc := &scanner
 	var err error
@@ -63,7 +64,7 @@ func parseEvents(b []byte, maxBatch int) (eventsBody, error) {
 		err = sc.End()
 	}
 	if err != nil {
-		return eventsBody{batch: out.batch, emptyKey: -1}, jsonProblem(err)
+		return eventsBody{batch: out.batch, emptyKey: -1}, views.Problem(err)
 	}
 	return out, nil
 }

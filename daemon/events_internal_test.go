@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -36,7 +37,7 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 			if len(res[0].Parked) > 0 {
 				var ps []map[string]any
 				for _, p := range res[0].Parked {
-					ps = append(ps, map[string]any{"workflow": p.Workflow, "key": KeyJSON(p.Key)})
+					ps = append(ps, map[string]any{"workflow": p.Workflow, "key": json.RawMessage(records.KeyJSON(p.Key))})
 				}
 				m["parked"] = ps
 			}
@@ -50,7 +51,7 @@ func TestEventsAnswerIsEncodingJSONs(t *testing.T) {
 		for i, x := range res {
 			seqs[i], dups[i] = x.Seq, x.Duplicate
 			for _, p := range x.Parked {
-				ps = append(ps, map[string]any{"event": i, "workflow": p.Workflow, "key": KeyJSON(p.Key)})
+				ps = append(ps, map[string]any{"event": i, "workflow": p.Workflow, "key": json.RawMessage(records.KeyJSON(p.Key))})
 			}
 		}
 		m := map[string]any{"seqs": seqs, "duplicates": dups}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aos-kernel/aos/internal/jsonx"
+	"github.com/aos-kernel/aos/views"
 )
 
 // oldEvent is an event as POST /v1/events read it before parseEvents, a
@@ -201,7 +202,7 @@ func checkParseEvents(t *testing.T, body []byte) string {
 		return "tightened"
 	}
 	var je *jsonx.Error
-	var trailing *trailingError
+	var trailing *views.TrailingError
 	if !errors.As(err, &je) && !errors.As(err, &trailing) && !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("%q: refusal %v is neither a *jsonx.Error, trailing data nor an unknown field", body, err)
 	}

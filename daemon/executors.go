@@ -21,6 +21,7 @@ import (
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // ExecutorsFile holds the world's trusted executor keys (receipts keyring JSON).
@@ -250,7 +251,7 @@ func (x *Executors) claim(ctx context.Context, req ClaimRequest) ([]ClaimedInten
 		}
 		out = append(out, ClaimedIntent{Hash: c.Hash.String(), Effect: c.Effect, Params: params,
 			ParamsCBOR: base64.StdEncoding.EncodeToString(c.Params), OriginWorkflow: c.OriginWorkflow,
-			OriginKey: KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil, Retry: c.Retry})
+			OriginKey: records.KeyJSON(c.OriginKey), IssuerRef: c.IssuerRef, EmittedAt: c.EmittedAt, LeaseUntil: c.LeaseUntil, Retry: c.Retry})
 	}
 	return out, nil
 }
@@ -395,7 +396,7 @@ func (s *Server) removeKeyRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // TraceIntent implements Backend.
-func (l *Local) TraceIntent(ctx context.Context, hash string) ([]TraceEntry, error) {
+func (l *Local) TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error) {
 	h, err := schemas.ParseHash(hash)
 	if err != nil {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, hash, "%v", err)
@@ -406,7 +407,7 @@ func (l *Local) TraceIntent(ctx context.Context, hash string) ([]TraceEntry, err
 	if err != nil {
 		return nil, err
 	}
-	tr := TraceView(es)
+	tr := views.TraceView(es)
 	if len(tr) == 0 {
 		if first > 1 {
 			return nil, newError(http.StatusNotFound, CodeNotFound, hash, "no intent with this hash in the journal, which starts at seq %d: retention (aosd gc --drop-journal) dropped the records before it", first)
@@ -459,8 +460,8 @@ func (l *Local) RemoveKey(_ context.Context, id string) error {
 }
 
 // TraceIntent implements Backend.
-func (c *Client) TraceIntent(ctx context.Context, hash string) ([]TraceEntry, error) {
-	var out []TraceEntry
+func (c *Client) TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error) {
+	var out []views.TraceEntry
 	err := c.call(ctx, "GET", "/v1/intents/"+hash, nil, &out)
 	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // Error codes of a refused recover (409).
@@ -83,7 +84,7 @@ func (l *Local) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error) 
 		case errors.Is(err, kernel.ErrNotFailed):
 			return page, nil
 		case err != nil:
-			return nil, AsError(err, fmt.Sprintf("workflow %s key %s", q.Workflow, KeyJSON(k)))
+			return nil, AsError(err, fmt.Sprintf("workflow %s key %s", q.Workflow, records.KeyJSON(k)))
 		}
 		page.Failed = append(page.Failed, FailedInfoOf(fi))
 		return page, nil
@@ -128,7 +129,7 @@ func (l *Local) failedKey(ctx context.Context, workflow, key string) ([]byte, er
 	}
 	k, ok, err := l.W.FailedKey(ctx, workflow, func(key []byte) bool {
 		var b bytes.Buffer
-		return json.Compact(&b, KeyJSON(key)) == nil && want[b.String()]
+		return json.Compact(&b, records.KeyJSON(key)) == nil && want[b.String()]
 	})
 	if err != nil {
 		return nil, AsError(err, "workflow "+workflow)
@@ -148,7 +149,7 @@ func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest
 	res, err := l.W.RecoverInstance(ctx, kernel.RecoverRequest{Workflow: workflow, Key: k, Action: req.Action,
 		FaultSeq: req.FaultSeq, DropParked: req.DropParked})
 	if err != nil {
-		return nil, recoverError(err, fmt.Sprintf("workflow %s key %s", workflow, KeyJSON(k)))
+		return nil, recoverError(err, fmt.Sprintf("workflow %s key %s", workflow, records.KeyJSON(k)))
 	}
 	out := RecoverResult(res)
 	return &out, nil

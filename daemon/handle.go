@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/views"
 )
 
 // body says how a route reads its request body.
@@ -64,8 +67,8 @@ func (b body) decode(raw []byte) error {
 	if b.parse != nil {
 		return b.parse(raw)
 	}
-	if err := strictDecode(raw, b.into); err != nil {
-		var trailing *trailingError
+	if err := views.Decode(raw, b.into); err != nil {
+		var trailing *views.TrailingError
 		if b.shape != "" && !errors.As(err, &trailing) {
 			return newError(http.StatusBadRequest, CodeInvalidInput, "request body", "%s: %v", b.shape, err)
 		}
@@ -188,4 +191,30 @@ func (s *Server) fail(w http.ResponseWriter, err error, where string) {
 		s.Logger.Error("request failed", "code", e.Code, "where", e.Where, "err", e.Message)
 	}
 	writeError(w, e)
+}
+
+// checkContentType refuses a request body declared as something other than
+// JSON (415): application/json, with parameters (a charset, if given, must
+// be UTF-8, the only encoding JSON has), and the structured-syntax
+// application/*+json types are JSON. A body without Content-Type is read as
+// JSON: many clients send none, and the route defines what its body is.
+func checkContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	typ, params, err := mime.ParseMediaType(ct)
+	if err == nil && (typ == "application/json" || strings.HasPrefix(typ, "application/") && strings.HasSuffix(typ, "+json")) {
+		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8") {
+			return nil
+		}
+		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type header",
+			"Content-Type %q: a JSON body is UTF-8; send Content-Type: application/json", ct)
+	}
+	hint := ""
+	if typ == "application/x-www-form-urlencoded" {
+		hint = " (curl -d sends application/x-www-form-urlencoded: add -H 'Content-Type: application/json', or use curl --json)"
+	}
+	return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type header",
+		"the body is declared %q, not JSON: send Content-Type: application/json%s", ct, hint)
 }

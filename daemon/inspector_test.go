@@ -16,6 +16,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // TestTimelineStateUnavailable: a state that no store keeps and that
@@ -40,11 +41,11 @@ func TestTimelineStateUnavailable(t *testing.T) {
 		t.Fatalf("%d steps: %s", len(st), body)
 	}
 	first, second := st[0], st[1]
-	if first.StateSource != daemon.StateUnavailable || !strings.Contains(first.StateReason, "builtin") || first.State != nil || first.Diff != nil {
+	if first.StateSource != views.StateUnavailable || !strings.Contains(first.StateReason, "builtin") || first.State != nil || first.Diff != nil {
 		t.Errorf("first step: source %q reason %q state %s diff %s; want unavailable, naming the builtin, no state, no diff",
 			first.StateSource, first.StateReason, first.State, first.Diff)
 	}
-	if second.StateSource != daemon.StateFromLive || string(second.State) != `{"n":5}` || second.Diff != nil {
+	if second.StateSource != views.StateFromLive || string(second.State) != `{"n":5}` || second.Diff != nil {
 		t.Errorf("second step: source %q state %s diff %s; want live {\"n\":5} and no diff", second.StateSource, second.State, second.Diff)
 	}
 }
@@ -245,7 +246,7 @@ func TestTimelineDiffAfterReset(t *testing.T) {
 	}
 	st := stepEntries(tl.Entries)
 	last := st[len(st)-1]
-	if last.StateSource != daemon.StateFromLive || !sameJSONSet(t, last.Diff, `[{"op":"add","path":"","value":{"n":3}}]`) {
+	if last.StateSource != views.StateFromLive || !sameJSONSet(t, last.Diff, `[{"op":"add","path":"","value":{"n":3}}]`) {
 		t.Fatalf("the step after the reset: source %q diff %s; want live and the whole state added", last.StateSource, last.Diff)
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"net/http"
 
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/views"
 )
 
 // Limits implements Backend.
-func (l *Local) Limits(ctx context.Context) (Limits, error) {
+func (l *Local) Limits(ctx context.Context) (views.Limits, error) {
 	if err := l.W.Sync(ctx); err != nil { // ordered after earlier changes
-		return Limits{}, AsError(err, "limits")
+		return views.Limits{}, AsError(err, "limits")
 	}
-	return Limits(l.W.Limits()), nil
+	return views.Limits(l.W.Limits()), nil
 }
 
 // SetLimits implements Backend.
@@ -26,9 +27,9 @@ func (l *Local) SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult
 }
 
 // Limits implements Backend.
-func (c *Client) Limits(ctx context.Context) (Limits, error) {
+func (c *Client) Limits(ctx context.Context) (views.Limits, error) {
 	var out struct {
-		Limits Limits `json:"limits"`
+		Limits views.Limits `json:"limits"`
 	}
 	err := c.call(ctx, "GET", "/v1/limits", nil, &out)
 	return out.Limits, err
@@ -68,14 +69,14 @@ func (s *Server) setLimitsRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // ParseLimits reads limits from JSON ({"max_steps_per_input": 100, ...})
-// with the API's strict reader (strictDecode), refusing unknown names,
+// with the API's strict reader (views.Decode), refusing unknown names,
 // names in another case and anything after the object (kernel.ErrInvalid):
 // a misspelt limit must not be silently ignored, nor a stray character
 // taken for the end of the body. The JSON side of limits lives here
 // (Limits); the kernel checks the values (kernel.CheckLimits).
 func ParseLimits(b []byte) (kernel.Limits, error) {
-	var v Limits
-	if err := strictDecode(b, &v); err != nil {
+	var v views.Limits
+	if err := views.Decode(b, &v); err != nil {
 		return kernel.Limits{}, fmt.Errorf("%w: limits: %v", kernel.ErrInvalid, err)
 	}
 	l := kernel.Limits(v)

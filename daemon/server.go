@@ -19,6 +19,8 @@ import (
 	"github.com/aos-kernel/aos/inspector"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/views"
 )
 
 // DefaultMaxBodyBytes bounds a request body (413 beyond it).
@@ -283,7 +285,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	decode := func(b []byte) error {
 		var err error
 		if in, err = parseEvents(b, s.MaxBatchEvents); err != nil {
-			var trailing *trailingError
+			var trailing *views.TrailingError
 			var tooMany *batchTooLarge
 			switch {
 			case errors.As(err, &tooMany):
@@ -374,7 +376,7 @@ func appendParked(b []byte, res []kernel.Ingested, batch bool) []byte {
 	var es []parkedEntry
 	for i := range res {
 		for _, t := range res[i].Parked {
-			e := parkedEntry{Key: KeyJSON(t.Key), Workflow: t.Workflow}
+			e := parkedEntry{Key: records.KeyJSON(t.Key), Workflow: t.Workflow}
 			if batch {
 				e.Event = &i
 			}
@@ -445,7 +447,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 // timeline: ?after=SEQ&limit=N, one page of a cell's timeline.
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	s.handle(w, r, "timeline", body{}, func() (any, error) {
-		var q TimelineQuery
+		var q views.TimelineQuery
 		if v := r.URL.Query().Get("after"); v != "" {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
@@ -457,7 +459,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "limit",
-					"%q is not a page size: want 1..%d", v, MaxTimelinePage)
+					"%q is not a page size: want 1..%d", v, views.MaxTimelinePage)
 			}
 			q.Limit = n
 		}

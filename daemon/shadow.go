@@ -10,7 +10,9 @@ import (
 	"github.com/aos-kernel/aos/internal/jsonx"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // Shadower runs a proposed manifest against a copy of the world
@@ -226,7 +228,7 @@ func ShadowOutputOf(m *manifest.Manifest, r *kernel.ShadowReport) *ShadowOutput 
 	o.Pending = ShadowPending{Total: r.PendingTotal, Intents: shadowIntents(r.Pending)}
 	o.Instances = ShadowInstances{Counts: InstanceCounts(r.Instances), NotCompletedTotal: r.NotCompletedTotal, NotCompleted: []ShadowInstance{}}
 	for _, si := range r.NotCompleted {
-		o.Instances.NotCompleted = append(o.Instances.NotCompleted, ShadowInstance{Workflow: si.Workflow, Key: KeyJSON(si.Key),
+		o.Instances.NotCompleted = append(o.Instances.NotCompleted, ShadowInstance{Workflow: si.Workflow, Key: records.KeyJSON(si.Key),
 			Status: si.Status, Reason: si.Reason, FaultSeq: si.FaultSeq, New: si.New})
 	}
 	for _, c := range r.Allowlist {
@@ -237,7 +239,7 @@ func ShadowOutputOf(m *manifest.Manifest, r *kernel.ShadowReport) *ShadowOutput 
 		v := ShadowDelta{Workflow: d.Workflow, Stepped: d.Stepped, Created: d.Created, Changed: d.Changed,
 			Deleted: d.Deleted, Unchanged: d.Unchanged, Keys: []ShadowKeyDelta{}}
 		for _, k := range d.Keys {
-			v.Keys = append(v.Keys, ShadowKeyDelta{Key: KeyJSON(k.Key), Change: k.Change, Before: k.Before, After: k.After})
+			v.Keys = append(v.Keys, ShadowKeyDelta{Key: records.KeyJSON(k.Key), Change: k.Change, Before: k.Before, After: k.After})
 		}
 		o.Deltas = append(o.Deltas, v)
 	}
@@ -248,7 +250,7 @@ func shadowIntents(its []kernel.ShadowIntent) []ShadowIntent {
 	out := make([]ShadowIntent, len(its))
 	for i, it := range its {
 		out[i] = ShadowIntent{Seq: it.Seq, Intent: it.Hash, Effect: it.Effect, Workflow: it.Workflow,
-			Key: KeyJSON(it.Key), EmittedAt: it.EmittedAt}
+			Key: records.KeyJSON(it.Key), EmittedAt: it.EmittedAt}
 	}
 	return out
 }
@@ -311,12 +313,12 @@ func (s *Server) shadowRoute(w http.ResponseWriter, r *http.Request) {
 // the array, no lone surrogate escapes.
 func ParseEvents(name string, data []byte) ([]EventIn, error) {
 	var sc jsonx.Scanner
-	if err := sc.Reset(data, jsonx.Options{MaxDepth: maxBodyDepth}); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", kernel.ErrInvalid, name, jsonProblem(err))
+	if err := sc.Reset(data, jsonx.Options{MaxDepth: views.MaxDepth}); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", kernel.ErrInvalid, name, views.Problem(err))
 	}
 	bad := func(i int, err error) error {
 		return fmt.Errorf("%w: %s: event %d: %v; want {\"schema\": NAME, \"value\": JSON, \"idempotency_key\"?: KEY}",
-			kernel.ErrInvalid, name, i, jsonProblem(err))
+			kernel.ErrInvalid, name, i, views.Problem(err))
 	}
 	in := eventsBody{emptyKey: -1}
 	if c, ok := sc.Peek(); ok && c == '[' {
@@ -331,10 +333,10 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 		case errors.Is(err, kernel.ErrInvalid):
 			return nil, err
 		case err != nil:
-			return nil, fmt.Errorf("%w: %s: not a JSON array of events: %v", kernel.ErrInvalid, name, jsonProblem(err))
+			return nil, fmt.Errorf("%w: %s: not a JSON array of events: %v", kernel.ErrInvalid, name, views.Problem(err))
 		}
 		if err := sc.End(); err != nil {
-			return nil, fmt.Errorf("%w: %s: data after the array of events: %v", kernel.ErrInvalid, name, jsonProblem(err))
+			return nil, fmt.Errorf("%w: %s: data after the array of events: %v", kernel.ErrInvalid, name, views.Problem(err))
 		}
 	} else {
 		for i := 0; ; i++ {

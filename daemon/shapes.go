@@ -6,7 +6,9 @@ import (
 
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // The JSON shapes of the kernel's query answers. The kernel answers with
@@ -81,7 +83,7 @@ func CellPageView(p *kernel.CellPage) *CellPage {
 func CellInfoViews(rows []kernel.CellInfo) []CellInfo {
 	out := make([]CellInfo, len(rows))
 	for i, r := range rows {
-		out[i] = CellInfo{Key: KeyJSON(r.Key), StateHash: r.StateHash, Size: r.Size, Status: r.Status,
+		out[i] = CellInfo{Key: records.KeyJSON(r.Key), StateHash: r.StateHash, Size: r.Size, Status: r.Status,
 			LastActive: r.LastActive, Reason: r.Reason}
 	}
 	return out
@@ -89,7 +91,7 @@ func CellInfoViews(rows []kernel.CellInfo) []CellInfo {
 
 // CellViewOf renders one cell.
 func CellViewOf(v *kernel.CellView) *CellView {
-	out := &CellView{Workflow: v.Workflow, Key: KeyJSON(v.Key), Status: v.Status, Reason: v.Reason,
+	out := &CellView{Workflow: v.Workflow, Key: records.KeyJSON(v.Key), Status: v.Status, Reason: v.Reason,
 		State: json.RawMessage("null"), StateHash: v.StateHash, Size: v.Size, Inflight: v.Inflight,
 		Parked: v.Parked, AsideModule: v.AsideModule}
 	if v.State != nil {
@@ -102,7 +104,7 @@ func CellViewOf(v *kernel.CellView) *CellView {
 
 // FailedInfoOf renders one failed instance.
 func FailedInfoOf(fi *kernel.FailedInfo) FailedInfo {
-	return FailedInfo{Workflow: fi.Workflow, Key: KeyJSON(fi.Key), Input: fi.Input, FaultSeq: fi.FaultSeq,
+	return FailedInfo{Workflow: fi.Workflow, Key: records.KeyJSON(fi.Key), Input: fi.Input, FaultSeq: fi.FaultSeq,
 		Reason: fi.Reason, Class: fi.Class, Skipped: fi.Skipped, Parked: fi.Parked, ParkedBlocked: fi.ParkedBlocked,
 		InputSchema: fi.InputSchema, Retryable: fi.Retryable, RetryBlocked: fi.RetryBlocked}
 }
@@ -126,7 +128,7 @@ type Status struct {
 	Inflight      int            `json:"inflight"`
 	QueuedEffects int            `json:"queued_effects"`
 	Cells         map[string]int `json:"cells"`
-	Limits        Limits         `json:"limits"`
+	Limits        views.Limits   `json:"limits"`
 	// Parked is how many events are parked (for failed instances, and for
 	// those whose module is set aside).
 	Parked uint64 `json:"parked"`
@@ -223,35 +225,12 @@ type InstanceCounts struct {
 	Parked    int `json:"parked"` // not failed, with events parked behind a module set aside
 }
 
-// Limits are the world's limits as JSON (GET and POST /v1/limits, `aosd
-// limits`, status, config and manifest records): kernel.Limits
-// (records.Limits) with every limit shown, zero included. It has the same
-// fields as records.Limits, so the two convert into each other (Limits(l),
-// kernel.Limits(v)) and a limit added there fails the build until it is
-// added here; the JSON names are records.LimitNames (shapes_test.go).
-type Limits struct {
-	MaxEffects               int `json:"max_effects"`
-	MaxDomainEvents          int `json:"max_domain_events"`
-	MaxOutputBytes           int `json:"max_output_bytes"`
-	MaxEventBytes            int `json:"max_event_bytes"`
-	MaxCascadeDepth          int `json:"max_cascade_depth"`
-	MaxStepsPerInput         int `json:"max_steps_per_input"`
-	MaxRecordsPerInput       int `json:"max_records_per_input"`
-	MaxBytesPerInput         int `json:"max_bytes_per_input"`
-	IdempotencyWindowSeconds int `json:"idempotency_window_seconds"`
-	MaxIdempotencyKeys       int `json:"max_idempotency_keys"`
-	MaxFramesPerIntent       int `json:"max_frames_per_intent"`
-	MaxFrameBytes            int `json:"max_frame_bytes"`
-	MaxSettledIntents        int `json:"max_settled_intents"`
-	MaxParkedPerInstance     int `json:"max_parked_per_instance"`
-}
-
 // LimitsResult says what a limits change did (POST /v1/limits, `aosd
 // limits set --json`): kernel.LimitsResult as JSON.
 type LimitsResult struct {
-	Limits  Limits `json:"limits"`
-	Changed bool   `json:"changed"`
-	Seq     uint64 `json:"seq,omitempty"` // the config record, when changed
+	Limits  views.Limits `json:"limits"`
+	Changed bool         `json:"changed"`
+	Seq     uint64       `json:"seq,omitempty"` // the config record, when changed
 }
 
 // RecoverResult says what a recover did (POST
@@ -337,7 +316,7 @@ type ReceiptResult struct {
 func StatusOf(s *kernel.Status) *Status {
 	return &Status{World: s.World, ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
 		JournalFirst: s.JournalFirst, Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
-		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: Limits(s.Limits), Journaled: s.Journaled,
+		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: views.Limits(s.Limits), Journaled: s.Journaled,
 		Parked: s.Parked, Aside: ModuleViews(s.Aside)}
 }
 
@@ -370,5 +349,5 @@ func ReplayReportOf(r kernel.VerifyReport) *ReplayReport {
 
 // LimitsResultOf renders what SetLimits did.
 func LimitsResultOf(r *kernel.LimitsResult) *LimitsResult {
-	return &LimitsResult{Limits: Limits(r.Limits), Changed: r.Changed, Seq: r.Seq}
+	return &LimitsResult{Limits: views.Limits(r.Limits), Changed: r.Changed, Seq: r.Seq}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // The JSON of the kernel's answers, as the API and the CLI give it. The
@@ -36,7 +37,7 @@ var allLimits = kernel.Limits{MaxEffects: 1, MaxDomainEvents: 2, MaxOutputBytes:
 
 func describe(t *testing.T, seq uint64, kind journal.Kind, rec any) any {
 	t.Helper()
-	d, err := daemon.Describe(journal.Record{Seq: seq, Kind: kind, Body: schemas.MustMarshal(rec)})
+	d, err := views.Describe(journal.Record{Seq: seq, Kind: kind, Body: schemas.MustMarshal(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +81,9 @@ func TestKernelAnswerShapes(t *testing.T) {
 			`{"body":{"bytes":77,"checkpoint":5,"object":"` + hashText + `"},"kind":"snapshot","seq":6}`},
 		{"world record", describe(t, 1, journal.KindWorld, &records.WorldRec{ID: "world:0123456789abcdef0123456789abcdef"}),
 			`{"body":{"id":"world:0123456789abcdef0123456789abcdef"},"kind":"world","seq":1}`},
-		{"limits", map[string]any{"limits": daemon.Limits(lim)},
+		{"limits", map[string]any{"limits": views.Limits(lim)},
 			`{"limits":` + limitsJSON + `}`},
-		{"limits zero", map[string]any{"limits": daemon.Limits{}},
+		{"limits zero", map[string]any{"limits": views.Limits{}},
 			`{"limits":` + zeroLimitsJSON + `}`},
 		{"limits result", daemon.LimitsResultOf(&kernel.LimitsResult{Limits: lim, Changed: true, Seq: 3}),
 			`{"limits":` + limitsJSON + `,"changed":true,"seq":3}`},
@@ -126,13 +127,13 @@ func TestKernelAnswerShapes(t *testing.T) {
 // reading a full object back gives the kernel's limits.
 func TestLimitsView(t *testing.T) {
 	var tags []string
-	rt := reflect.TypeFor[daemon.Limits]()
+	rt := reflect.TypeFor[views.Limits]()
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
 		tags = append(tags, name)
 	}
 	if got, want := strings.Join(tags, " "), strings.Join(records.LimitNames(), " "); got != want {
-		t.Fatalf("daemon.Limits JSON names:\n%s\nrecords.LimitNames:\n%s", got, want)
+		t.Fatalf("views.Limits JSON names:\n%s\nrecords.LimitNames:\n%s", got, want)
 	}
 	if "["+strings.Join(records.LimitNames(), " ")+"]" != limitNames {
 		t.Fatalf("records.LimitNames changed: %v", records.LimitNames())
@@ -155,7 +156,7 @@ func TestParseLimitsErrors(t *testing.T) {
 		{`{"max_effects":15}]`, `kernel: invalid input: limits: trailing data after the JSON value (at byte 18)`},
 		{`{"max_effects": "x"}`, `kernel: invalid input: limits: json: cannot unmarshal string into Go struct field Limits.max_effects of type int`},
 		{`{"max_effects": -2}`, `kernel: invalid input: limit max_effects is -2; limits are positive (0 keeps the current value)`},
-		{`[1]`, `kernel: invalid input: limits: json: cannot unmarshal array into Go value of type daemon.Limits`},
+		{`[1]`, `kernel: invalid input: limits: json: cannot unmarshal array into Go value of type views.Limits`},
 		{`{"max_effects": 1.5}`, `kernel: invalid input: limits: json: cannot unmarshal number 1.5 into Go struct field Limits.max_effects of type int`},
 		{`{"max_effects": 1e30}`, `kernel: invalid input: limits: json: cannot unmarshal number 1e30 into Go struct field Limits.max_effects of type int`},
 	} {

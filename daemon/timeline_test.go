@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 const (
@@ -24,8 +25,8 @@ const (
 )
 
 type timelineBody struct {
-	Entries []daemon.TimelineEntry `json:"entries"`
-	Next    *uint64                `json:"next"`
+	Entries []views.TimelineEntry `json:"entries"`
+	Next    *uint64               `json:"next"`
 }
 
 func (s *served) timeline(t *testing.T, key, query string) timelineBody {
@@ -80,7 +81,7 @@ func (s *served) pay(t *testing.T, pay ed25519.PrivateKey, key string) {
 func (s *served) chargeIntent(t *testing.T, key string) schemas.Hash {
 	t.Helper()
 	code, body := s.do(t, "GET", "/v1/trace/"+url.PathEscape(orderWF)+"/"+key, "")
-	var tr []daemon.TraceEntry
+	var tr []views.TraceEntry
 	if code != 200 || json.Unmarshal([]byte(body), &tr) != nil {
 		t.Fatalf("trace %s: %d %s", key, code, body)
 	}
@@ -94,8 +95,8 @@ func (s *served) chargeIntent(t *testing.T, key string) schemas.Hash {
 }
 
 // steps are the step entries of a timeline.
-func stepEntries(es []daemon.TimelineEntry) []daemon.TimelineEntry {
-	var out []daemon.TimelineEntry
+func stepEntries(es []views.TimelineEntry) []views.TimelineEntry {
+	var out []views.TimelineEntry
 	for _, e := range es {
 		if e.Kind == journal.KindStep {
 			out = append(out, e)
@@ -105,7 +106,7 @@ func stepEntries(es []daemon.TimelineEntry) []daemon.TimelineEntry {
 }
 
 // checkStateHash: the JSON state of a step is its state_hash's state.
-func (s *served) checkStateHash(t *testing.T, e daemon.TimelineEntry) {
+func (s *served) checkStateHash(t *testing.T, e views.TimelineEntry) {
 	t.Helper()
 	b, err := s.w.Manifest().Registry.FromJSON(orderState, e.State)
 	if err != nil {
@@ -146,7 +147,7 @@ func TestTimelineOrders(t *testing.T) {
 	}
 	st := stepEntries(tl.Entries)
 	created, paid := st[0], st[1]
-	if created.StateSource != daemon.StateRecomputed || paid.StateSource != daemon.StateFromLive {
+	if created.StateSource != views.StateRecomputed || paid.StateSource != views.StateFromLive {
 		t.Errorf("state sources %q, %q; want recomputed, live", created.StateSource, paid.StateSource)
 	}
 	for _, e := range st {
@@ -162,7 +163,7 @@ func TestTimelineOrders(t *testing.T) {
 	}
 
 	for limit := 1; limit <= len(tl.Entries); limit++ {
-		var all []daemon.TimelineEntry
+		var all []views.TimelineEntry
 		after := uint64(0)
 		for pages := 0; ; pages++ {
 			p := s.timeline(t, "o1", fmt.Sprintf("limit=%d&after=%d", limit, after))
@@ -219,7 +220,7 @@ func TestTimelineRecomputesCollectedStates(t *testing.T) {
 	s.pay(t, pay, "o1")
 	s.order(t, "o2")
 	before := s.timeline(t, "o1", "")
-	if src := stepEntries(before.Entries)[0].StateSource; src != daemon.StateFromCAS {
+	if src := stepEntries(before.Entries)[0].StateSource; src != views.StateFromCAS {
 		t.Fatalf("before gc, the snapshot's state comes from %q, want cas", src)
 	}
 	for range 2 {
@@ -237,7 +238,7 @@ func TestTimelineRecomputesCollectedStates(t *testing.T) {
 	}
 	after := s.timeline(t, "o1", "")
 	got := stepEntries(after.Entries)[0]
-	if got.StateSource != daemon.StateRecomputed {
+	if got.StateSource != views.StateRecomputed {
 		t.Fatalf("after gc: state source %q (%s), want recomputed", got.StateSource, got.StateReason)
 	}
 	s.checkStateHash(t, got)
@@ -270,11 +271,11 @@ func TestTimelineLongCell(t *testing.T) {
 		t0 := time.Now()
 		p := s.timeline(t, "o1", query)
 		t.Logf("%s (%s): %d entries in %v", name, query, len(p.Entries), time.Since(t0))
-		if len(p.Entries) != daemon.DefaultTimelinePage || p.Next == nil || *p.Next != p.Entries[len(p.Entries)-1].Seq {
+		if len(p.Entries) != views.DefaultTimelinePage || p.Next == nil || *p.Next != p.Entries[len(p.Entries)-1].Seq {
 			t.Fatalf("%s: %d entries, next %v", name, len(p.Entries), p.Next)
 		}
 		for _, e := range stepEntries(p.Entries) {
-			if e.StateSource != daemon.StateRecomputed && e.StateSource != daemon.StateFromLive {
+			if e.StateSource != views.StateRecomputed && e.StateSource != views.StateFromLive {
 				t.Fatalf("%s: step %d: state source %q (%s)", name, e.Seq, e.StateSource, e.StateReason)
 			}
 			if e.Diff == nil {

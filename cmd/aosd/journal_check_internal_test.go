@@ -17,6 +17,7 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // forgedEvent is an ingress event no kernel journals: there is no manifest.
@@ -88,7 +89,7 @@ func TestJournalCheckExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errs = runCheck(t, string(served), "--json")
-	var rep daemon.JournalCheck
+	var rep views.JournalCheck
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitError || rep.OK || len(rep.Violations) != 1 ||
 		rep.Violations[0].Rule != "manifest-first" || rep.Violations[0].Seq != 2 {
 		t.Fatalf("through the daemon: exit %d %v\n%s%s", code, err, out, errs)

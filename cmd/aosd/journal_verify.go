@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/views"
 )
 
 // maxExportLine bounds one line of an export file: a manifest record
@@ -57,7 +58,7 @@ func cmdJournalVerify(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 // journalVerify reads the keys and the records and verifies them.
-func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, err error) {
+func (a *app) journalVerify(file, keysFile string) (rep *views.JournalVerify, err error) {
 	var conn *daemon.Conn
 	if file == "" || keysFile == "" {
 		if conn, err = a.connect(a.ctx); err != nil {
@@ -80,7 +81,7 @@ func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, e
 		return v.Report(), nil
 	}
 	var first uint64
-	q := daemon.JournalQuery{From: 1, Kinds: daemon.VerifyKinds(), Start: func(f uint64) { first = f }}
+	q := daemon.JournalQuery{From: 1, Kinds: views.VerifyKinds(), Start: func(f uint64) { first = f }}
 	err = conn.Journal(a.ctx, q, func(line json.RawMessage) error {
 		v.Line(0, line)
 		return nil
@@ -96,7 +97,7 @@ func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, e
 }
 
 // verifier is a verifier over the keys of keysFile, or else of the world.
-func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*daemon.JournalVerifier, error) {
+func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*views.JournalVerifier, error) {
 	source := "journal"
 	if file != "" {
 		source = file
@@ -110,13 +111,13 @@ func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*daemon.JournalVe
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", keysFile, err)
 		}
-		return daemon.NewJournalVerifier(kr, source), nil
+		return views.NewJournalVerifier(kr, source), nil
 	}
-	views, err := c.Keys(a.ctx)
+	keys, err := c.Keys(a.ctx)
 	if err != nil {
 		return nil, err
 	}
-	js, err := json.Marshal(views)
+	js, err := json.Marshal(keys)
 	if err != nil {
 		return nil, err
 	}
@@ -124,13 +125,13 @@ func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*daemon.JournalVe
 	if err != nil {
 		return nil, fmt.Errorf("the world's keys: %w", err)
 	}
-	return daemon.NewJournalVerifier(kr, source), nil
+	return views.NewJournalVerifier(kr, source), nil
 }
 
 // verifyFile feeds the export file's lines to v; blank lines are skipped.
 // The verifier's report is the caller's: this returns only errors reading
 // the file.
-func verifyFile(a *app, v *daemon.JournalVerifier, file string) error {
+func verifyFile(a *app, v *views.JournalVerifier, file string) error {
 	var in io.Reader = a.stdin
 	if file != "-" {
 		f, err := os.Open(file)
@@ -158,7 +159,7 @@ func verifyFile(a *app, v *daemon.JournalVerifier, file string) error {
 	return nil
 }
 
-func printJournalVerify(w io.Writer, rep *daemon.JournalVerify, source string) error {
+func printJournalVerify(w io.Writer, rep *views.JournalVerify, source string) error {
 	checked := rep.Receipts + rep.Drops + rep.Frames + rep.Intents
 	fmt.Fprintf(w, "verified %d of %d (%d receipts, %d drops, %d signed frames, %d intent hashes) in %d records of %s against %d trusted keys",
 		rep.Verified, checked, rep.Receipts, rep.Drops, rep.Frames, rep.Intents, rep.Records, source, len(rep.Keys))

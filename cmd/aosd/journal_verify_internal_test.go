@@ -15,6 +15,7 @@ import (
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // TestJournalVerifyOffline runs `aosd journal verify --file --keys` in
@@ -40,7 +41,7 @@ func TestJournalVerifyOffline(t *testing.T) {
 	sr := receipts.Sign(priv, receipts.Receipt{Intent: schemas.HashBytes([]byte("i")), Effect: "com.example/charge@1",
 		Executor: "payments", Status: receipts.StatusOK, Payload: schemas.MustMarshal("paid")})
 	export := func(name string, sr receipts.SignedReceipt) string {
-		d, err := daemon.Describe(journal.Record{Seq: 12, Kind: journal.KindReceipt, Body: records.EncodeReceipt(&records.ReceiptRec{Receipt: sr})})
+		d, err := views.Describe(journal.Record{Seq: 12, Kind: journal.KindReceipt, Body: records.EncodeReceipt(&records.ReceiptRec{Receipt: sr})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/views"
 )
 
 // cmdLimits shows or changes the world's limits. They are part of the world
@@ -86,7 +87,7 @@ func parseLimitArgs(args []string) (kernel.Limits, error) {
 	return lim, nil
 }
 
-func printLimits(a *app, lim daemon.Limits) error {
+func printLimits(a *app, lim views.Limits) error {
 	w := newTable(a.stdout)
 	names := records.LimitNames()
 	vals := kernel.Limits(lim).NonZero()

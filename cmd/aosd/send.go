@@ -10,6 +10,7 @@ import (
 
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // readValue reads VALUE: JSON text, @file, or - for stdin.
@@ -73,7 +74,7 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 				if len(sent.Parked) > 0 {
 					var ps []daemon.ParkedTarget
 					for _, t := range sent.Parked {
-						ps = append(ps, daemon.ParkedTarget{Workflow: t.Workflow, Key: daemon.KeyJSON(t.Key)})
+						ps = append(ps, daemon.ParkedTarget{Workflow: t.Workflow, Key: records.KeyJSON(t.Key)})
 					}
 					out["parked"] = ps
 				}
@@ -88,7 +89,7 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], sent.Seq)
 			}
 			for _, t := range sent.Parked {
-				k := daemon.KeyJSON(t.Key)
+				k := records.KeyJSON(t.Key)
 				fmt.Fprintf(a.stdout, "parked for workflow %s key %s: it cannot take events now (failed, or its module set aside); "+
 					"it gets this one when it is recovered or resumed (aosd cells show %s %s)\n", t.Workflow, k, t.Workflow, k)
 			}

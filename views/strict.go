@@ -1,11 +1,9 @@
-package daemon
+package views
 
 import (
 	"encoding"
 	"encoding/json"
 	"fmt"
-	"mime"
-	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -15,20 +13,22 @@ import (
 	"github.com/aos-kernel/aos/internal/jsonx"
 )
 
-// The one strict reader of JSON request bodies. Every body is read by
+// The one strict reader of JSON into a Go shape: the export's lines here
+// (ParseRecord), and every request body of the HTTP API (package api),
+// which reads its bodies with it so that a line and a body refused for the
+// same reason are refused in the same words. Every text is read by
 // internal/jsonx, the one strict parser: the JSON grammar, UTF-8, no
-// duplicate keys, no lone surrogate escapes, nothing after the value. A body
-// of a fixed shape (a Go struct) is then held to its keys exactly: a key the
-// struct does not have, or one spelled in another case (which encoding/json
-// would match case-insensitively), is refused; only then does encoding/json
-// fill the struct. The events route walks its envelope with jsonx's Scanner
-// instead (events.go), receipts and frames are read by package receipts on
-// jsonx; all word their refusals with jsonProblem, so a body refused for
-// the same reason is refused in the same words on every route.
+// duplicate keys, no lone surrogate escapes, nothing after the value. A
+// text of a fixed shape (a Go struct) is then held to its keys exactly: a
+// key the struct does not have, or one spelled in another case (which
+// encoding/json would match case-insensitively), is refused; only then does
+// encoding/json fill the struct. The events route walks its envelope with
+// jsonx's Scanner instead (package api), receipts and frames are read by
+// package receipts on jsonx; all word their refusals with Problem.
 
-// maxBodyDepth is encoding/json's nesting limit, which request bodies kept
-// when encoding/json read them: a deeper value is refused.
-const maxBodyDepth = 10000
+// MaxDepth is encoding/json's nesting limit, which request bodies kept when
+// encoding/json read them: a deeper value is refused.
+const MaxDepth = 10000
 
 // trailingData is the refusal of anything but whitespace after a body's
 // JSON value, on every route (docs/API.md quotes it; answers_test.go holds
@@ -36,19 +36,19 @@ const maxBodyDepth = 10000
 // receipts and frames, words it the same.
 const trailingData = "trailing data after the JSON value (at byte %d)"
 
-// trailingError is the refusal of what follows a body's value at offset:
-// the body's shape is not at fault, so it is answered without it.
-type trailingError struct{ offset int }
+// TrailingError is the refusal of what follows a text's value: the text's
+// shape is not at fault, so the API answers it without the shape.
+type TrailingError struct{ Offset int }
 
-func (e *trailingError) Error() string { return fmt.Sprintf(trailingData, e.offset) }
+func (e *TrailingError) Error() string { return fmt.Sprintf(trailingData, e.Offset) }
 
-// strictDecode decodes the one JSON value b holds into v (a pointer) as the
-// package comment says: jsonx's refusals, then keys held exactly to v's
+// Decode decodes the one JSON value b holds into v (a pointer) strictly, as
+// the top of this file says: jsonx's refusals, then keys held exactly to v's
 // fields, then encoding/json.
-func strictDecode(b []byte, v any) error {
-	parsed, _, err := jsonx.Parse(b, jsonx.Options{MaxDepth: maxBodyDepth})
+func Decode(b []byte, v any) error {
+	parsed, _, err := jsonx.Parse(b, jsonx.Options{MaxDepth: MaxDepth})
 	if err != nil {
-		return jsonProblem(err)
+		return Problem(err)
 	}
 	if err := exactKeys(reflect.TypeOf(v), parsed, nil); err != nil {
 		return err
@@ -58,17 +58,17 @@ func strictDecode(b []byte, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// jsonProblem words a refusal by jsonx for an API answer: trailing data as
-// trailingData says, anything else as jsonx words it, with the JSON pointer
-// of the member it is in when there is one. Any other error (one a caller
-// of the Scanner wrapped with its own context) is left as it is.
-func jsonProblem(err error) error {
+// Problem words a refusal by jsonx for an API answer: trailing data as a
+// *TrailingError, anything else as jsonx words it, with the JSON pointer of
+// the member it is in when there is one. Any other error (one a caller of
+// the Scanner wrapped with its own context) is left as it is.
+func Problem(err error) error {
 	e, ok := err.(*jsonx.Error)
 	if !ok {
 		return err
 	}
 	if e.Kind == jsonx.Trailing {
-		return &trailingError{e.Offset}
+		return &TrailingError{e.Offset}
 	}
 	if len(e.Path) > 0 {
 		return fmt.Errorf("json: at byte %d (%s): %s", e.Offset, pointer(e.Path), e.Msg)
@@ -214,30 +214,4 @@ func addFields(t reflect.Type, out map[string]reflect.Type) {
 			out[name] = f.Type
 		}
 	}
-}
-
-// checkContentType refuses a request body declared as something other than
-// JSON (415): application/json, with parameters (a charset, if given, must
-// be UTF-8, the only encoding JSON has), and the structured-syntax
-// application/*+json types are JSON. A body without Content-Type is read as
-// JSON: many clients send none, and the route defines what its body is.
-func checkContentType(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
-	}
-	typ, params, err := mime.ParseMediaType(ct)
-	if err == nil && (typ == "application/json" || strings.HasPrefix(typ, "application/") && strings.HasSuffix(typ, "+json")) {
-		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8") {
-			return nil
-		}
-		return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type header",
-			"Content-Type %q: a JSON body is UTF-8; send Content-Type: application/json", ct)
-	}
-	hint := ""
-	if typ == "application/x-www-form-urlencoded" {
-		hint = " (curl -d sends application/x-www-form-urlencoded: add -H 'Content-Type: application/json', or use curl --json)"
-	}
-	return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type header",
-		"the body is declared %q, not JSON: send Content-Type: application/json%s", ct, hint)
 }

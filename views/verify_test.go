@@ -1,39 +1,89 @@
-package daemon_test
+package views_test
 
 import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 const chargeEffect = "com.example/payment.charge@1"
 
-// paidWorld is a served world (real Badger, real HTTP) whose journal holds
-// every kind a live world writes in the course of business: two orders,
-// each opening a charge and an expiry timer (15 minutes: it does not fire
+// served is a world served as `aosd serve` serves it (daemon.Open: real
+// Badger, the built-in executors, the HTTP API on loopback).
+type served struct {
+	url, token string
+	w          *kernel.World
+}
+
+func (s *served) do(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// paidWorld is a served world whose journal holds every kind a live world
+// writes in the course of business: two orders of the orders example, each
+// opening a charge and an expiry timer (15 minutes: it does not fire
 // during the test), whose charges an external executor, trusted with a real ed25519 key,
 // reports on with two signed frames and settles with receipts; a limits
 // change, and a snapshot. It returns the world, the executor's key, and
 // the journal's export lines.
 func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 	t.Helper()
-	s := serveWorld(t, true)
 	ctx := context.Background()
+	h, err := daemon.Open(ctx, filepath.Join(t.TempDir(), "world"), daemon.Options{Create: true, Listen: "127.0.0.1:0",
+		Kernel: kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	s := &served{url: "http://" + h.Addr(), token: h.Token(), w: h.Kernel()}
+	m, err := manifest.Load(examples.Path(t, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.Apply(ctx, m, false); err != nil {
+		t.Fatal(err)
+	}
 	payments, err := receipts.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := json.Marshal(daemon.AddKeyRequest{Name: "payments", PublicKey: pubPEM(t, payments.Public().(ed25519.PublicKey)), Effects: []string{chargeEffect}})
+	pub, err := receipts.EncodePublicKey(payments.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(daemon.AddKeyRequest{Name: "payments", PublicKey: string(pub), Effects: []string{chargeEffect}})
 	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 200 {
 		t.Fatalf("add key: %d %s", code, body)
 	}
@@ -112,7 +162,7 @@ func TestExportOfRealJournal(t *testing.T) {
 	checkAgainstOpenAPI(t, lines)
 	kinds := map[journal.Kind]bool{}
 	for i, line := range lines {
-		back, err := daemon.ParseRecord([]byte(line))
+		back, err := views.ParseRecord([]byte(line))
 		if err != nil {
 			t.Fatalf("line %d: %v\n%s", i+1, err, line)
 		}
@@ -130,9 +180,9 @@ func TestExportOfRealJournal(t *testing.T) {
 }
 
 // verifyLines runs a verifier over export lines.
-func verifyLines(t *testing.T, kr *receipts.Keyring, lines []string) *daemon.JournalVerify {
+func verifyLines(t *testing.T, kr *receipts.Keyring, lines []string) *views.JournalVerify {
 	t.Helper()
-	v := daemon.NewJournalVerifier(kr, "test")
+	v := views.NewJournalVerifier(kr, "test")
 	for i, l := range lines {
 		v.Line(uint64(i+1), []byte(l))
 	}
@@ -150,11 +200,11 @@ func worldKeys(t *testing.T, s *served) (*receipts.Keyring, []daemon.KeyView) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var views []daemon.KeyView
-	if err := json.Unmarshal([]byte(body), &views); err != nil {
+	var kvs []daemon.KeyView
+	if err := json.Unmarshal([]byte(body), &kvs); err != nil {
 		t.Fatal(err)
 	}
-	return kr, views
+	return kr, kvs
 }
 
 // TestJournalVerify: a clean world's export verifies (every receipt, signed
@@ -164,14 +214,14 @@ func worldKeys(t *testing.T, s *served) (*receipts.Keyring, []daemon.KeyView) {
 // each fail, naming the seq, the kind, the intent and the key.
 func TestJournalVerify(t *testing.T) {
 	s, _, lines := paidWorld(t)
-	kr, views := worldKeys(t, s)
+	kr, kvs := worldKeys(t, s)
 	rep := verifyLines(t, kr, lines)
 	if !rep.OK || rep.Receipts != 2 || rep.Frames != 2 || rep.Intents != 4 || rep.Verified != 8 || rep.UnsignedFrames != 0 ||
 		rep.Records != uint64(len(lines)) || len(rep.Keys) != 2 || len(rep.Failures) != 0 {
 		t.Fatalf("clean world: %+v", rep)
 	}
 	var builtinID string
-	for _, k := range views {
+	for _, k := range kvs {
 		if k.Name == daemon.BuiltinExecutor {
 			builtinID = k.ID
 		}
@@ -326,38 +376,6 @@ func TestJournalVerify(t *testing.T) {
 	})
 }
 
-// TestParseTrustedKeys: both forms of a trust set read to the same keys;
-// a key id that is not its key's is refused naming the entry.
-func TestParseTrustedKeys(t *testing.T) {
-	s := serveWorld(t, false)
-	kr, views := worldKeys(t, s)
-	fileForm, err := kr.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr2, err := daemon.ParseTrustedKeys(fileForm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := kr.MarshalCBOR()
-	b, _ := kr2.MarshalCBOR()
-	if len(views) != 1 || !bytes.Equal(a, b) {
-		t.Fatalf("the two forms read differently: %x vs %x", a, b)
-	}
-	other, _ := receipts.GenerateKey()
-	bad := views
-	bad[0].ID = receipts.KeyID(other.Public().(ed25519.PublicKey))
-	js, _ := json.Marshal(bad)
-	if _, err := daemon.ParseTrustedKeys(js); err == nil || !strings.Contains(err.Error(), "/0/id: "+bad[0].ID+" is not the id of its public_key") {
-		t.Fatalf("wrong id: %v", err)
-	}
-	for _, in := range []string{`[{"name":"x","pem":"y"}]`, `[{"name":"x","name":"y"}]`, `{"keys":[{"name":"x","public_key":"!"}]}`} {
-		if _, err := daemon.ParseTrustedKeys([]byte(in)); err == nil {
-			t.Errorf("ParseTrustedKeys(%s) accepted", in)
-		}
-	}
-}
-
 // TestJournalVerifyCrafted: the records a clean business day does not
 // write: a drop (a validly signed receipt fenced off) is verified like a
 // receipt, and a forged one fails; a receipt in the first layout (no world,
@@ -408,12 +426,12 @@ func TestJournalVerifyCrafted(t *testing.T) {
 // counted, not listed, and the report is not ok.
 func TestJournalVerifyListsAtMost(t *testing.T) {
 	kr := receipts.NewKeyring()
-	lines := make([]string, daemon.MaxVerifyFailures+2)
+	lines := make([]string, views.MaxVerifyFailures+2)
 	for i := range lines {
 		lines[i] = "not a line"
 	}
 	rep := verifyLines(t, kr, lines)
-	if rep.OK || len(rep.Failures) != daemon.MaxVerifyFailures || rep.Omitted != 2 || rep.Unreadable != uint64(len(lines)) {
+	if rep.OK || len(rep.Failures) != views.MaxVerifyFailures || rep.Omitted != 2 || rep.Unreadable != uint64(len(lines)) {
 		t.Fatalf("failures %d, omitted %d, unreadable %d, ok %v", len(rep.Failures), rep.Omitted, rep.Unreadable, rep.OK)
 	}
 }

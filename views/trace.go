@@ -1,4 +1,4 @@
-package daemon
+package views
 
 import (
 	"encoding/json"
@@ -8,11 +8,10 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// The JSON shapes of what the journal holds: trace entries (GET /v1/trace,
-// `aosd trace`) here, and the journal's lossless export (GET /v1/journal,
-// `aosd journal --json`) in export.go. Both only read the journal, through
-// the world's (kernel.World.Journal), decoding typed records from package
-// records; the kernel is not asked.
+// Trace entries (GET /v1/trace, `aosd trace`): a cell's or an intent's
+// records as records.Trace finds them, rendered as JSON. Like the export
+// (export.go) they only read the journal, decoding typed records from
+// package records; the kernel is not asked.
 
 // TraceEntry is one line of a timeline (records.TraceEntry) as JSON: Value
 // (an event's value, an intent's params, a receipt's or frame's payload)
@@ -61,7 +60,3 @@ func valueJSON(v []byte) json.RawMessage {
 	}
 	return js
 }
-
-// KeyJSON renders a canonical CBOR key as JSON (null for no key), as every
-// shape and error message shows keys (records.KeyJSON).
-func KeyJSON(key []byte) json.RawMessage { return records.KeyJSON(key) }

@@ -1,4 +1,4 @@
-package daemon
+package views
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // ParseRecord reads a line back into the record, its body byte for byte
 // the journaled one (TestExportLossless, for every kind journal.Kinds
 // lists), so an export is enough to re-verify receipts, frames and intent
-// hashes offline (journalverify.go, `aosd journal verify --file`).
+// hashes offline (verify.go, `aosd journal verify --file`).
 //
 // Encodings (docs/API.md):
 //   - hashes as "sha256:<hex>", seqs and numbers as JSON numbers;
@@ -31,7 +31,7 @@ import (
 //     as receipts.PayloadFromJSON converts) to exactly the bytes: a value
 //     holding byte strings, say, reads as JSON with base64 text and is
 //     exact in X_cbor. X is left out when the value has no JSON form;
-//   - a key as KeyJSON renders it (null for none), plus key_cbor on the
+//   - a key as records.KeyJSON renders it (null for none), plus key_cbor on the
 //     same rule;
 //   - the signed receipt inside a receipt or drop record exactly in the
 //     form executors post it (receipts.ToJSON: payload or payload_cbor),
@@ -353,11 +353,11 @@ func valueOut(b []byte) (json.RawMessage, *[]byte) {
 	return js, nil
 }
 
-// keyOut renders a key field: KeyJSON's form (null for no key) and, when
+// keyOut renders a key field: records.KeyJSON's form (null for no key) and, when
 // that does not read back as exactly key (keyFromJSON), key itself for the
 // _cbor field.
 func keyOut(key []byte) (json.RawMessage, *[]byte) {
-	js := KeyJSON(key)
+	js := records.KeyJSON(key)
 	if back, err := keyFromJSON(js); err != nil || !bytes.Equal(back, key) || (back == nil) != (key == nil) {
 		return js, &key
 	}
@@ -401,7 +401,7 @@ func valueIn(field string, js json.RawMessage, raw *[]byte) ([]byte, error) {
 func keyIn(field string, js json.RawMessage, raw *[]byte) ([]byte, error) {
 	if raw != nil {
 		b := emptyIfNil(*raw)
-		if js != nil && !sameJSON(js, KeyJSON(b)) {
+		if js != nil && !sameJSON(js, records.KeyJSON(b)) {
 			return nil, fmt.Errorf("%s does not match %s_cbor", field, field)
 		}
 		return b, nil
@@ -438,8 +438,16 @@ func normalJSON(js []byte) []byte {
 	return e.Bytes()
 }
 
+// streamError is the error line an export stream ends with when it fails
+// midway (the API's error body, package api).
+type streamError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Where   string `json:"where"`
+}
+
 // ErrExport is wrapped by every error of ParseRecord.
-var ErrExport = errors.New("daemon: not a journal export line")
+var ErrExport = errors.New("views: not a journal export line")
 
 // ParseRecord reads one line of the journal's export back into the
 // journaled record: its seq, kind and canonical CBOR body, byte for byte
@@ -455,9 +463,9 @@ func ParseRecord(line []byte) (journal.Record, error) {
 		Body  json.RawMessage `json:"body"`
 		Kind  *string         `json:"kind"`
 		Seq   *uint64         `json:"seq"`
-		Error *Error          `json:"error"`
+		Error *streamError    `json:"error"`
 	}
-	if err := strictDecode(line, &top); err != nil {
+	if err := Decode(line, &top); err != nil {
 		return journal.Record{}, fmt.Errorf("%w: %v", ErrExport, err)
 	}
 	if top.Error != nil {
@@ -486,7 +494,7 @@ func parseBody(kind journal.Kind, js json.RawMessage) ([]byte, error) {
 
 func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 	into := func(v any) error {
-		if err := strictDecode(js, v); err != nil {
+		if err := Decode(js, v); err != nil {
 			return fmt.Errorf("body: %v", err)
 		}
 		return nil
@@ -651,7 +659,7 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 // verification (Keyring.Verify) judges.
 func parseReceipt(js json.RawMessage) (receipts.SignedReceipt, error) {
 	var f receipts.ReceiptForm
-	if err := strictDecode(js, &f); err != nil {
+	if err := Decode(js, &f); err != nil {
 		return receipts.SignedReceipt{}, fmt.Errorf("receipt: %v", err)
 	}
 	return f.Unchecked()

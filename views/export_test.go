@@ -1,4 +1,4 @@
-package daemon_test
+package views_test
 
 import (
 	"bytes"
@@ -12,12 +12,12 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/randval"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // exportGen draws random records of every kind for the export's round
@@ -218,7 +218,7 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 // exportLine is a record's export line, as GET /v1/journal writes it.
 func exportLine(t *testing.T, r journal.Record) []byte {
 	t.Helper()
-	d, err := daemon.Describe(r)
+	d, err := views.Describe(r)
 	if err != nil {
 		t.Fatalf("describe seq %d (%s): %v", r.Seq, r.Kind, err)
 	}
@@ -240,7 +240,7 @@ func TestExportLossless(t *testing.T) {
 			rec := g.record(t, kind)
 			r := journal.Record{Seq: g.Num(), Kind: kind, Body: schemas.MustMarshal(rec)}
 			line := exportLine(t, r)
-			back, err := daemon.ParseRecord(line)
+			back, err := views.ParseRecord(line)
 			if err != nil {
 				t.Fatalf("round %d, %s: parse %s: %v", i, kind, line, err)
 			}
@@ -387,8 +387,8 @@ func TestParseRecordRefuses(t *testing.T) {
 			if strings.Contains(string(ev)+string(rc)+string(mf), c.line) {
 				t.Fatalf("the line is one the export wrote: %s", c.line)
 			}
-			_, err := daemon.ParseRecord([]byte(c.line))
-			if err == nil || !errors.Is(err, daemon.ErrExport) || !strings.Contains(err.Error(), c.want) {
+			_, err := views.ParseRecord([]byte(c.line))
+			if err == nil || !errors.Is(err, views.ErrExport) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("ParseRecord(%s):\n got %v\nwant an ErrExport containing %q", c.line, err, c.want)
 			}
 		})
