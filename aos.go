@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
@@ -90,16 +91,16 @@ func (w *World) Identity() string { return w.h.Kernel().Identity() }
 // validates it, and makes it the world's manifest; dryRun reports what would
 // change and changes nothing. The result is `aosd apply --json`'s. When the
 // world is not quiescent the result lists the blockers and the error is a
-// *daemon.Error with code not_quiescent.
-func (w *World) Apply(ctx context.Context, path string, dryRun bool) (*daemon.ApplyOutput, error) {
-	return w.h.Local().Apply(ctx, daemon.ApplyRequest{Path: path, DryRun: dryRun})
+// *api.Error with code not_quiescent.
+func (w *World) Apply(ctx context.Context, path string, dryRun bool) (*api.ApplyOutput, error) {
+	return w.h.Local().Apply(ctx, api.ApplyRequest{Path: path, DryRun: dryRun})
 }
 
 // Send injects one domain event, value as JSON, and returns its journal
 // sequence once it is durable. Invalid input is refused with an error naming
 // the schema and the JSON pointer, and nothing is journaled.
 func (w *World) Send(ctx context.Context, schema string, value json.RawMessage) (uint64, error) {
-	res, err := w.h.Local().Send(ctx, []daemon.EventIn{{Schema: schema, Value: value}})
+	res, err := w.h.Local().Send(ctx, []api.EventIn{{Schema: schema, Value: value}})
 	if err != nil {
 		return 0, err
 	}
@@ -109,7 +110,7 @@ func (w *World) Send(ctx context.Context, schema string, value json.RawMessage) 
 // Cell is one cell of a keyed workflow as `aosd cells show --json` shows it:
 // status and state as JSON. key is JSON if it parses as JSON, else a string
 // ("a" and `"a"` are the same key); an unkeyed workflow takes "".
-func (w *World) Cell(ctx context.Context, workflow, key string) (*daemon.CellView, error) {
+func (w *World) Cell(ctx context.Context, workflow, key string) (*api.CellView, error) {
 	return w.h.Local().Cell(ctx, workflow, key)
 }
 

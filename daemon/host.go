@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/receipts"
 )
 
 // shutdownTimeout bounds how long Close waits for HTTP requests in flight.
@@ -51,56 +53,9 @@ type Options struct {
 	Reload <-chan os.Signal
 	// HTTP bounds what one client of the HTTP API may hold (zero fields:
 	// the defaults).
-	HTTP HTTPLimits
+	HTTP api.HTTPLimits
 	// Store are the choices about the world's store (its disk reserve).
 	Store StoreOptions
-}
-
-// HTTPLimits bound the HTTP API's connections and requests, so that clients
-// that send slowly, or not at all, cannot hold the server's connections
-// (and file descriptors) for as long as they like, and one request cannot
-// hold the world's loop for long. Zero fields take the defaults.
-type HTTPLimits struct {
-	// HeaderTimeout: a request's line and headers must arrive within it
-	// (DefaultHeaderTimeout); the server closes a connection that sends
-	// them too slowly, without an answer.
-	HeaderTimeout time.Duration
-	// BodyTimeout: once its headers are in, a request's body must arrive
-	// within it (DefaultBodyTimeout), else 408. Requests without a body
-	// (a journal follow stream, a claim's long poll once its body is in)
-	// are not cut by it.
-	BodyTimeout time.Duration
-	// IdleTimeout: a kept-alive connection without a request in flight is
-	// closed after it (DefaultIdleTimeout).
-	IdleTimeout time.Duration
-	// MaxBatchEvents bounds the events of one POST /v1/events
-	// (DefaultMaxBatchEvents), else 413.
-	MaxBatchEvents int
-}
-
-// The HTTP API's default limits (docs/API.md, "Limits of a connection").
-const (
-	DefaultHeaderTimeout  = 10 * time.Second
-	DefaultBodyTimeout    = time.Minute
-	DefaultIdleTimeout    = 2 * time.Minute
-	DefaultMaxBatchEvents = 1000
-)
-
-// withDefaults fills l's zero fields with the defaults.
-func (l HTTPLimits) withDefaults() HTTPLimits {
-	if l.HeaderTimeout == 0 {
-		l.HeaderTimeout = DefaultHeaderTimeout
-	}
-	if l.BodyTimeout == 0 {
-		l.BodyTimeout = DefaultBodyTimeout
-	}
-	if l.IdleTimeout == 0 {
-		l.IdleTimeout = DefaultIdleTimeout
-	}
-	if l.MaxBatchEvents == 0 {
-		l.MaxBatchEvents = DefaultMaxBatchEvents
-	}
-	return l
 }
 
 // Host is a world this process runs: the kernel on the world's store, the
@@ -112,10 +67,11 @@ type Host struct {
 	store  *store
 	k      *kernel.World
 	disp   *effects.Dispatcher
-	local  *Local
+	kr     *receipts.Keyring // the trusted executor keys, shared with the kernel
+	local  *api.Local
 	token  string
-	tokens *TokenSet  // what the HTTP API accepts (token.go)
-	tokMu  sync.Mutex // serializes rotations and reloads of the token file
+	tokens *api.TokenSet // what the HTTP API accepts (token.go)
+	tokMu  sync.Mutex    // serializes rotations and reloads of the token file
 	addr   string
 	srv    *http.Server
 	served chan struct{} // closed when the HTTP server returns
@@ -189,7 +145,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 			return nil, err
 		}
 	}
-	metrics := NewMetrics()
+	metrics := api.NewMetrics()
 	cfg := opts.Kernel
 	cfg.Builtins, cfg.Logger, cfg.Observer = builtins, log, metrics
 	cfg = d.Config(cfg)
@@ -230,10 +186,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
 	disp.Start(k)
 	metrics.Watch(k)
-	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, local: NewLocal(k, d, kr), token: tok, tokens: NewTokenSet(tok, nil)}
+	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, local: api.NewLocal(k, api.NewKeys(d.Path(ExecutorsFile), kr)), token: tok, tokens: api.NewTokenSet(tok, nil)}
 	h.local.Config = cfg
 	if opts.Listen != "" {
-		if err := h.serve(opts.Listen, metrics, opts.HTTP.withDefaults()); err != nil {
+		if err := h.serve(opts.Listen, metrics, opts.HTTP.WithDefaults()); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -242,7 +198,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 }
 
 // serve starts the HTTP API and names this process in daemon.json.
-func (h *Host) serve(listen string, metrics *Metrics, lim HTTPLimits) error {
+func (h *Host) serve(listen string, metrics *api.Metrics, lim api.HTTPLimits) error {
 	if info, err := h.dir.ReadDaemonInfo(); err == nil && info.PID != os.Getpid() {
 		h.log.Info("replacing daemon.json of an earlier daemon", "pid", info.PID, "addr", info.Addr)
 	}
@@ -256,8 +212,8 @@ func (h *Host) serve(listen string, metrics *Metrics, lim HTTPLimits) error {
 	}
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
-		Handler: (&Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
-			Executors: &Executors{W: h.k, Dispatcher: h.disp, Keyring: h.local.keys.kr},
+		Handler: (&api.Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
+			Executors: &api.Executors{W: h.k, Dispatcher: h.disp, Keyring: h.kr},
 			Backup:    func(w io.Writer) error { return WriteBackup(h.dir, h.store.db, w) },
 			Tokens:    h.tokens, RotateToken: h.rotateToken,
 			BodyTimeout: lim.BodyTimeout, MaxBatchEvents: lim.MaxBatchEvents}).Handler(),
@@ -295,7 +251,7 @@ func (h *Host) Token() string { return h.tokens.Current() }
 func (h *Host) Kernel() *kernel.World { return h.k }
 
 // Local is the Backend the HTTP API serves: the same answers in process.
-func (h *Host) Local() *Local { return h.local }
+func (h *Host) Local() *api.Local { return h.local }
 
 // Wait blocks until ctx is done (nil) or the HTTP API stops on its own (its
 // error). Without an API it waits for ctx.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 )
@@ -80,8 +81,8 @@ func TestConnectWithAWrongToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = daemon.Connect(context.Background(), daemon.Dir(dir), daemon.ConnectOptions{})
-	var de *daemon.Error
-	if !errors.As(err, &de) || de.Code != daemon.CodeUnauthorized {
+	var de *api.Error
+	if !errors.As(err, &de) || de.Code != api.CodeUnauthorized {
 		t.Fatalf("Connect with a wrong token: %v, want an unauthorized error", err)
 	}
 	for _, want := range []string{"refuses the token read from " + tokenFile, h.Addr(), fmt.Sprintf("pid %d", os.Getpid())} {

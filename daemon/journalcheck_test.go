@@ -2,13 +2,12 @@ package daemon_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/examples"
@@ -20,52 +19,6 @@ import (
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 )
-
-// checkJournal fails the test unless the world's journal keeps every rule
-// of the journal check: serveWorld checks each world it serves at cleanup.
-func checkJournal(t *testing.T, db *badgerdb.DB) {
-	t.Helper()
-	rep, err := journalcheck.Check(context.Background(), db.Journal(), journalcheck.Options{Objects: db.CAS().Get})
-	if err != nil {
-		t.Errorf("journal check: %v", err)
-		return
-	}
-	for _, v := range rep.Violations {
-		t.Errorf("journal check: %s", v)
-	}
-}
-
-// TestJournalCheckRoute: GET /v1/journal/check answers the report of the
-// served world's journal, with exactly the documented fields, and the
-// Client reads it.
-func TestJournalCheckRoute(t *testing.T) {
-	s := serveWorld(t, true)
-	if code, body := s.post(t, `{"schema":"com.example/OrderCreated@1","value":{"order_id":"o1","amount_cents":100,"customer":"c"}}`); code != 200 {
-		t.Fatalf("send: %d %s", code, body)
-	}
-	code, body := s.do(t, "GET", "/v1/journal/check", "")
-	if code != 200 {
-		t.Fatalf("GET /v1/journal/check: %d %s", code, body)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(body), &fields); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for k := range fields {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	if want := []string{"first", "from", "ok", "omitted", "records", "snapshot", "to", "violations"}; !slices.Equal(names, want) {
-		t.Fatalf("fields %v, want %v", names, want)
-	}
-	h := s.height(t)
-	cl := &daemon.Client{Base: s.url, Token: s.token}
-	rep, err := cl.CheckJournal(context.Background())
-	if err != nil || !rep.OK || rep.Records != h || rep.From != 1 || rep.To != h || rep.Violations == nil || len(rep.Violations) != 0 {
-		t.Fatalf("client: %+v %v, want a clean check of 1..%d", rep, err, h)
-	}
-}
 
 // TestCheckJournalWithoutOpening: daemon.CheckJournal on a world no daemon
 // serves reads the store without opening the world, so it reports what is
@@ -101,8 +54,8 @@ func TestCheckJournalWithoutOpening(t *testing.T) {
 	}
 	// While this process holds the store: locked.
 	_, err = daemon.CheckJournal(ctx, dir, daemon.ConnectOptions{})
-	var de *daemon.Error
-	if !errors.As(err, &de) || de.Code != daemon.CodeLocked {
+	var de *api.Error
+	if !errors.As(err, &de) || de.Code != api.CodeLocked {
 		t.Fatalf("check of a held store: %v, want a locked error", err)
 	}
 	// A receipt for an intent never opened: replay refuses it.

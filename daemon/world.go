@@ -17,7 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/views"
 )
 
 // Files of a world directory.
@@ -202,9 +204,9 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// Conn is a Backend and what it needs closing.
+// Conn is an api.Backend and what it needs closing.
 type Conn struct {
-	Backend
+	api.Backend
 	Remote bool   // through a daemon
 	Addr   string // the daemon's address when Remote
 	world  *kernel.World
@@ -249,12 +251,12 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}
-	return &Conn{Backend: &Local{W: w, Dir: d, Config: cfg}, world: w, db: db}, nil
+	return &Conn{Backend: &api.Local{W: w, LoadKeys: d.Keys, Config: cfg}, world: w, db: db}, nil
 }
 
 // daemonFound is what findDaemon learned about a daemon serving a world.
 type daemonFound struct {
-	client   *Client     // a daemon that answers; nil: open the store
+	client   *api.Client // a daemon that answers; nil: open the store
 	info     *DaemonInfo // daemon.json naming a live process, even if it did not answer
 	probeErr error       // why that process did not answer
 }
@@ -275,26 +277,23 @@ func findDaemon(ctx context.Context, d Dir, opt ConnectOptions) (daemonFound, er
 	if err != nil {
 		return found, err
 	}
-	cl := &Client{Base: "http://" + i.Addr, Token: tok}
+	cl := &api.Client{Base: "http://" + i.Addr, Token: tok}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	found.probeErr = probe(pctx, cl)
+	found.probeErr = cl.Ping(pctx)
 	cancel()
-	if errors.Is(found.probeErr, errTokenRefused) {
+	if errors.Is(found.probeErr, api.ErrTokenRefused) {
 		// The daemon answers: it is the token that is wrong, and the store
 		// stays locked, so opening it would only fail less clearly.
-		return found, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Where: string(d), err: found.probeErr,
-			Message: fmt.Sprintf("the daemon serving this world (aosd serve, pid %d, %s) refuses the token read from %s: "+
+		return found, api.Wrap(found.probeErr, http.StatusUnauthorized, api.CodeUnauthorized, string(d), fmt.Sprintf(
+			"the daemon serving this world (aosd serve, pid %d, %s) refuses the token read from %s: "+
 				"the file does not hold the token the daemon accepts (was it replaced after the daemon started?); restore it, or restart the daemon",
-				i.PID, i.Addr, d.Path(TokenFile))}
+			i.PID, i.Addr, d.Path(TokenFile)))
 	}
 	if found.probeErr == nil {
 		found.client = cl
 	}
 	return found, nil
 }
-
-// errTokenRefused: a daemon answered the probe 401, refusing the token.
-var errTokenRefused = errors.New("daemon: the daemon refuses the token")
 
 // openError says why the store of d did not open: a store another process
 // holds gets a message naming who, as far as daemon.json tells.
@@ -304,26 +303,39 @@ func (found daemonFound) openError(d Dir, opt ConnectOptions, err error) error {
 	}
 	switch {
 	case found.info != nil:
-		return &Error{Code: CodeLocked, Where: string(d), err: err, Message: fmt.Sprintf(
-			"world is held by aosd serve (pid %d, %s) which does not answer (%v); stop it or wait, the store stays locked meanwhile", found.info.PID, found.info.Addr, found.probeErr)}
+		return api.Wrap(err, 0, api.CodeLocked, string(d), fmt.Sprintf(
+			"world is held by aosd serve (pid %d, %s) which does not answer (%v); stop it or wait, the store stays locked meanwhile", found.info.PID, found.info.Addr, found.probeErr))
 	case opt.Direct:
-		return &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process (a running `aosd serve`?); drop --direct to go through the daemon"}
+		return api.Wrap(err, 0, api.CodeLocked, string(d), "world is locked by another process (a running `aosd serve`?); drop --direct to go through the daemon")
 	default:
-		return &Error{Code: CodeLocked, Where: string(d), err: err, Message: "world is locked by another process and no daemon answers for it (daemon.json missing or stale)"}
+		return api.Wrap(err, 0, api.CodeLocked, string(d), "world is locked by another process and no daemon answers for it (daemon.json missing or stale)")
 	}
 }
 
-func probe(ctx context.Context, cl *Client) error {
-	resp, err := cl.do(ctx, "GET", "/v1/status", nil)
+// CheckJournal checks the journal of the world in d: through its daemon
+// when one serves it (as Connect finds it), else on the store alone. It
+// does not open the world: opening replays the journal, and a journal that
+// breaks a rule may not replay, while the check must still say what is
+// wrong with it.
+func CheckJournal(ctx context.Context, d Dir, opt ConnectOptions) (*views.JournalCheck, error) {
+	if err := d.Check(); err != nil {
+		return nil, err
+	}
+	found, err := findDaemon(ctx, d, opt)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return nil
-	case http.StatusUnauthorized:
-		return fmt.Errorf("GET /v1/status: HTTP 401: %w", errTokenRefused)
+	if found.client != nil {
+		return found.client.CheckJournal(ctx)
 	}
-	return fmt.Errorf("GET /v1/status: HTTP %d", resp.StatusCode)
+	st, err := openStoreAt(d.Store(), opt.Store)
+	if err != nil {
+		return nil, found.openError(d, opt, err)
+	}
+	defer st.close()
+	out, err := views.CheckJournal(ctx, st.db.Journal(), st.db.CAS().Get)
+	if err != nil {
+		return nil, api.AsError(err, "journal check")
+	}
+	return out, nil
 }

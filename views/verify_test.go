@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
@@ -83,7 +84,7 @@ func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := json.Marshal(daemon.AddKeyRequest{Name: "payments", PublicKey: string(pub), Effects: []string{chargeEffect}})
+	req, _ := json.Marshal(api.AddKeyRequest{Name: "payments", PublicKey: string(pub), Effects: []string{chargeEffect}})
 	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 200 {
 		t.Fatalf("add key: %d %s", code, body)
 	}
@@ -190,17 +191,17 @@ func verifyLines(t *testing.T, kr *receipts.Keyring, lines []string) *views.Jour
 }
 
 // worldKeys is the world's trust set as GET /v1/keys gives it.
-func worldKeys(t *testing.T, s *served) (*receipts.Keyring, []daemon.KeyView) {
+func worldKeys(t *testing.T, s *served) (*receipts.Keyring, []api.KeyView) {
 	t.Helper()
 	code, body := s.do(t, "GET", "/v1/keys", "")
 	if code != 200 {
 		t.Fatalf("keys: %d %s", code, body)
 	}
-	kr, err := daemon.ParseTrustedKeys([]byte(body))
+	kr, err := api.ParseTrustedKeys([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kvs []daemon.KeyView
+	var kvs []api.KeyView
 	if err := json.Unmarshal([]byte(body), &kvs); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestJournalVerify(t *testing.T) {
 	}
 	var builtinID string
 	for _, k := range kvs {
-		if k.Name == daemon.BuiltinExecutor {
+		if k.Name == receipts.BuiltinExecutor {
 			builtinID = k.ID
 		}
 	}
@@ -330,7 +331,7 @@ func TestJournalVerify(t *testing.T) {
 	t.Run("untrusted signer", func(t *testing.T) {
 		only := receipts.NewKeyring()
 		for _, k := range kr.List() {
-			if k.Name == daemon.BuiltinExecutor {
+			if k.Name == receipts.BuiltinExecutor {
 				if err := only.Add(k.Name, k.Public, k.Effects); err != nil {
 					t.Fatal(err)
 				}

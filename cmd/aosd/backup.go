@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 )
 
@@ -58,7 +59,7 @@ func cmdRestore(fs *flag.FlagSet, a *app) func([]string) error {
 		}
 		// Open it once, directly, as any command would: it loads its
 		// latest snapshot and replays the journal after it.
-		var st *daemon.Status
+		var st *api.Status
 		err = a.withConn(a.ctx, func(c *daemon.Conn) error {
 			var err error
 			st, err = c.Status(a.ctx)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/loadgen"
@@ -166,7 +167,7 @@ func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (ba
 	// The daemon it starts takes the batches it will send (a daemon of
 	// one's own refuses more than --max-batch events per request).
 	cmd := exec.Command(exe, "serve", "--world", world, "--listen", "127.0.0.1:0",
-		"--max-batch", strconv.Itoa(max(batch, daemon.DefaultMaxBatchEvents)))
+		"--max-batch", strconv.Itoa(max(batch, api.DefaultMaxBatchEvents)))
 	cmd.Stderr = logf
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {

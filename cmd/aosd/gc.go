@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 )
@@ -25,7 +26,7 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 		if *archive != "" && !*drop {
 			return usagef("gc: --archive is written only with --drop-journal")
 		}
-		req := daemon.GCRequest{KeepSnapshots: *keep, DropJournal: *drop}
+		req := api.GCRequest{KeepSnapshots: *keep, DropJournal: *drop}
 		if *archive != "" {
 			abs, err := filepath.Abs(*archive)
 			if err != nil {
@@ -38,7 +39,7 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 			req.Progress = func(label string, total uint64) kernel.ProgressBar { return r.Start(label, total) }
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			col, ok := c.Backend.(daemon.Collector)
+			col, ok := c.Backend.(api.Collector)
 			if !ok {
 				return fmt.Errorf("this connection cannot collect")
 			}

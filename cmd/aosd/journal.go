@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
@@ -18,7 +19,7 @@ import (
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	from := fs.Uint64("from", 1, "first sequence number")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
-	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(daemon.RecordKinds(), ", ")+")")
+	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(api.RecordKinds(), ", ")+")")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	subs := map[string]func([]string) error{}
 	for name, sub := range journalSubcommands {
@@ -34,7 +35,7 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := onlyFlags(fs, "listing the journal", "from", "limit", "kind", "follow"); err != nil {
 			return err
 		}
-		q, err := daemon.ParseJournalQuery(func(k string) []string {
+		q, err := api.ParseJournalQuery(func(k string) []string {
 			switch k {
 			case "from":
 				return []string{strconv.FormatUint(*from, 10)}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
@@ -80,7 +81,7 @@ func TestJournalCheckExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer((&daemon.Server{Backend: daemon.NewLocal(w, served, nil), Token: tok}).Handler())
+	hs := httptest.NewServer((&api.Server{Backend: api.NewLocal(w, nil), Token: tok}).Handler())
 	defer hs.Close()
 	if err := served.WriteDaemonInfo(daemon.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/views"
 )
@@ -81,7 +82,7 @@ func (a *app) journalVerify(file, keysFile string) (rep *views.JournalVerify, er
 		return v.Report(), nil
 	}
 	var first uint64
-	q := daemon.JournalQuery{From: 1, Kinds: views.VerifyKinds(), Start: func(f uint64) { first = f }}
+	q := api.JournalQuery{From: 1, Kinds: views.VerifyKinds(), Start: func(f uint64) { first = f }}
 	err = conn.Journal(a.ctx, q, func(line json.RawMessage) error {
 		v.Line(0, line)
 		return nil
@@ -107,7 +108,7 @@ func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*views.JournalVer
 		if err != nil {
 			return nil, fmt.Errorf("read keys: %w", err)
 		}
-		kr, err := daemon.ParseTrustedKeys(data)
+		kr, err := api.ParseTrustedKeys(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", keysFile, err)
 		}
@@ -121,7 +122,7 @@ func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*views.JournalVer
 	if err != nil {
 		return nil, err
 	}
-	kr, err := daemon.ParseTrustedKeys(js)
+	kr, err := api.ParseTrustedKeys(js)
 	if err != nil {
 		return nil, fmt.Errorf("the world's keys: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
@@ -34,7 +34,7 @@ func TestJournalVerifyOffline(t *testing.T) {
 	}
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	kj, _ := json.Marshal([]daemon.KeyView{{Name: "payments", PublicKey: string(pem), Effects: []string{"com.example/charge@1"}}})
+	kj, _ := json.Marshal([]api.KeyView{{Name: "payments", PublicKey: string(pem), Effects: []string{"com.example/charge@1"}}})
 	if err := os.WriteFile(keys, kj, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
@@ -80,7 +81,7 @@ func parseLimitArgs(args []string) (kernel.Limits, error) {
 		obj[name] = n
 	}
 	b, _ := json.Marshal(obj)
-	lim, err := daemon.ParseLimits(b)
+	lim, err := api.ParseLimits(b)
 	if err != nil {
 		return kernel.Limits{}, usagef("limits set: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/progress"
@@ -192,8 +193,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ce.code
 	default:
 		fmt.Fprintf(stderr, "aosd %s: %v\n", cmd.name, err)
-		var de *daemon.Error
-		if errors.As(err, &de) && (de.Code == daemon.CodeNotQuiescent || de.Code == daemon.CodeNotIdle) {
+		var de *api.Error
+		if errors.As(err, &de) && (de.Code == api.CodeNotQuiescent || de.Code == api.CodeNotIdle) {
 			return exitNotQuiet
 		}
 		return exitError

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 )
 
@@ -44,7 +45,7 @@ func cmdModules(fs *flag.FlagSet, a *app) func([]string) error {
 				return err
 			}
 			if a.json {
-				return a.printJSON(daemon.ModulePage{Modules: ms})
+				return a.printJSON(api.ModulePage{Modules: ms})
 			}
 			t := newTable(a.stdout)
 			t.row("MODULE", "KIND", "STATUS", "WAITING", "INSTANCES", "TIMEOUTS", "WORKFLOWS", "REASON")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
@@ -56,7 +57,7 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			res, err := c.Send(a.ctx, []daemon.EventIn{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
+			res, err := c.Send(a.ctx, []api.EventIn{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
 			if err != nil {
 				return err
 			}
@@ -72,9 +73,9 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 			if a.json {
 				out := map[string]any{"seq": sent.Seq, "duplicate": sent.Duplicate}
 				if len(sent.Parked) > 0 {
-					var ps []daemon.ParkedTarget
+					var ps []api.ParkedTarget
 					for _, t := range sent.Parked {
-						ps = append(ps, daemon.ParkedTarget{Workflow: t.Workflow, Key: records.KeyJSON(t.Key)})
+						ps = append(ps, api.ParkedTarget{Workflow: t.Workflow, Key: records.KeyJSON(t.Key)})
 					}
 					out["parked"] = ps
 				}

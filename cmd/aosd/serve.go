@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 )
 
@@ -22,11 +23,11 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
 	prof := fs.String("pprof", "", "also serve Go's profiles (net/http/pprof, no token) on this loopback address, e.g. 127.0.0.1:6060")
 	create := fs.Bool("init", false, "create the world first (as aosd init) when --world holds none: for containers and service units")
-	var lim daemon.HTTPLimits
-	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", daemon.DefaultHeaderTimeout, "a request's line and headers must arrive within this, else the connection is closed")
-	fs.DurationVar(&lim.BodyTimeout, "body-timeout", daemon.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
-	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "a kept-alive connection without a request is closed after this")
-	fs.IntVar(&lim.MaxBatchEvents, "max-batch", daemon.DefaultMaxBatchEvents, "events one POST /v1/events may carry, else 413")
+	var lim api.HTTPLimits
+	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", api.DefaultHeaderTimeout, "a request's line and headers must arrive within this, else the connection is closed")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", api.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", api.DefaultIdleTimeout, "a kept-alive connection without a request is closed after this")
+	fs.IntVar(&lim.MaxBatchEvents, "max-batch", api.DefaultMaxBatchEvents, "events one POST /v1/events may carry, else 413")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
@@ -49,7 +50,7 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 
 // checkHTTPLimits refuses a limit that would not bound anything (usage
 // error, naming the flag).
-func checkHTTPLimits(lim daemon.HTTPLimits) error {
+func checkHTTPLimits(lim api.HTTPLimits) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -146,7 +147,7 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 // serve is daemon.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
-func serve(a *app, listen string, create bool, lim daemon.HTTPLimits) error {
+func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
 	cfg, err := envConfig()
 	if err != nil {
 		return err

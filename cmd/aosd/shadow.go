@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -38,9 +39,9 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 		path := pos[0]
 		// Validate locally first: problems name the user's own files.
 		if _, err := manifest.Load(path); err != nil {
-			return daemon.AsError(err, path)
+			return api.AsError(err, path)
 		}
-		req := daemon.ShadowRequest{Window: *window, List: *list}
+		req := api.ShadowRequest{Window: *window, List: *list}
 		if *events != "" {
 			evs, err := a.readEvents(*events)
 			if err != nil {
@@ -49,7 +50,7 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 			req.Events = evs
 		}
 		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			sh, ok := c.Backend.(daemon.Shadower)
+			sh, ok := c.Backend.(api.Shadower)
 			if !ok {
 				return errors.New("this connection cannot shadow")
 			}
@@ -67,7 +68,7 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 // readEvents reads --events: a file, or - for stdin.
-func (a *app) readEvents(arg string) ([]daemon.EventIn, error) {
+func (a *app) readEvents(arg string) ([]api.EventIn, error) {
 	name := arg
 	var b []byte
 	var err error
@@ -80,7 +81,7 @@ func (a *app) readEvents(arg string) ([]daemon.EventIn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read --events %s: %w", name, err)
 	}
-	evs, err := daemon.ParseEvents(name, b)
+	evs, err := api.ParseEvents(name, b)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +91,7 @@ func (a *app) readEvents(arg string) ([]daemon.EventIn, error) {
 	return evs, nil
 }
 
-func printShadow(w io.Writer, o *daemon.ShadowOutput) {
+func printShadow(w io.Writer, o *api.ShadowOutput) {
 	if ap := o.Apply; ap != nil {
 		fmt.Fprintf(w, "manifest %s %s\n", ap.ManifestName, ap.ManifestHash)
 		if ap.PreviousHash != nil {

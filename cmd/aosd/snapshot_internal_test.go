@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/internal/progress"
@@ -40,7 +41,7 @@ func TestSnapshotNotIdleExits3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer((&daemon.Server{Backend: daemon.NewLocal(w, dir, nil), Token: tok}).Handler())
+	hs := httptest.NewServer((&api.Server{Backend: api.NewLocal(w, nil), Token: tok}).Handler())
 	defer hs.Close()
 	if err := dir.WriteDaemonInfo(daemon.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)

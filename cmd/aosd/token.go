@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/daemon"
 )
 
@@ -17,7 +18,7 @@ func cmdToken(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) != 1 || pos[0] != "rotate" {
 			return usagef("want rotate, got: %v", pos)
 		}
-		if *grace < 0 || *grace > daemon.MaxTokenGrace {
+		if *grace < 0 || *grace > api.MaxTokenGrace {
 			return usagef("--grace %s: want 0 to 24h", *grace)
 		}
 		if *grace%time.Millisecond != 0 {
