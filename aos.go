@@ -8,7 +8,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cells"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 )
@@ -47,16 +47,16 @@ type Options struct {
 
 // World is an open world. Its methods are safe for concurrent use.
 type World struct {
-	h *daemon.Host
+	h *host.Host
 }
 
 // Open opens the world in directory dir, creating it first when it holds no
 // world yet (as `aosd init` does: store, API token, executor key), and starts
 // the built-in executors and, with opts.Listen, the HTTP API. ctx bounds the
-// opening only; the world runs until Close. The wiring is daemon.Open's, the
+// opening only; the world runs until Close. The wiring is host.Open's, the
 // same `aosd serve` runs.
 func Open(ctx context.Context, dir string, opts Options) (*World, error) {
-	h, err := daemon.Open(ctx, dir, daemon.Options{
+	h, err := host.Open(ctx, dir, host.Options{
 		Listen: opts.Listen, Logger: opts.Logger, Modules: opts.Modules, Create: true,
 		Kernel: kernel.Config{
 			Limits: opts.Limits, Cells: opts.Cells, StepTimeout: opts.StepTimeout,

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/modules"
@@ -106,12 +106,12 @@ func TestEmbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	for _, f := range []string{daemon.StoreDir, daemon.TokenFile, daemon.ExecutorKey} {
+	for _, f := range []string{host.StoreDir, host.TokenFile, host.ExecutorKey} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("Open did not create the world as aosd init does: %v", err)
 		}
 	}
-	info, err := daemon.Dir(dir).ReadDaemonInfo()
+	info, err := host.Dir(dir).ReadDaemonInfo()
 	if err != nil || info.Addr != w.Addr() || info.PID != os.Getpid() {
 		t.Fatalf("daemon.json: %+v, %v; want addr %s pid %d", info, err, w.Addr(), os.Getpid())
 	}
@@ -189,7 +189,7 @@ func TestEmbed(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, daemon.DaemonInfoFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, host.DaemonInfoFile)); !os.IsNotExist(err) {
 		t.Errorf("daemon.json left after Close: %v", err)
 	}
 
@@ -260,8 +260,8 @@ func TestWasmCache(t *testing.T) {
 	if cell, err := w.Cell(ctx, "com.example/counter.step@1", "a"); err != nil || string(cell.State) != `{"count":2}` {
 		t.Fatalf("cell: %+v %v", cell, err)
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, daemon.WasmCacheDir))
+	ents, err := os.ReadDir(filepath.Join(dir, host.WasmCacheDir))
 	if err != nil || len(ents) == 0 {
-		t.Fatalf("wasm cache %s: %d entries, %v", filepath.Join(dir, daemon.WasmCacheDir), len(ents), err)
+		t.Fatalf("wasm cache %s: %d entries, %v", filepath.Join(dir, host.WasmCacheDir), len(ents), err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/build"
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
@@ -113,7 +113,7 @@ type answersWorld struct {
 	// short serves as url does, with a body timeout short enough to
 	// provoke 408 (shortBodyTimeout).
 	short      string
-	dir        daemon.Dir
+	dir        host.Dir
 	w          *kernel.World
 	log        *storefault.Journal
 	casFaults  *storefault.Injector
@@ -127,8 +127,8 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	b := modules.NewBuiltins()
 	b.MustRegister("t/tally", "t/tally@1", "step", tallyStep(true))
 	b.MustRegister("t/job", "t/job@1", "step", jobStep)
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := badgerdb.Open(dir.Store())
@@ -148,7 +148,7 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 			}
 		}}
 	aw.log = &storefault.Journal{Log: db.Journal(), Faults: aw.logFaults}
-	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(store, nil), nil)
+	kr, disp, err := host.NewExecutors(dir, effects.Builtins(store, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,15 +168,15 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := api.NewLocal(w, api.NewKeys(dir.Path(daemon.ExecutorsFile), kr))
+	local := api.NewLocal(w, api.NewKeys(dir.Path(host.ExecutorsFile), kr))
 	local.Config = cfg
 	hs := httptest.NewServer((&api.Server{Backend: local, Token: tok, Metrics: metrics.Registry,
 		Executors: &api.Executors{W: w, Dispatcher: disp, Keyring: kr},
-		Backup:    func(out io.Writer) error { return daemon.WriteBackup(dir, db, out) },
+		Backup:    func(out io.Writer) error { return host.WriteBackup(dir, db, out) },
 		// A rotation to the same token: the answer's shape, not the file
 		// (TestTokenRotate in cmd/aosd rotates a real daemon's).
 		RotateToken: func(grace time.Duration) (*api.TokenRotation, error) {
-			return &api.TokenRotation{Token: tok, File: dir.Path(daemon.TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}, nil
+			return &api.TokenRotation{Token: tok, File: dir.Path(host.TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}, nil
 		}}).Handler())
 	bare := httptest.NewServer((&api.Server{Backend: local, Token: tok}).Handler())
 	short := httptest.NewServer((&api.Server{Backend: local, Token: tok, BodyTimeout: shortBodyTimeout,

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 )
@@ -21,7 +21,7 @@ import (
 // BenchmarkEventLatencyBesideBatches is what one client's single events
 // wait while another client posts big batches (docs/DECISIONS.md, "A batch
 // of events is bounded"): a world served as `aosd serve` serves it
-// (daemon.Open, Badger in a temporary directory, HTTP on loopback) running
+// (host.Open, Badger in a temporary directory, HTTP on loopback) running
 // the builtin keyed tally; one goroutine posts batches of the given size
 // back to back, and the benchmark's loop posts single events and times
 // each answer. One request is one turn of the world's loop, so a single
@@ -32,7 +32,7 @@ import (
 // events, in ms (p99.9 and max are the ones that meet a batch's turn),
 // and the batch poster's events per second.
 //
-//	go test -run '^$' -bench EventLatencyBesideBatches -benchtime 2000x ./daemon
+//	go test -run '^$' -bench EventLatencyBesideBatches -benchtime 2000x ./api
 func BenchmarkEventLatencyBesideBatches(b *testing.B) {
 	for _, size := range []int{api.DefaultMaxBatchEvents, 120_000} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
@@ -115,16 +115,16 @@ func BenchmarkEventLatencyBesideBatches(b *testing.B) {
 
 // benchHost is a world served as `aosd serve` serves it, its max batch
 // maxBatch, with the tally manifest applied.
-func benchHost(b *testing.B, maxBatch int) *daemon.Host {
+func benchHost(b *testing.B, maxBatch int) *host.Host {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "w")
-	if _, err := daemon.Init(daemon.Dir(dir), kernel.Config{}); err != nil {
+	if _, err := host.Init(host.Dir(dir), kernel.Config{}); err != nil {
 		b.Fatal(err)
 	}
 	bi := modules.NewBuiltins()
 	bi.MustRegister("t/tally", "t/tally@1", "step", tallyStep(false))
 	m, _ := bi.Get("t/tally")
-	h, err := daemon.Open(context.Background(), dir, daemon.Options{Listen: "127.0.0.1:0", Modules: []modules.Builtin{*m},
+	h, err := host.Open(context.Background(), dir, host.Options{Listen: "127.0.0.1:0", Modules: []modules.Builtin{*m},
 		Kernel: kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1}, HTTP: api.HTTPLimits{MaxBatchEvents: maxBatch}})
 	if err != nil {
 		b.Fatal(err)

@@ -18,7 +18,7 @@
 // views; this package words its answers for HTTP and pages through it.
 //
 // The world directory (the token file, executors.json, daemon.json), the
-// store, and the wiring of a running world are package daemon's, which
+// store, and the wiring of a running world are package host's, which
 // builds a Server over a Local; this package reads no file of the world
 // directory but the keys file it is handed (Keys).
 //

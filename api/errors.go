@@ -76,7 +76,7 @@ type errorBody struct {
 
 // Wrap is an *Error saying message that unwraps to cause (nil: none), for
 // a refusal worded outside this package (the world directory's, package
-// daemon's).
+// host's).
 func Wrap(cause error, status int, code, where, message string) *Error {
 	return &Error{Status: status, Code: code, Where: where, Message: message, err: cause}
 }

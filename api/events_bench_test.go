@@ -12,7 +12,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -26,12 +26,12 @@ import (
 // allocs/op are the daemon's CPU and garbage per event, not a disk's
 // fsync. Keys cycle over 1,000 cells.
 //
-//	go test -run '^$' -bench BenchmarkEventsRoute -benchmem ./daemon
+//	go test -run '^$' -bench BenchmarkEventsRoute -benchmem ./api
 func BenchmarkEventsRoute(b *testing.B) {
 	bi := modules.NewBuiltins()
 	bi.MustRegister("t/tally", "t/tally@1", "step", tallyStep(false))
-	dir := daemon.Dir(filepath.Join(b.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(b.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		b.Fatal(err)
 	}
 	w, err := kernel.Open(kernel.Stores{CAS: cas.NewMemory(), Journal: journal.NewMemory()},

@@ -18,8 +18,8 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -38,22 +38,22 @@ func TestMain(m *testing.M) {
 // loopback, wired as `aosd serve` wires it.
 type served struct {
 	url, token string
-	dir        daemon.Dir
+	dir        host.Dir
 	w          *kernel.World
 }
 
 func serveWorld(t *testing.T, withExecutors bool) *served {
 	t.Helper()
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
 	cfg := dir.Config(kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))})
-	if _, err := daemon.Init(dir, cfg); err != nil {
+	if _, err := host.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
 	db, err := badgerdb.Open(dir.Store())
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(db.CAS(), nil), nil)
+	kr, disp, err := host.NewExecutors(dir, effects.Builtins(db.CAS(), nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func serveWorld(t *testing.T, withExecutors bool) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := api.NewLocal(w, api.NewKeys(dir.Path(daemon.ExecutorsFile), kr))
+	local := api.NewLocal(w, api.NewKeys(dir.Path(host.ExecutorsFile), kr))
 	local.Config = cfg // as aosd serve does: timelines recompute states with it
 	srv := &api.Server{Backend: local, Token: tok}
 	if withExecutors {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
@@ -65,8 +65,8 @@ func tallyWorld(t *testing.T) (*served, func(builtin string)) {
 	b := modules.NewBuiltins()
 	b.MustRegister("t/tally", "t/tally@1", "step", tallyStep(true))
 	b.MustRegister("t/tally_fixed", "t/tally_fixed@1", "step", tallyStep(false))
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := badgerdb.Open(dir.Store())

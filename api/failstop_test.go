@@ -11,7 +11,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
@@ -45,8 +45,8 @@ func TestStoppedWorldLogsTheCauseOnce(t *testing.T) {
 	b := modules.NewBuiltins()
 	b.MustRegister("t/tally", "t/tally@1", "step", tallyStep(false))
 	b.MustRegister("t/job", "t/job@1", "step", jobStep)
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := badgerdb.Open(dir.Store())

@@ -14,8 +14,8 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
@@ -48,12 +48,12 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 	b := modules.NewBuiltins()
 	b.MustRegister("t/tally", "t/tally@1", "step", tallyStep(true))
 	b.MustRegister("t/job", "t/job@1", "step", jobStep)
-	dir := daemon.Dir(filepath.Join(f.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(f.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		f.Fatal(err)
 	}
 	store, log := cas.NewMemory(), journal.NewMemory()
-	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(store, nil), nil)
+	kr, disp, err := host.NewExecutors(dir, effects.Builtins(store, nil), nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 	if _, err := w.Apply(ctx, m, false); err != nil {
 		f.Fatal(err)
 	}
-	local := api.NewLocal(w, api.NewKeys(dir.Path(daemon.ExecutorsFile), kr))
+	local := api.NewLocal(w, api.NewKeys(dir.Path(host.ExecutorsFile), kr))
 	local.Config = cfg
 	tok, err := dir.Token()
 	if err != nil {

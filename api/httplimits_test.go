@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/receipts"
@@ -31,13 +31,13 @@ const testLimit = 200 * time.Millisecond
 // measurement: the server acts after testLimit.
 const testBound = 20 * time.Second
 
-// limitedHost is a world served as `aosd serve` serves it (daemon.Open on a
+// limitedHost is a world served as `aosd serve` serves it (host.Open on a
 // loopback listener) with every HTTP timeout testLimit, running the
 // answers manifest's builtins.
-func limitedHost(t *testing.T) *daemon.Host {
+func limitedHost(t *testing.T) *host.Host {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "w")
-	if _, err := daemon.Init(daemon.Dir(dir), kernel.Config{}); err != nil {
+	if _, err := host.Init(host.Dir(dir), kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	b := modules.NewBuiltins()
@@ -48,7 +48,7 @@ func limitedHost(t *testing.T) *daemon.Host {
 		m, _ := b.Get(n)
 		mods = append(mods, *m)
 	}
-	h, err := daemon.Open(context.Background(), dir, daemon.Options{Listen: "127.0.0.1:0", Modules: mods,
+	h, err := host.Open(context.Background(), dir, host.Options{Listen: "127.0.0.1:0", Modules: mods,
 		Kernel: kernel.Config{SnapshotEvery: -1, SnapshotInterval: -1},
 		HTTP:   api.HTTPLimits{HeaderTimeout: testLimit, BodyTimeout: testLimit, IdleTimeout: testLimit}})
 	if err != nil {
@@ -60,7 +60,7 @@ func limitedHost(t *testing.T) *daemon.Host {
 
 // dial opens a raw connection to h, each read and write bounded by
 // testBound.
-func dial(t *testing.T, h *daemon.Host) net.Conn {
+func dial(t *testing.T, h *host.Host) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", h.Addr())
 	if err != nil {
@@ -139,7 +139,7 @@ func TestHostHTTPLimits(t *testing.T) {
 // slow408 sends the headers of a request with a body and half the body,
 // and returns once the server answers 408: by then the body timeout has
 // passed.
-func slow408(t *testing.T, h *daemon.Host) {
+func slow408(t *testing.T, h *host.Host) {
 	t.Helper()
 	c := dial(t, h)
 	fmt.Fprintf(c, "POST /v1/limits HTTP/1.1\r\nHost: aos\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{", h.Token())
@@ -152,7 +152,7 @@ func slow408(t *testing.T, h *daemon.Host) {
 
 // hostPost sends an API request to h and returns the status and body (a
 // transport error as status 0 and its text).
-func hostPost(h *daemon.Host, path, body string) (int, string) {
+func hostPost(h *host.Host, path, body string) (int, string) {
 	req, _ := http.NewRequest("POST", "http://"+h.Addr()+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+h.Token())
 	req.Header.Set("Content-Type", "application/json")

@@ -17,8 +17,8 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -51,7 +51,7 @@ type durableWorld struct {
 	close      func()
 }
 
-func openDurableWorld(t *testing.T, dir daemon.Dir) *durableWorld {
+func openDurableWorld(t *testing.T, dir host.Dir) *durableWorld {
 	t.Helper()
 	b := modules.NewBuiltins()
 	b.MustRegister("t/tally", "t/tally@1", "step", tallyStep(true))
@@ -62,7 +62,7 @@ func openDurableWorld(t *testing.T, dir daemon.Dir) *durableWorld {
 	}
 	dw := &durableWorld{faults: &storefault.Injector{}}
 	dw.log = &storefault.Journal{Log: db.Journal(), Faults: dw.faults}
-	kr, disp, err := daemon.NewExecutors(dir, effects.Builtins(db.CAS(), nil), nil)
+	kr, disp, err := host.NewExecutors(dir, effects.Builtins(db.CAS(), nil), nil)
 	if err != nil {
 		db.Close()
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func openDurableWorld(t *testing.T, dir daemon.Dir) *durableWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := api.NewLocal(w, api.NewKeys(dir.Path(daemon.ExecutorsFile), kr))
+	local := api.NewLocal(w, api.NewKeys(dir.Path(host.ExecutorsFile), kr))
 	local.Config = cfg
 	hs := httptest.NewServer((&api.Server{Backend: local, Token: tok,
 		Executors: &api.Executors{W: w, Dispatcher: disp, Keyring: kr}}).Handler())
@@ -178,10 +178,10 @@ func intentsIn(recs []journal.Record) ([]string, error) {
 	return out, nil
 }
 
-func newDurableWorld(t *testing.T) (daemon.Dir, *durableWorld, ed25519.PrivateKey) {
+func newDurableWorld(t *testing.T) (host.Dir, *durableWorld, ed25519.PrivateKey) {
 	t.Helper()
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	dw := openDurableWorld(t, dir)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/schemas"
@@ -36,7 +36,7 @@ import (
 //	set-aside    both, after the guest's module was set aside (3 timeouts
 //	             in a row): its events are parked as they come
 //
-//	go test ./daemon -run '^$' -bench HealthyEventsBesideRunaway -benchtime 200x
+//	go test ./api -run '^$' -bench HealthyEventsBesideRunaway -benchtime 200x
 func BenchmarkHealthyEventsBesideRunaway(b *testing.B) {
 	guest := runawayGuest(b)
 	for _, c := range []struct {
@@ -122,8 +122,8 @@ func newRunawayWorld(b *testing.B, guest []byte, cfg kernel.Config) *runawayWorl
 	bi := modules.NewBuiltins()
 	bi.MustRegister("t/tally", "t/tally@1", "step", tallyStep(false))
 	bi.MustRegister("t/job", "t/job@1", "step", jobStep)
-	dir := daemon.Dir(filepath.Join(b.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(b.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		b.Fatal(err)
 	}
 	db, err := badgerdb.Open(dir.Store())

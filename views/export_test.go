@@ -211,7 +211,7 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		}
 		return m
 	}
-	t.Fatalf("record kind %q has no generator here: give it an export (daemon/export.go) and a case in exportGen.record", kind)
+	t.Fatalf("record kind %q has no generator here: give it an export (export.go) and a case in exportGen.record", kind)
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
@@ -25,7 +25,7 @@ import (
 
 const chargeEffect = "com.example/payment.charge@1"
 
-// served is a world served as `aosd serve` serves it (daemon.Open: real
+// served is a world served as `aosd serve` serves it (host.Open: real
 // Badger, the built-in executors, the HTTP API on loopback).
 type served struct {
 	url, token string
@@ -58,7 +58,7 @@ func (s *served) do(t *testing.T, method, path, body string) (int, string) {
 func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 	t.Helper()
 	ctx := context.Background()
-	h, err := daemon.Open(ctx, filepath.Join(t.TempDir(), "world"), daemon.Options{Create: true, Listen: "127.0.0.1:0",
+	h, err := host.Open(ctx, filepath.Join(t.TempDir(), "world"), host.Options{Create: true, Listen: "127.0.0.1:0",
 		Kernel: kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))}})
 	if err != nil {
 		t.Fatal(err)

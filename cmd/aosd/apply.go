@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/manifest"
 )
 
@@ -22,7 +22,7 @@ func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 		if _, err := manifest.Load(path); err != nil {
 			return api.AsError(err, path)
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			req := api.ApplyRequest{DryRun: *dry}
 			if *wait > 0 {
 				req.Wait = wait.String()
@@ -43,7 +43,7 @@ func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 // manifestSource says how the world reads the manifest at path: directly,
 // by its path; through a daemon (which may not see this directory), by its
 // files.
-func manifestSource(c *daemon.Conn, path string) (string, []api.File, error) {
+func manifestSource(c *host.Conn, path string) (string, []api.File, error) {
 	if !c.Remote {
 		return path, nil, nil
 	}

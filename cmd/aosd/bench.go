@@ -18,7 +18,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/build"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/loadgen"
 )
 
@@ -74,7 +74,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		case *addr != "":
 			cfg.Base = "http://" + *addr
 		default:
-			info, ierr := daemon.Dir(a.world).ReadDaemonInfo()
+			info, ierr := host.Dir(a.world).ReadDaemonInfo()
 			if ierr != nil {
 				return fmt.Errorf("no daemon serves %s (%v): start one with `aosd serve --world %s`, give --addr, or use --start DIR", a.world, ierr, a.world)
 			}
@@ -86,7 +86,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		if cfg.Token == "" {
 			tf := *tokenFile
 			if tf == "" {
-				tf = daemon.Dir(a.world).Path(daemon.TokenFile)
+				tf = host.Dir(a.world).Path(host.TokenFile)
 			}
 			b, terr := os.ReadFile(tf)
 			if terr != nil {
@@ -195,7 +195,7 @@ func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (ba
 		logf.Close()
 		return "", "", nil, fmt.Errorf("--start: the daemon did not start (%v; see %s)", err, logf.Name())
 	}
-	tok, err := daemon.Dir(world).Token()
+	tok, err := host.Dir(world).Token()
 	if err != nil {
 		stop()
 		return "", "", nil, err

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
 // listCells fetches one page of a workflow's cells or, with all, every page
 // from q.After on, one request per page (q.Limit rows each, the maximum when
 // 0), so the world is never held for more than a page.
-func listCells(ctx context.Context, c *daemon.Conn, workflow string, q api.CellsQuery, all bool) (*api.CellPage, error) {
+func listCells(ctx context.Context, c *host.Conn, workflow string, q api.CellsQuery, all bool) (*api.CellPage, error) {
 	if !all {
 		return c.Cells(ctx, workflow, q)
 	}
@@ -78,7 +78,7 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 2, 2, "ls WORKFLOW"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				q := api.CellsQuery{Limit: *limit, After: *after, Status: api.ParseStatuses([]string{*status})}
 				fs.Visit(func(f *flag.Flag) {
 					if f.Name == "key" {
@@ -102,7 +102,7 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 			if len(pos) == 3 {
 				key = pos[2]
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				v, err := c.Cell(a.ctx, pos[1], key)
 				if err != nil {
 					return err

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -44,7 +44,7 @@ func (b *pagedBackend) Cells(_ context.Context, _ string, q api.CellsQuery) (*ap
 // passed through as given.
 func TestListCellsAll(t *testing.T) {
 	b := &pagedBackend{rows: 2*kernel.MaxCellPage + 5}
-	c := &daemon.Conn{Backend: b}
+	c := &host.Conn{Backend: b}
 	p, err := listCells(context.Background(), c, "wf", api.CellsQuery{}, true)
 	if err != nil || len(p.Cells) != b.rows || p.Next != "" || len(b.queries) != 3 {
 		t.Fatalf("--all: %d rows, next %q, %d queries, %v", len(p.Cells), p.Next, len(b.queries), err)

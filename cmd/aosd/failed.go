@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -43,7 +43,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 			if len(pos) == 1 {
 				wf = pos[0]
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				return a.failedList(c, fs, api.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
 			})
 		}
@@ -54,7 +54,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) == 3 {
 			key = pos[2]
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			return a.failedRecover(c, pos[0], pos[1], key, *fault, *dropParked)
 		})
 	}
@@ -63,7 +63,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 // failedList prints one page (or, with all, every page) of failed instances
 // and, when more follow, the command that lists the next page (with the
 // flags set on fs).
-func (a *app) failedList(c *daemon.Conn, fs *flag.FlagSet, q api.FailedQuery, all bool) error {
+func (a *app) failedList(c *host.Conn, fs *flag.FlagSet, q api.FailedQuery, all bool) error {
 	page, err := c.Failed(a.ctx, q)
 	if err != nil {
 		return err
@@ -120,7 +120,7 @@ func compactText(s string, max int) string {
 // failedRecover answers one failed instance's fault with action. A retry
 // that fails again is reported and exits 1: the recover is journaled, the
 // instance is failed by a new fault.
-func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64, dropParked bool) error {
+func (a *app) failedRecover(c *host.Conn, action, wf, key string, fault uint64, dropParked bool) error {
 	if fault == 0 {
 		page, err := c.Failed(a.ctx, api.FailedQuery{Workflow: wf, Key: &key})
 		if err != nil {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -38,7 +38,7 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 			// Unlike kernelBars, an unknown total (marking) is drawn too.
 			req.Progress = func(label string, total uint64) kernel.ProgressBar { return r.Start(label, total) }
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			col, ok := c.Backend.(api.Collector)
 			if !ok {
 				return fmt.Errorf("this connection cannot collect")

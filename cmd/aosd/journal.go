@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/views"
@@ -56,7 +56,7 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stderr, "aosd journal: %s\n", retainedFrom(first))
 			}
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			var tw *table
 			if !a.json {
 				tw = newTable(a.stdout)

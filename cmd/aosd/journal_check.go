@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/views"
 )
 
@@ -33,7 +33,7 @@ func (a *app) journalCheck(fs *flag.FlagSet, pos []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := daemon.CheckJournal(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
+	rep, err := host.CheckJournal(a.ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
 	if err != nil {
 		return err
 	}

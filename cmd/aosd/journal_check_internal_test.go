@@ -13,7 +13,7 @@ import (
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
@@ -41,8 +41,8 @@ func runCheck(t *testing.T, world string, args ...string) (int, string, string) 
 // violation when a rule is broken, on the store directly and through a
 // daemon, and 0 on a clean journal.
 func TestJournalCheckExitCodes(t *testing.T) {
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	// A new world's journal holds its world record.
@@ -67,8 +67,8 @@ func TestJournalCheckExitCodes(t *testing.T) {
 
 	// Through a daemon: this test's own server over a world whose journal
 	// gets the same record behind its back.
-	served := daemon.Dir(filepath.Join(t.TempDir(), "served"))
-	if _, err := daemon.Init(served, kernel.Config{}); err != nil {
+	served := host.Dir(filepath.Join(t.TempDir(), "served"))
+	if _, err := host.Init(served, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	log := journal.NewMemory()
@@ -83,7 +83,7 @@ func TestJournalCheckExitCodes(t *testing.T) {
 	}
 	hs := httptest.NewServer((&api.Server{Backend: api.NewLocal(w, nil), Token: tok}).Handler())
 	defer hs.Close()
-	if err := served.WriteDaemonInfo(daemon.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
+	if err := served.WriteDaemonInfo(host.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := log.Append([]journal.Record{forgedEvent(2)}); err != nil {

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/views"
 )
 
@@ -22,7 +22,7 @@ const maxExportLine = 256 << 20
 
 // cmdJournalVerify is `aosd journal verify [--file EXPORT] [--keys KEYS]`:
 // it re-verifies every receipt, drop and signed frame signature and every
-// intent hash (daemon/journalverify.go) in the world's journal, read
+// intent hash (views/verify.go) in the world's journal, read
 // through its export as `aosd journal --json` prints it (through the
 // daemon when one serves the world), or in an export file. The keys are
 // the world's trusted keys (`aosd keys ls`) unless --keys names a file of
@@ -60,7 +60,7 @@ func cmdJournalVerify(fs *flag.FlagSet, a *app) func([]string) error {
 
 // journalVerify reads the keys and the records and verifies them.
 func (a *app) journalVerify(file, keysFile string) (rep *views.JournalVerify, err error) {
-	var conn *daemon.Conn
+	var conn *host.Conn
 	if file == "" || keysFile == "" {
 		if conn, err = a.connect(a.ctx); err != nil {
 			return nil, err
@@ -98,7 +98,7 @@ func (a *app) journalVerify(file, keysFile string) (rep *views.JournalVerify, er
 }
 
 // verifier is a verifier over the keys of keysFile, or else of the world.
-func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*views.JournalVerifier, error) {
+func (a *app) verifier(c *host.Conn, file, keysFile string) (*views.JournalVerifier, error) {
 	source := "journal"
 	if file != "" {
 		source = file

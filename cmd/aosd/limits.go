@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/views"
@@ -27,7 +27,7 @@ func cmdLimits(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				lim, err := c.Limits(a.ctx)
 				if err != nil {
 					return err
@@ -45,7 +45,7 @@ func cmdLimits(fs *flag.FlagSet, a *app) func([]string) error {
 			if err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				res, err := c.SetLimits(a.ctx, lim)
 				if err != nil {
 					return err

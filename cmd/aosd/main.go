@@ -18,7 +18,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cells"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/progress"
 	"github.com/aos-kernel/aos/kernel"
 )
@@ -321,9 +321,9 @@ func snapshotInterval(s string) (time.Duration, error) {
 
 // envStore is the store's configuration the environment sets:
 // AOS_DISK_RESERVE (diskReserve).
-func envStore() (daemon.StoreOptions, error) {
+func envStore() (host.StoreOptions, error) {
 	n, err := diskReserve(os.Getenv(envReserve))
-	return daemon.StoreOptions{DiskReserve: n}, err
+	return host.StoreOptions{DiskReserve: n}, err
 }
 
 // diskReserve reads AOS_DISK_RESERVE into StoreOptions.DiskReserve: unset
@@ -414,7 +414,7 @@ func (quietBar) Add(uint64) {}
 func (quietBar) Finish()    {}
 
 // connect reaches the world through its daemon or directly.
-func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
+func (a *app) connect(ctx context.Context) (*host.Conn, error) {
 	cfg, err := a.kernelConfig()
 	if err != nil {
 		return nil, err
@@ -423,11 +423,11 @@ func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
+	return host.Connect(ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
 }
 
 // withConn runs fn against the world and closes it after.
-func (a *app) withConn(ctx context.Context, fn func(*daemon.Conn) error) (err error) {
+func (a *app) withConn(ctx context.Context, fn func(*host.Conn) error) (err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 // modulesSummary is the `modules` command's help.
@@ -20,7 +20,7 @@ func cmdModules(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 2, 2, "resume MODULE"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				res, err := c.ResumeModule(a.ctx, pos[1])
 				if err != nil {
 					return err
@@ -39,7 +39,7 @@ func cmdModules(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := wantArgs(pos, 0, 0, "[ls] | resume MODULE"); err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			ms, err := c.Modules(a.ctx)
 			if err != nil {
 				return err

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	aosdaemon "github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/examples"
 )
 
@@ -257,7 +257,7 @@ func TestNginxProxy(t *testing.T) {
 	io.Copy(f, resp2.Body)
 	resp2.Body.Close()
 	f.Close()
-	info, err := aosdaemon.ReadBackupFile(file)
+	info, err := host.ReadBackupFile(file)
 	if resp2.StatusCode != 200 || err != nil || info.JournalHeight < h+2 {
 		t.Fatalf("backup through the proxy: %d %+v %v", resp2.StatusCode, info, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/schemas"
 )
 
@@ -21,7 +21,7 @@ func cmdReplay(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		}
 		a.everyBar = true
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			r, _ := a.bars()
 			var wait interface{ Finish() } = quietBar{}
 			if c.Remote {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 )
@@ -56,7 +56,7 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			res, err := c.Send(a.ctx, []api.EventIn{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
 			if err != nil {
 				return err

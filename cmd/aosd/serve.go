@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
@@ -117,11 +117,11 @@ func raiseGCPercent(getenv func(string) string) {
 // servePprof serves /debug/pprof/ on addr, which must be loopback: the
 // profiles answer without the API's token.
 func servePprof(a *app, addr string) (stop func(), err error) {
-	host, _, err := net.SplitHostPort(addr)
+	hostname, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, usagef("--pprof %q: want HOST:PORT (%v)", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(hostname); hostname != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, usagef("--pprof %q: want a loopback address (the profiles are served without a token)", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -144,7 +144,7 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 	return func() { srv.Close() }, nil
 }
 
-// serve is daemon.Run with the CLI's edges: the logger, the configuration
+// serve is host.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
 func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
@@ -161,7 +161,7 @@ func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return daemon.Run(a.ctx, a.world, daemon.Options{
+	return host.Run(a.ctx, a.world, host.Options{
 		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create, HTTP: lim, Store: so,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)

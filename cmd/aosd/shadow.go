@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
@@ -49,7 +49,7 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			req.Events = evs
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			sh, ok := c.Backend.(api.Shadower)
 			if !ok {
 				return errors.New("this connection cannot shadow")

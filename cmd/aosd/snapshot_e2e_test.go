@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	daemonpkg "github.com/aos-kernel/aos/daemon"
+	daemonpkg "github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/progress"
 	"github.com/aos-kernel/aos/internal/storefault"
 	"github.com/aos-kernel/aos/journal"
@@ -26,8 +26,8 @@ import (
 // snapshot's object write, so the second snapshot is refused
 // deterministically.
 func TestSnapshotNotIdleExits3(t *testing.T) {
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	gate := storefault.NewGate(storefault.CASPut) // holds the first snapshot's object write
@@ -43,7 +43,7 @@ func TestSnapshotNotIdleExits3(t *testing.T) {
 	}
 	hs := httptest.NewServer((&api.Server{Backend: api.NewLocal(w, nil), Token: tok}).Handler())
 	defer hs.Close()
-	if err := dir.WriteDaemonInfo(daemon.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
+	if err := dir.WriteDaemonInfo(host.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 // cmdToken is `aosd token rotate [--grace DUR]`: a fresh API token in the
@@ -24,7 +24,7 @@ func cmdToken(fs *flag.FlagSet, a *app) func([]string) error {
 		if *grace%time.Millisecond != 0 {
 			return usagef("--grace %s: whole milliseconds", *grace)
 		}
-		out, err := daemon.RotateToken(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct}, *grace)
+		out, err := host.RotateToken(a.ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct}, *grace)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/views"
 )
 
@@ -25,7 +25,7 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) == 2 {
 			key = pos[1]
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			var tr []views.TraceEntry
 			var err error
 			if *intent != "" {

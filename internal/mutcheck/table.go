@@ -473,11 +473,11 @@ var mutations = []mutation{
 	// refused while another is written is 409 not_idle and exit 3; bad
 	// parameters and environment are refused, naming them; bars stay quiet
 	// under --json and for short replays.
-	{name: "daemon/snapshot-busy-not-idle", file: "api/errors.go",
+	{name: "api/snapshot-busy-not-idle", file: "api/errors.go",
 		from: "case errors.Is(err, kernel.ErrSnapshotBusy):",
 		to:   "case false:",
 		pkg:  "./api", run: "TestSnapshotWhileOneIsWrittenIsNotIdle"},
-	{name: "daemon/replay-verify-param", file: "api/snapshot.go",
+	{name: "api/replay-verify-param", file: "api/snapshot.go",
 		from: "b, err := strconv.ParseBool(v)\n\t\t\tif err != nil {",
 		to:   "b, err := strconv.ParseBool(v)\n\t\t\tif err != nil && false {",
 		pkg:  "./api", run: "TestReplayVerifyParameter"},
@@ -501,16 +501,16 @@ var mutations = []mutation{
 		from: "if total == 0 || total < least {",
 		to:   "if total == 0 {",
 		pkg:  "./cmd/aosd", run: "TestKernelBarsThreshold"},
-	// The API's answers (daemon/answers_test.go provokes each).
-	{name: "daemon/claim-negative", file: "api/executors.go",
+	// The API's answers (api/answers_test.go provokes each).
+	{name: "api/claim-negative", file: "api/executors.go",
 		from: "\t\tif f.v < 0 {\n\t\t\treturn nil, newError(",
 		to:   "\t\tif f.v < 0 && false {\n\t\t\treturn nil, newError(",
 		pkg:  "./api", run: "TestAPIAnswers$"},
-	{name: "daemon/claim-stopped-world", file: "api/executors.go",
+	{name: "api/claim-stopped-world", file: "api/executors.go",
 		from: "if err := x.W.Usable(); err != nil { // checked before the claim",
 		to:   "if err := x.W.Usable(); err != nil && false { // checked before the claim",
 		pkg:  "./api", run: "TestAPIAnswers$"},
-	{name: "daemon/failed-unknown-workflow-key", file: "api/failed.go",
+	{name: "api/failed-unknown-workflow-key", file: "api/failed.go",
 		from: "if _, _, ferr := l.W.Failed(ctx, q.Workflow, 1, \"\"); ferr != nil {",
 		to:   "if _, _, ferr := l.W.Failed(ctx, q.Workflow, 1, \"\"); ferr != nil && false {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
@@ -758,7 +758,7 @@ var mutations = []mutation{
 		to:   "if err != nil || true {",
 		pkg:  "./cmd/aosd", run: "TestJournalCheckExitCodes"},
 	// The journal's export is lossless and read back strictly
-	// (daemon/export.go).
+	// (views/export.go).
 	{name: "export/value-exact", file: "views/export.go",
 		from: "if back, err := receipts.PayloadFromJSON(js); err != nil || !bytes.Equal(back, b) {",
 		to:   "if back, err := receipts.PayloadFromJSON(js); err != nil || len(back) < 0 {",
@@ -792,7 +792,7 @@ var mutations = []mutation{
 		to:   "if false {",
 		pkg:  "./views", run: "TestParseRecordRefuses"},
 	// `aosd journal verify` re-checks every signed record and intent hash
-	// (daemon/journalverify.go).
+	// (views/verify.go).
 	{name: "verify/receipt-signature", file: "views/verify.go",
 		from: "\t\tv.rep.Receipts++\n\t\tif _, err := v.kr.Verify(rec.Receipt); err != nil {",
 		to:   "\t\tv.rep.Receipts++\n\t\tif _, err := v.kr.Verify(rec.Receipt); err != nil && false {",
@@ -825,7 +825,7 @@ var mutations = []mutation{
 		from: "if err != nil || rep.OK {\n\t\t\treturn err",
 		to:   "if err != nil || true {\n\t\t\treturn err",
 		pkg:  "./cmd/aosd", run: "TestJournalVerifyOffline"},
-	// The web inspector (inspector/, daemon/server.go): the API keeps its
+	// The web inspector (inspector/, api/server.go): the API keeps its
 	// token, the page serves only what it knows, under its CSP.
 	{name: "inspector/api-paths-need-token", file: "api/server.go",
 		from: "return p == \"/v1\" || strings.HasPrefix(p, \"/v1/\") || p == \"/metrics\"",
@@ -943,8 +943,8 @@ var mutations = []mutation{
 		to:   "if false {",
 		pkg:  "./cmd/aosd", run: "TestBenchBadFlags"},
 	{name: "serve/pprof-loopback-only", file: "cmd/aosd/serve.go",
-		from: "if ip := net.ParseIP(host); host != \"localhost\" && (ip == nil || !ip.IsLoopback()) {",
-		to:   "if _ = host; false {",
+		from: "if ip := net.ParseIP(hostname); hostname != \"localhost\" && (ip == nil || !ip.IsLoopback()) {",
+		to:   "if _ = hostname; false {",
 		pkg:  "./cmd/aosd", run: "TestServePprof"},
 	{name: "bench/refused-event-stops", file: "internal/loadgen/loadgen.go",
 		from: "if status != http.StatusOK {\n\t\treturn nil, fmt.Errorf(\"POST /v1/events: HTTP",
@@ -1015,7 +1015,7 @@ var mutations = []mutation{
 		to:   "	if s.closed {",
 		pkg:  "./modules/wasm", run: "TestSpareOnlyWhenWarm"},
 	// POST /v1/events reads its envelope with jsonx's Scanner
-	// (daemon/events.go parseEvents, internal/jsonx/scan.go): exact keys,
+	// (api/events.go parseEvents, internal/jsonx/scan.go): exact keys,
 	// once each, nothing after the body; the grammar as Parse's.
 	{name: "events/envelope-duplicate-key", file: "api/events.go",
 		from: "if seen[field] {",
@@ -1050,15 +1050,15 @@ var mutations = []mutation{
 		from: "\tif s.depth >= s.d.maxDepth {",
 		to:   "\tif false {",
 		pkg:  "./internal/jsonx", run: "TestScannerObject"},
-	// Every strict JSON body (daemon/strict.go strictDecode) is parsed
+	// Every strict JSON body (views/strict.go Decode) is parsed
 	// whole by jsonx first, which refuses anything after its value, a stray
 	// ']' or '}' included (POST /v1/limits took {"max_effects":15}] and
 	// journaled it), and holds its keys to the struct's exactly.
-	{name: "daemon/strict-body-parsed-whole", file: "views/strict.go",
+	{name: "views/strict-body-parsed-whole", file: "views/strict.go",
 		from: "parsed, _, err := jsonx.Parse(b, jsonx.Options{MaxDepth: MaxDepth})",
 		to:   "parsed, err := any(nil), error(nil)",
 		pkg:  "./api", run: "TestAPIAnswers$|TestParseLimitsErrors"},
-	{name: "daemon/strict-exact-keys", file: "views/strict.go",
+	{name: "views/strict-exact-keys", file: "views/strict.go",
 		from: "ft, ok := fields[k]\n\t\t\tif !ok {",
 		to:   "ft, ok := fields[k]\n\t\t\tif !ok {\n\t\t\t\tcontinue\n\t\t\t}\n\t\t\tif false {",
 		pkg:  "./api", run: "TestParseLimitsErrors"},
@@ -1142,7 +1142,7 @@ var mutations = []mutation{
 		pkg:  "./sdk", run: "TestCodecUnsupportedGoesThroughLibrary"},
 	// The HTTP API's edges (issue 26). A claim is leased only to an
 	// executor with a key trusted for every effect it names.
-	{name: "daemon/claim-trusted-executor", file: "api/executors.go",
+	{name: "api/claim-trusted-executor", file: "api/executors.go",
 		from: "if err := x.trusted(req.Executor, req.Effects); err != nil {",
 		to:   "if err := x.trusted(req.Executor, req.Effects); false && err != nil {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
@@ -1151,17 +1151,17 @@ var mutations = []mutation{
 		to:   "if e.Allows(effect) {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
 	// The bearer scheme's name is case-insensitive.
-	{name: "daemon/auth-scheme-fold", file: "api/server.go",
+	{name: "api/auth-scheme-fold", file: "api/server.go",
 		from: "if !found || !strings.EqualFold(scheme, \"Bearer\") {",
 		to:   "if !found || scheme != \"Bearer\" {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
 	// A body declared as something other than JSON is 415.
-	{name: "daemon/content-type-json", file: "api/handle.go",
+	{name: "api/content-type-json", file: "api/handle.go",
 		from: "if err := checkContentType(r); err != nil {",
 		to:   "if err := checkContentType(r); false && err != nil {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
 	// A batch of events is bounded.
-	{name: "daemon/events-batch-bound", file: "api/events.go",
+	{name: "api/events-batch-bound", file: "api/events.go",
 		from: "if maxBatch > 0 && i >= maxBatch {",
 		to:   "if false {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
@@ -1177,33 +1177,33 @@ var mutations = []mutation{
 		pkg:  "./api", run: "TestAPIAnswers$|TestParseEventsAsEncodingJSON"},
 	// A manifest sent as files takes its artifacts from the upload or the
 	// world, never from the server's disk.
-	{name: "daemon/artifacts-confined-to-upload", file: "api/backend.go",
+	{name: "api/artifacts-confined-to-upload", file: "api/backend.go",
 		from: "m, err := manifest.LoadArtifacts(dir, \"DIR\", up.artifact)",
 		to:   "m, err := manifest.LoadWith(dir, artifacts)",
 		pkg:  "./api", run: "TestApplyConfinesArtifacts"},
 	// The server's header and idle timeouts, and the body's deadline.
-	{name: "host/header-timeout", file: "daemon/host.go",
+	{name: "host/header-timeout", file: "host/host.go",
 		from: "ReadHeaderTimeout: lim.HeaderTimeout,",
 		to:   "ReadHeaderTimeout: 0,",
 		pkg:  "./api", run: "TestHostHTTPLimits"},
-	{name: "host/idle-timeout", file: "daemon/host.go",
+	{name: "host/idle-timeout", file: "host/host.go",
 		from: "IdleTimeout:       lim.IdleTimeout,",
 		to:   "IdleTimeout:       -1,",
 		pkg:  "./api", run: "TestHostHTTPLimits"},
-	{name: "daemon/body-deadline", file: "api/server.go",
+	{name: "api/body-deadline", file: "api/server.go",
 		from: "_ = d.SetReadDeadline(time.Now().Add(s.BodyTimeout))",
 		to:   "_ = d",
 		pkg:  "./api", run: "TestHostHTTPLimits"},
 	// A cell key that is not UTF-8 is refused, not read as another key.
-	{name: "daemon/cell-key-utf8", file: "api/backend.go",
+	{name: "api/cell-key-utf8", file: "api/backend.go",
 		from: "if !utf8.ValidString(text) {",
 		to:   "if !utf8.ValidString(text) && false {",
 		pkg:  "./api", run: "TestAPIAnswers$"},
 	// A daemon that refuses the token is said to, naming the token file.
-	{name: "daemon/wrong-token-said", file: "daemon/world.go",
+	{name: "host/wrong-token-said", file: "host/world.go",
 		from: "if errors.Is(found.probeErr, api.ErrTokenRefused) {",
 		to:   "if false {",
-		pkg:  "./daemon", run: "TestConnectWithAWrongToken"},
+		pkg:  "./host", run: "TestConnectWithAWrongToken"},
 	// The next-page hint repeats the flags given.
 	{name: "cli/next-page-keeps-flags", file: "cmd/aosd/hint.go",
 		from: "parts = append(parts, \"--\"+f.Name, f.Value.String())",
@@ -1285,7 +1285,7 @@ var mutations = []mutation{
 		from: "if os.Getenv(\"CI\") == \"true\" {",
 		to:   "if false {",
 		pkg:  "./internal/pgtest", run: "TestWithoutPostgres"},
-	// Backup and restore (badgerdb/backup.go, daemon/backup.go).
+	// Backup and restore (badgerdb/backup.go, host/backup.go).
 	{name: "backup/keys-increasing", file: "badgerdb/backup.go",
 		from: "if prev != nil && bytes.Compare(key, prev) <= 0 {",
 		to:   "if false {",
@@ -1298,11 +1298,11 @@ var mutations = []mutation{
 		from: "if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {",
 		to:   "if ents, err := os.ReadDir(dir); err == nil && len(ents) > 1<<30 {",
 		pkg:  "./badgerdb", run: "TestRestoreRefusesDamage"},
-	{name: "backup/refused-restore-leaves-nothing", file: "daemon/backup.go",
+	{name: "backup/refused-restore-leaves-nothing", file: "host/backup.go",
 		from: "\t\tif !done {\n\t\t\tos.RemoveAll(tmp)",
 		to:   "\t\tif !done && false {\n\t\t\tos.RemoveAll(tmp)",
 		pkg:  "./cmd/aosd", run: "TestBackupWithoutDaemon"},
-	// Token rotation (daemon/token.go).
+	// Token rotation (host/token.go, api/tokens.go).
 	{name: "token/grace-ends", file: "api/tokens.go",
 		from: "return s.old != nil && s.now().Before(s.oldUntil) && subtle.ConstantTimeCompare(got, s.old) == 1",
 		to:   "return s.old != nil && subtle.ConstantTimeCompare(got, s.old) == 1",
@@ -1315,11 +1315,11 @@ var mutations = []mutation{
 		from: "if grace > 0 && len(prev) > len(\"Bearer \") &&",
 		to:   "if grace > 0 &&",
 		pkg:  "./api", run: "TestTokenSetGrace"},
-	{name: "token/daemon-accepts-rotated", file: "daemon/token.go",
+	{name: "token/daemon-accepts-rotated", file: "host/token.go",
 		from: "until := h.tokens.Rotate(tok, grace)",
 		to:   "until := time.Time{}",
 		pkg:  "./cmd/aosd", run: "TestTokenRotate"},
-	{name: "token/reload-refuses-empty-file", file: "daemon/token.go",
+	{name: "token/reload-refuses-empty-file", file: "host/token.go",
 		from: "if err := checkTokenText(h.dir.Path(TokenFile), tok); err != nil {",
 		to:   "if err := error(nil); err != nil {",
 		pkg:  "./cmd/aosd", run: "TestTokenRotate"},

@@ -1,4 +1,4 @@
-// Package daemon is a world this process runs: the world directory (Dir:
+// Package host is a world this process runs: the world directory (Dir:
 // store, token, executor key, executors.json, daemon.json, wasm-cache),
 // creating one (Init), choosing and opening its store (store.go: Badger
 // today; the cluster backend, pgdb, goes beside it there), and the wiring
@@ -34,4 +34,4 @@
 //
 // The package must not reach into kernel internals: it uses the kernel's
 // public API only.
-package daemon
+package host

@@ -1,4 +1,4 @@
-package daemon_test
+package host_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -20,22 +20,22 @@ import (
 // end closes the world and removes daemon.json.
 func TestRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "w")
-	if err := daemon.Run(context.Background(), dir, daemon.Options{Listen: "127.0.0.1:0"}); err == nil {
+	if err := host.Run(context.Background(), dir, host.Options{Listen: "127.0.0.1:0"}); err == nil {
 		t.Fatal("Run served a directory that is not a world")
 	}
-	if _, err := daemon.Init(daemon.Dir(dir), kernel.Config{}); err != nil {
+	if _, err := host.Init(host.Dir(dir), kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- daemon.Run(ctx, dir, daemon.Options{Listen: "127.0.0.1:0", Ready: func(addr string) {
+		done <- host.Run(ctx, dir, host.Options{Listen: "127.0.0.1:0", Ready: func(addr string) {
 			defer cancel()
-			info, err := daemon.Dir(dir).ReadDaemonInfo()
+			info, err := host.Dir(dir).ReadDaemonInfo()
 			if err != nil || info.Addr != addr || info.PID != os.Getpid() {
 				t.Errorf("daemon.json %+v, %v; want addr %s", info, err, addr)
 			}
-			tok, _ := daemon.Dir(dir).Token()
+			tok, _ := host.Dir(dir).Token()
 			req, _ := http.NewRequest("GET", "http://"+addr+"/v1/status", nil)
 			req.Header.Set("Authorization", "Bearer "+tok)
 			resp, err := http.DefaultClient.Do(req)
@@ -52,11 +52,11 @@ func TestRun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if _, err := os.Stat(daemon.Dir(dir).Path(daemon.DaemonInfoFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(host.Dir(dir).Path(host.DaemonInfoFile)); !os.IsNotExist(err) {
 		t.Fatalf("daemon.json left behind: %v", err)
 	}
 	// Closed: the store opens again.
-	c, err := daemon.Connect(context.Background(), daemon.Dir(dir), daemon.ConnectOptions{Direct: true})
+	c, err := host.Connect(context.Background(), host.Dir(dir), host.ConnectOptions{Direct: true})
 	if err != nil {
 		t.Fatalf("reopen after Run: %v", err)
 	}
@@ -68,19 +68,19 @@ func TestRun(t *testing.T) {
 // token file it read, instead of that the daemon "does not answer".
 func TestConnectWithAWrongToken(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "w")
-	if _, err := daemon.Init(daemon.Dir(dir), kernel.Config{}); err != nil {
+	if _, err := host.Init(host.Dir(dir), kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := daemon.Open(context.Background(), dir, daemon.Options{Listen: "127.0.0.1:0"})
+	h, err := host.Open(context.Background(), dir, host.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	tokenFile := daemon.Dir(dir).Path(daemon.TokenFile)
+	tokenFile := host.Dir(dir).Path(host.TokenFile)
 	if err := os.WriteFile(tokenFile, []byte("not the daemon's token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = daemon.Connect(context.Background(), daemon.Dir(dir), daemon.ConnectOptions{})
+	_, err = host.Connect(context.Background(), host.Dir(dir), host.ConnectOptions{})
 	var de *api.Error
 	if !errors.As(err, &de) || de.Code != api.CodeUnauthorized {
 		t.Fatalf("Connect with a wrong token: %v, want an unauthorized error", err)

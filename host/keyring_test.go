@@ -1,4 +1,4 @@
-package daemon_test
+package host_test
 
 import (
 	"bytes"
@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/aos-kernel/aos/api"
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/effects"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/schemas"
@@ -25,8 +25,8 @@ import (
 // is trusted for the built-in effects whatever the file says, and no other
 // key keeps the built-in name.
 func TestKeyringFileMigration(t *testing.T) {
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, dir.Config(kernel.Config{})); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, dir.Config(kernel.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	builtinPriv, err := dir.LoadExecutorKey()
@@ -46,7 +46,7 @@ func TestKeyringFileMigration(t *testing.T) {
   ]
 }
 `
-	if err := os.WriteFile(dir.Path(daemon.ExecutorsFile), []byte(old), 0o600); err != nil {
+	if err := os.WriteFile(dir.Path(host.ExecutorsFile), []byte(old), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	l := &api.Local{LoadKeys: dir.Keys}
@@ -90,7 +90,7 @@ func TestKeyringFileMigration(t *testing.T) {
 	if _, err := kr.Verify(sr); err != nil {
 		t.Fatalf("after adding it again: %v", err)
 	}
-	text, _ := os.ReadFile(dir.Path(daemon.ExecutorsFile))
+	text, _ := os.ReadFile(dir.Path(host.ExecutorsFile))
 	if bytes.Contains(text, []byte(b64(impostor))) {
 		t.Fatalf("the other key named %s is still in executors.json:\n%s", receipts.BuiltinExecutor, text)
 	}

@@ -1,4 +1,4 @@
-package daemon_test
+package host_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/examples"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/journalcheck"
@@ -20,15 +20,15 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-// TestCheckJournalWithoutOpening: daemon.CheckJournal on a world no daemon
+// TestCheckJournalWithoutOpening: host.CheckJournal on a world no daemon
 // serves reads the store without opening the world, so it reports what is
 // wrong with a journal the world cannot replay; a store another process
 // holds is a locked error, as for Connect.
 func TestCheckJournalWithoutOpening(t *testing.T) {
 	ctx := context.Background()
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
 	cfg := dir.Config(kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))})
-	if _, err := daemon.Init(dir, cfg); err != nil {
+	if _, err := host.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
 	db, err := badgerdb.Open(dir.Store())
@@ -53,7 +53,7 @@ func TestCheckJournalWithoutOpening(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While this process holds the store: locked.
-	_, err = daemon.CheckJournal(ctx, dir, daemon.ConnectOptions{})
+	_, err = host.CheckJournal(ctx, dir, host.ConnectOptions{})
 	var de *api.Error
 	if !errors.As(err, &de) || de.Code != api.CodeLocked {
 		t.Fatalf("check of a held store: %v, want a locked error", err)
@@ -71,11 +71,11 @@ func TestCheckJournalWithoutOpening(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := daemon.Connect(ctx, dir, daemon.ConnectOptions{Config: cfg}); err == nil {
+	if c, err := host.Connect(ctx, dir, host.ConnectOptions{Config: cfg}); err == nil {
 		c.Close()
 		t.Fatal("the world opened on a journal with a receipt for an intent never opened")
 	}
-	rep, err := daemon.CheckJournal(ctx, dir, daemon.ConnectOptions{})
+	rep, err := host.CheckJournal(ctx, dir, host.ConnectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestCheckJournalWithoutOpening(t *testing.T) {
 		string(rep.Violations[0].Key) != "null" || !strings.Contains(rep.Violations[0].Detail, sr.Intent.String()) {
 		t.Fatalf("check: %+v, want receipt-unknown-intent at seq %d", rep, forged)
 	}
-	if _, err := daemon.CheckJournal(ctx, daemon.Dir(t.TempDir()), daemon.ConnectOptions{}); err == nil || !strings.Contains(err.Error(), "is not a world") {
+	if _, err := host.CheckJournal(ctx, host.Dir(t.TempDir()), host.ConnectOptions{}); err == nil || !strings.Contains(err.Error(), "is not a world") {
 		t.Fatalf("check of a directory that is not a world: %v", err)
 	}
 }
