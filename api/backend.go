@@ -23,60 +23,87 @@ import (
 	"github.com/aos-kernel/aos/views"
 )
 
-// Backend is what a CLI command or an HTTP handler needs from a world.
-// Local and Client implement it with the same results.
+// Backend is what a CLI command or an HTTP handler needs from a world: a
+// Reader and a Writer. Local and Client implement it with the same
+// results, so a command answers the same whether or not a daemon serves
+// the world.
 type Backend interface {
+	Reader
+	Writer
+}
+
+// Reader answers questions about a world and changes nothing in it: not
+// its journal, its cells, its store or its files. (Replay and Shadow run
+// scratch worlds beside it, which write only to memory.)
+type Reader interface {
 	Status(ctx context.Context) (*Status, error)
-	// Limits are the world's limits; SetLimits changes the non-zero fields
-	// of lim (journaled).
+	// Limits are the world's limits (Writer.SetLimits changes them).
 	Limits(ctx context.Context) (views.Limits, error)
-	SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error)
 	// Cells lists one page of a workflow's cells (kernel.World.CellPage).
 	Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error)
 	// Cell and Trace take the key as the user typed it (see ParseKey).
 	Cell(ctx context.Context, workflow, key string) (*CellView, error)
 	Trace(ctx context.Context, workflow, key string) ([]views.TraceEntry, error)
+	TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error)
 	// Timeline is one page of a cell's trace with each step's state and
-	// diff (timeline.go).
+	// diff (views.Timelines).
 	Timeline(ctx context.Context, workflow, key string, q views.TimelineQuery) (*views.TimelinePage, error)
 	// Manifest is the manifest in force, with its source (manifestview.go).
 	Manifest(ctx context.Context) (*ManifestView, error)
-	// Failed pages through the failed instances (failed.go); Recover
-	// journals an operator's retry, reset or skip of one of them.
+	// Failed pages through the failed instances (failed.go).
 	Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
-	Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error)
-	// Journal calls fn with each matching record as one JSON object.
+	// Modules lists the modules and those set aside.
+	Modules(ctx context.Context) ([]ModuleView, error)
+	// Journal calls fn with each matching record as one JSON object (the
+	// journal's export, views.Describe).
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
+	// CheckJournal checks the journal's invariants (views.CheckJournal).
+	CheckJournal(ctx context.Context) (*views.JournalCheck, error)
+	// WaitQuiescent waits up to d for quiescence and reports whether it came.
+	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
+	// Keys are the trusted executor keys.
+	Keys(ctx context.Context) ([]KeyView, error)
+	// Replay replays the journal into scratch worlds beside the world and
+	// compares the state each reaches with the world's: from the latest
+	// snapshot, and with verify also from genesis (kernel.VerifyWith).
+	Replay(ctx context.Context, verify bool) (*ReplayReport, error)
+	// Shadow runs a proposed manifest against a copy of the world
+	// (kernel.World.Shadow) and reports what it did (shadow.go).
+	Shadow(ctx context.Context, req ShadowRequest) (*ShadowOutput, error)
+}
+
+// Writer changes a world: each method journals, or changes what the
+// world's store or directory holds.
+type Writer interface {
 	// Send journals events in order; an event under an idempotency key the
 	// world remembers is answered with the original's seq as a duplicate.
 	// An event parked for targets that cannot take it now says which
 	// (kernel.Ingested.Parked; through a Client, each key is its JSON
 	// converted back without a schema, which renders as the same JSON).
 	Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error)
-	// Modules lists the modules and those set aside (aside.go);
-	// ResumeModule lets one set aside run again (journaled).
-	Modules(ctx context.Context) ([]ModuleView, error)
-	ResumeModule(ctx context.Context, module string) (*ResumeResult, error)
-	// Apply loads src and applies it. When the world is not quiescent the
-	// result lists the blockers and the error has code not_quiescent.
+	// Apply loads the manifest req names and applies it (with req.DryRun,
+	// reports what would change and changes nothing). When the world is not
+	// quiescent the result lists the blockers and the error has code
+	// not_quiescent.
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error)
-	// WaitQuiescent waits up to d for quiescence and reports whether it came.
-	WaitQuiescent(ctx context.Context, d time.Duration) (bool, error)
-	TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error)
-	Keys(ctx context.Context) ([]KeyView, error)
+	// SetLimits changes the non-zero fields of lim (journaled).
+	SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error)
+	// Recover journals an operator's retry, reset or skip of a failed
+	// instance.
+	Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error)
+	// ResumeModule lets a module set aside run again (journaled).
+	ResumeModule(ctx context.Context, module string) (*ResumeResult, error)
 	// AddKey trusts a PEM public key under executor name for effects
-	// (exact names and "ns/*" namespaces; at least one, no sys/ effect).
+	// (exact names and "ns/*" namespaces; at least one, no sys/ effect);
+	// RemoveKey stops trusting one. Both rewrite the world's keys file.
 	AddKey(ctx context.Context, name, pubPEM string, effects []string) (KeyView, error)
 	RemoveKey(ctx context.Context, id string) error
 	// Snapshot takes a snapshot now (kernel.World.Snapshot); a snapshot
 	// still being written refuses it with code not_idle.
 	Snapshot(ctx context.Context) (*SnapshotResult, error)
-	// Replay replays the journal into scratch worlds beside the world and
-	// compares the state each reaches with the world's: from the latest
-	// snapshot, and with verify also from genesis (kernel.VerifyWith).
-	Replay(ctx context.Context, verify bool) (*ReplayReport, error)
-	// CheckJournal checks the journal's invariants (journalcheck.go).
-	CheckJournal(ctx context.Context) (*views.JournalCheck, error)
+	// GC collects the world's CAS, and with req.DropJournal applies the
+	// journal's retention (gc.go).
+	GC(ctx context.Context, req GCRequest) (*GCOutput, error)
 }
 
 var (
@@ -201,7 +228,7 @@ func NewLocal(w *kernel.World, keys *Keys) *Local {
 	return &Local{W: w, keys: keys}
 }
 
-// Status implements Backend.
+// Status implements Reader.
 func (l *Local) Status(ctx context.Context) (*Status, error) {
 	s, err := l.W.Status(ctx)
 	if err != nil {
@@ -219,7 +246,7 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	return out, nil
 }
 
-// Cells implements Backend. A page size out of range or a cursor that is
+// Cells implements Reader. A page size out of range or a cursor that is
 // not one is invalid_input naming the parameter (limit, after).
 func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error) {
 	if q.Limit < 0 || q.Limit > kernel.MaxCellPage {
@@ -247,7 +274,7 @@ func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*Cell
 	return CellPageView(p), nil
 }
 
-// Cell implements Backend.
+// Cell implements Reader.
 func (l *Local) Cell(ctx context.Context, workflow, key string) (*CellView, error) {
 	k, err := l.key(workflow, key)
 	if err != nil {
@@ -260,7 +287,7 @@ func (l *Local) Cell(ctx context.Context, workflow, key string) (*CellView, erro
 	return CellViewOf(v), nil
 }
 
-// Trace implements Backend.
+// Trace implements Reader.
 func (l *Local) Trace(ctx context.Context, workflow, key string) ([]views.TraceEntry, error) {
 	k, err := l.key(workflow, key)
 	if err != nil {
@@ -348,7 +375,7 @@ func workflowNames(m *manifest.Manifest) []string {
 	return out
 }
 
-// Journal implements Backend.
+// Journal implements Reader.
 func (l *Local) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error {
 	for _, k := range q.Kinds {
 		if !knownKind(k) {
@@ -440,7 +467,7 @@ func containsString(xs []string, s string) bool {
 	return false
 }
 
-// Send implements Backend. The kernel checks the events (once, for every
+// Send implements Writer. The kernel checks the events (once, for every
 // caller); a refusal of one event is answered at its place in the request.
 func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
 	if len(evs) == 0 {
@@ -483,7 +510,7 @@ func eventWhere(evs []EventIn, i int) string {
 	return fmt.Sprintf("events[%d] %s", i, evs[i].Schema)
 }
 
-// WaitQuiescent implements Backend.
+// WaitQuiescent implements Reader.
 func (l *Local) WaitQuiescent(ctx context.Context, d time.Duration) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -498,7 +525,7 @@ func (l *Local) WaitQuiescent(ctx context.Context, d time.Duration) (bool, error
 	}
 }
 
-// Apply implements Backend.
+// Apply implements Writer.
 func (l *Local) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error) {
 	m, err := LoadManifest(req, l.W.CAS().Get)
 	if err != nil {

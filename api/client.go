@@ -114,7 +114,7 @@ func decodeError(status int, b []byte, out any) error {
 	return eb.Error
 }
 
-// Status implements Backend.
+// Status implements Reader.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var s Status
 	if err := c.call(ctx, "GET", "/v1/status", nil, &s); err != nil {
@@ -123,7 +123,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return &s, nil
 }
 
-// Cells implements Backend.
+// Cells implements Reader.
 func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error) {
 	var out CellPage
 	v := url.Values{}
@@ -152,7 +152,7 @@ func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*Cel
 	return &out, nil
 }
 
-// Cell implements Backend.
+// Cell implements Reader.
 func (c *Client) Cell(ctx context.Context, workflow, key string) (*CellView, error) {
 	var out CellView
 	if err := c.call(ctx, "GET", "/v1/cells/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
@@ -170,7 +170,7 @@ func escapeKey(key string) string {
 	return url.PathEscape(key)
 }
 
-// Trace implements Backend.
+// Trace implements Reader.
 func (c *Client) Trace(ctx context.Context, workflow, key string) ([]views.TraceEntry, error) {
 	var out []views.TraceEntry
 	if err := c.call(ctx, "GET", "/v1/trace/"+url.PathEscape(workflow)+"/"+escapeKey(key), nil, &out); err != nil {
@@ -179,7 +179,7 @@ func (c *Client) Trace(ctx context.Context, workflow, key string) ([]views.Trace
 	return out, nil
 }
 
-// Timeline implements Backend.
+// Timeline implements Reader.
 func (c *Client) Timeline(ctx context.Context, workflow, key string, q views.TimelineQuery) (*views.TimelinePage, error) {
 	v := url.Values{}
 	if q.After > 0 {
@@ -202,7 +202,7 @@ func (c *Client) Timeline(ctx context.Context, workflow, key string, q views.Tim
 	return &out, nil
 }
 
-// Manifest implements Backend.
+// Manifest implements Reader.
 func (c *Client) Manifest(ctx context.Context) (*ManifestView, error) {
 	var out ManifestView
 	if err := c.call(ctx, "GET", "/v1/manifest", nil, &out); err != nil {
@@ -211,7 +211,7 @@ func (c *Client) Manifest(ctx context.Context) (*ManifestView, error) {
 	return &out, nil
 }
 
-// Journal implements Backend.
+// Journal implements Reader.
 func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error {
 	v := url.Values{}
 	if q.From > 0 {
@@ -264,7 +264,7 @@ func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMe
 	return nil
 }
 
-// Send implements Backend. A parked target's key comes back as the
+// Send implements Writer. A parked target's key comes back as the
 // canonical CBOR of its JSON form, converted without a schema: exact for
 // keys of text and numbers, and rendering as the same JSON (KeyJSON) for
 // any key.
@@ -305,7 +305,7 @@ func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, er
 	return res, nil
 }
 
-// Apply implements Backend.
+// Apply implements Writer.
 func (c *Client) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, error) {
 	var out ApplyOutput
 	err := c.call(ctx, "POST", "/v1/apply", req, &out)
@@ -318,7 +318,7 @@ func (c *Client) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, err
 	return &out, nil
 }
 
-// WaitQuiescent implements Backend.
+// WaitQuiescent implements Reader.
 func (c *Client) WaitQuiescent(ctx context.Context, d time.Duration) (bool, error) {
 	var out struct {
 		Quiescent bool `json:"quiescent"`

@@ -355,7 +355,7 @@ func (s *Server) removeKeyRoute(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// TraceIntent implements Backend.
+// TraceIntent implements Reader.
 func (l *Local) TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error) {
 	h, err := schemas.ParseHash(hash)
 	if err != nil {
@@ -394,7 +394,7 @@ func (l *Local) keyStore() (*Keys, error) {
 	return l.keys, nil
 }
 
-// Keys implements Backend.
+// Keys implements Reader.
 func (l *Local) Keys(context.Context) ([]KeyView, error) {
 	ks, err := l.keyStore()
 	if err != nil {
@@ -403,7 +403,7 @@ func (l *Local) Keys(context.Context) ([]KeyView, error) {
 	return ks.list(), nil
 }
 
-// AddKey implements Backend.
+// AddKey implements Writer.
 func (l *Local) AddKey(_ context.Context, name, pubPEM string, effects []string) (KeyView, error) {
 	ks, err := l.keyStore()
 	if err != nil {
@@ -412,7 +412,7 @@ func (l *Local) AddKey(_ context.Context, name, pubPEM string, effects []string)
 	return ks.add(name, pubPEM, effects)
 }
 
-// RemoveKey implements Backend.
+// RemoveKey implements Writer.
 func (l *Local) RemoveKey(_ context.Context, id string) error {
 	ks, err := l.keyStore()
 	if err != nil {
@@ -421,28 +421,28 @@ func (l *Local) RemoveKey(_ context.Context, id string) error {
 	return ks.remove(id)
 }
 
-// TraceIntent implements Backend.
+// TraceIntent implements Reader.
 func (c *Client) TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error) {
 	var out []views.TraceEntry
 	err := c.call(ctx, "GET", "/v1/intents/"+hash, nil, &out)
 	return out, err
 }
 
-// Keys implements Backend.
+// Keys implements Reader.
 func (c *Client) Keys(ctx context.Context) ([]KeyView, error) {
 	var out []KeyView
 	err := c.call(ctx, "GET", "/v1/keys", nil, &out)
 	return out, err
 }
 
-// AddKey implements Backend.
+// AddKey implements Writer.
 func (c *Client) AddKey(ctx context.Context, name, pubPEM string, effects []string) (KeyView, error) {
 	var out KeyView
 	err := c.call(ctx, "POST", "/v1/keys", AddKeyRequest{Name: name, PublicKey: pubPEM, Effects: effects}, &out)
 	return out, err
 }
 
-// RemoveKey implements Backend.
+// RemoveKey implements Writer.
 func (c *Client) RemoveKey(ctx context.Context, id string) error {
 	return c.call(ctx, "DELETE", "/v1/keys/"+id, nil, nil)
 }

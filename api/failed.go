@@ -58,7 +58,7 @@ func (r *RecoverRequest) keyText() string {
 	return string(r.Key)
 }
 
-// Failed implements Backend.
+// Failed implements Reader.
 func (l *Local) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error) {
 	if q.Key != nil {
 		if q.Workflow == "" {
@@ -140,7 +140,7 @@ func (l *Local) failedKey(ctx context.Context, workflow, key string) ([]byte, er
 	return k, nil
 }
 
-// Recover implements Backend.
+// Recover implements Writer.
 func (l *Local) Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error) {
 	k, err := l.failedKey(ctx, workflow, req.keyText())
 	if err != nil {
@@ -170,7 +170,7 @@ func recoverError(err error, where string) *Error {
 	return AsError(err, where)
 }
 
-// Failed implements Backend.
+// Failed implements Reader.
 func (c *Client) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error) {
 	v := url.Values{}
 	if q.Workflow != "" {
@@ -192,7 +192,7 @@ func (c *Client) Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
 	return &out, nil
 }
 
-// Recover implements Backend.
+// Recover implements Writer.
 func (c *Client) Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error) {
 	var out RecoverResult
 	if err := c.call(ctx, "POST", "/v1/failed/"+url.PathEscape(workflow)+"/recover", req, &out); err != nil {

@@ -13,16 +13,6 @@ import (
 	"github.com/aos-kernel/aos/kernel"
 )
 
-// Collector collects a world's CAS (`aosd gc`, POST /v1/gc).
-type Collector interface {
-	GC(ctx context.Context, req GCRequest) (*GCOutput, error)
-}
-
-var (
-	_ Collector = (*Local)(nil)
-	_ Collector = (*Client)(nil)
-)
-
 // GCRequest is POST /v1/gc's body.
 type GCRequest struct {
 	// KeepSnapshots: how many of the newest snapshots stay usable (0: the
@@ -75,7 +65,7 @@ func checkGC(req *GCRequest) error {
 	return nil
 }
 
-// GC implements Collector.
+// GC implements Writer.
 func (l *Local) GC(ctx context.Context, req GCRequest) (out *GCOutput, err error) {
 	if err := checkGC(&req); err != nil {
 		return nil, err
@@ -120,7 +110,7 @@ func (l *Local) GC(ctx context.Context, req GCRequest) (out *GCOutput, err error
 	return out, nil
 }
 
-// GC implements Collector over POST /v1/gc.
+// GC implements Writer over POST /v1/gc.
 func (c *Client) GC(ctx context.Context, req GCRequest) (*GCOutput, error) {
 	var out GCOutput
 	if err := c.call(ctx, "POST", "/v1/gc", req, &out); err != nil {
@@ -133,10 +123,6 @@ func (c *Client) GC(ctx context.Context, req GCRequest) (*GCOutput, error) {
 func (s *Server) gcRoute(w http.ResponseWriter, r *http.Request) {
 	var req GCRequest
 	s.handle(w, r, "gc", body{into: &req, shape: `{"keep_snapshots": N, "drop_journal": bool, "archive": "/abs/path"}`}, func() (any, error) {
-		col, ok := s.Backend.(Collector)
-		if !ok {
-			return nil, newError(http.StatusNotImplemented, CodeUnavailable, "gc", "this server cannot collect")
-		}
-		return col.GC(r.Context(), req)
+		return s.Backend.GC(r.Context(), req)
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/aos-kernel/aos/views"
 )
 
-// CheckJournal implements Backend: the open world's journal as it is
+// CheckJournal implements Reader: the open world's journal as it is
 // durable now (records appended meanwhile are not read).
 func (l *Local) CheckJournal(ctx context.Context) (*views.JournalCheck, error) {
 	out, err := views.CheckJournal(ctx, l.W.Journal(), l.W.CAS().Get)
@@ -17,7 +17,7 @@ func (l *Local) CheckJournal(ctx context.Context) (*views.JournalCheck, error) {
 	return out, nil
 }
 
-// CheckJournal implements Backend.
+// CheckJournal implements Reader.
 func (c *Client) CheckJournal(ctx context.Context) (*views.JournalCheck, error) {
 	var out views.JournalCheck
 	if err := c.call(ctx, "GET", "/v1/journal/check", nil, &out); err != nil {

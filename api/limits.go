@@ -9,7 +9,7 @@ import (
 	"github.com/aos-kernel/aos/views"
 )
 
-// Limits implements Backend.
+// Limits implements Reader.
 func (l *Local) Limits(ctx context.Context) (views.Limits, error) {
 	if err := l.W.Sync(ctx); err != nil { // ordered after earlier changes
 		return views.Limits{}, AsError(err, "limits")
@@ -17,7 +17,7 @@ func (l *Local) Limits(ctx context.Context) (views.Limits, error) {
 	return views.Limits(l.W.Limits()), nil
 }
 
-// SetLimits implements Backend.
+// SetLimits implements Writer.
 func (l *Local) SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error) {
 	res, err := l.W.SetLimits(ctx, lim)
 	if err != nil {
@@ -26,7 +26,7 @@ func (l *Local) SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult
 	return LimitsResultOf(res), nil
 }
 
-// Limits implements Backend.
+// Limits implements Reader.
 func (c *Client) Limits(ctx context.Context) (views.Limits, error) {
 	var out struct {
 		Limits views.Limits `json:"limits"`
@@ -35,7 +35,7 @@ func (c *Client) Limits(ctx context.Context) (views.Limits, error) {
 	return out.Limits, err
 }
 
-// SetLimits implements Backend. Zero fields keep their value; the daemon
+// SetLimits implements Writer. Zero fields keep their value; the daemon
 // receives only the fields that are set.
 func (c *Client) SetLimits(ctx context.Context, lim kernel.Limits) (*LimitsResult, error) {
 	var out LimitsResult

@@ -22,7 +22,7 @@ type ManifestView struct {
 	Source json.RawMessage `json:"source"`
 }
 
-// Manifest implements Backend. It reads the manifest the world holds and
+// Manifest implements Reader. It reads the manifest the world holds and
 // the journal's kind index, not the loop, so it answers on a stopped world
 // too.
 func (l *Local) Manifest(ctx context.Context) (*ManifestView, error) {

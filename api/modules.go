@@ -23,7 +23,7 @@ type ModulePage struct {
 	Modules []ModuleView `json:"modules"`
 }
 
-// Modules implements Backend.
+// Modules implements Reader.
 func (l *Local) Modules(ctx context.Context) ([]ModuleView, error) {
 	ms, err := l.W.Modules(ctx)
 	if err != nil {
@@ -32,7 +32,7 @@ func (l *Local) Modules(ctx context.Context) ([]ModuleView, error) {
 	return ModuleViews(ms), nil
 }
 
-// ResumeModule implements Backend.
+// ResumeModule implements Writer.
 func (l *Local) ResumeModule(ctx context.Context, module string) (*ResumeResult, error) {
 	res, err := l.W.ResumeModule(ctx, module)
 	if err != nil {
@@ -45,7 +45,7 @@ func (l *Local) ResumeModule(ctx context.Context, module string) (*ResumeResult,
 	return &out, nil
 }
 
-// Modules implements Backend.
+// Modules implements Reader.
 func (c *Client) Modules(ctx context.Context) ([]ModuleView, error) {
 	var out ModulePage
 	if err := c.call(ctx, "GET", "/v1/modules", nil, &out); err != nil {
@@ -54,7 +54,7 @@ func (c *Client) Modules(ctx context.Context) ([]ModuleView, error) {
 	return out.Modules, nil
 }
 
-// ResumeModule implements Backend.
+// ResumeModule implements Writer.
 func (c *Client) ResumeModule(ctx context.Context, module string) (*ResumeResult, error) {
 	var out ResumeResult
 	if err := c.call(ctx, "POST", "/v1/modules/"+url.PathEscape(module)+"/resume", nil, &out); err != nil {

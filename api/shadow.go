@@ -15,18 +15,6 @@ import (
 	"github.com/aos-kernel/aos/views"
 )
 
-// Shadower runs a proposed manifest against a copy of the world
-// (kernel.World.Shadow): POST /v1/shadow, `aosd shadow`. Local and Client
-// implement it with the same results.
-type Shadower interface {
-	Shadow(ctx context.Context, req ShadowRequest) (*ShadowOutput, error)
-}
-
-var (
-	_ Shadower = (*Local)(nil)
-	_ Shadower = (*Client)(nil)
-)
-
 // ShadowRequest is the body of POST /v1/shadow: the proposed manifest as
 // POST /v1/apply takes it (exactly one of path and files), and the inputs:
 // events, or a window of the journal's last ingress events (neither: the
@@ -156,7 +144,7 @@ type ShadowKeyDelta struct {
 	After  *schemas.Hash   `json:"after"`
 }
 
-// Shadow implements Shadower. A request that gives both events and a
+// Shadow implements Reader. A request that gives both events and a
 // window, or an event without its schema or value, is invalid_input; a
 // copy that is not quiescent where the manifest is applied is
 // not_quiescent, with the report (its apply's blocked_by) beside the
@@ -255,7 +243,7 @@ func shadowIntents(its []kernel.ShadowIntent) []ShadowIntent {
 	return out
 }
 
-// Shadow implements Shadower over POST /v1/shadow. A refusal that carries
+// Shadow implements Reader over POST /v1/shadow. A refusal that carries
 // a report (not_quiescent, invalid_manifest) returns it beside the error.
 func (c *Client) Shadow(ctx context.Context, req ShadowRequest) (*ShadowOutput, error) {
 	var out ShadowOutput
@@ -287,12 +275,7 @@ func (s *Server) shadowRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err, "request body")
 		return
 	}
-	sh, ok := s.Backend.(Shadower)
-	if !ok {
-		writeError(w, newError(http.StatusNotImplemented, CodeUnavailable, "shadow", "this server's backend cannot shadow"))
-		return
-	}
-	out, err := sh.Shadow(r.Context(), req)
+	out, err := s.Backend.Shadow(r.Context(), req)
 	if err != nil {
 		e := AsError(err, "shadow")
 		if out != nil {

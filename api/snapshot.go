@@ -17,7 +17,7 @@ import (
 // worlds over the world's stores (kernel.ScratchStores), which write only
 // to memory.
 
-// Snapshot implements Backend.
+// Snapshot implements Writer.
 func (l *Local) Snapshot(ctx context.Context) (*SnapshotResult, error) {
 	res, err := l.W.Snapshot(ctx)
 	if err != nil {
@@ -26,7 +26,7 @@ func (l *Local) Snapshot(ctx context.Context) (*SnapshotResult, error) {
 	return SnapshotResultOf(res), nil
 }
 
-// Replay implements Backend. The live state is taken first (the world's
+// Replay implements Reader. The live state is taken first (the world's
 // loop pauses while it materializes every workflow's cells), then the
 // scratch worlds replay up to its height while the world goes on.
 func (l *Local) Replay(ctx context.Context, verify bool) (*ReplayReport, error) {
@@ -74,7 +74,7 @@ func lastSnapshot(log kernel.Log, height uint64) (*SnapshotRef, error) {
 	return ref, err
 }
 
-// Snapshot implements Backend.
+// Snapshot implements Writer.
 func (c *Client) Snapshot(ctx context.Context) (*SnapshotResult, error) {
 	var out SnapshotResult
 	if err := c.call(ctx, "POST", "/v1/snapshot", nil, &out); err != nil {
@@ -83,7 +83,7 @@ func (c *Client) Snapshot(ctx context.Context) (*SnapshotResult, error) {
 	return &out, nil
 }
 
-// Replay implements Backend.
+// Replay implements Reader.
 func (c *Client) Replay(ctx context.Context, verify bool) (*ReplayReport, error) {
 	var out ReplayReport
 	if err := c.call(ctx, "POST", "/v1/replay?verify="+strconv.FormatBool(verify), nil, &out); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/aos-kernel/aos/views"
 )
 
-// Timeline implements Backend: one page of a cell's timeline
+// Timeline implements Reader: one page of a cell's timeline
 // (views.Timelines), its page size and key checked here.
 func (l *Local) Timeline(ctx context.Context, workflow, key string, q views.TimelineQuery) (*views.TimelinePage, error) {
 	if q.Limit < 0 || q.Limit > views.MaxTimelinePage {

@@ -39,11 +39,7 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 			req.Progress = func(label string, total uint64) kernel.ProgressBar { return r.Start(label, total) }
 		}
 		return a.withConn(a.ctx, func(c *host.Conn) error {
-			col, ok := c.Backend.(api.Collector)
-			if !ok {
-				return fmt.Errorf("this connection cannot collect")
-			}
-			res, err := col.GC(a.ctx, req)
+			res, err := c.GC(a.ctx, req)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,15 +49,11 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 			req.Events = evs
 		}
 		return a.withConn(a.ctx, func(c *host.Conn) error {
-			sh, ok := c.Backend.(api.Shadower)
-			if !ok {
-				return errors.New("this connection cannot shadow")
-			}
 			var err error
 			if req.Path, req.Files, err = manifestSource(c, path); err != nil {
 				return err
 			}
-			out, err := sh.Shadow(a.ctx, req)
+			out, err := c.Shadow(a.ctx, req)
 			if out == nil {
 				return err
 			}
