@@ -100,7 +100,7 @@ func (w *World) Apply(ctx context.Context, path string, dryRun bool) (*api.Apply
 // sequence once it is durable. Invalid input is refused with an error naming
 // the schema and the JSON pointer, and nothing is journaled.
 func (w *World) Send(ctx context.Context, schema string, value json.RawMessage) (uint64, error) {
-	res, err := w.h.Local().Send(ctx, []api.EventIn{{Schema: schema, Value: value}})
+	res, err := w.h.Local().Send(ctx, []api.Event{{Schema: schema, Value: value}})
 	if err != nil {
 		return 0, err
 	}

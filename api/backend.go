@@ -80,7 +80,7 @@ type Writer interface {
 	// An event parked for targets that cannot take it now says which
 	// (kernel.Ingested.Parked; through a Client, each key is its JSON
 	// converted back without a schema, which renders as the same JSON).
-	Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error)
+	Send(ctx context.Context, evs []Event) ([]kernel.Ingested, error)
 	// Apply loads the manifest req names and applies it (with req.DryRun,
 	// reports what would change and changes nothing). When the world is not
 	// quiescent the result lists the blockers and the error has code
@@ -111,13 +111,23 @@ var (
 	_ Backend = (*Client)(nil)
 )
 
-// EventIn is one event offered at ingress: POST /v1/events items.
-type EventIn struct {
+// Event is one event offered at ingress, in JSON: an item of POST
+// /v1/events, of a shadow request's events, of an events file (ParseEvents).
+// It is kernel.Event's JSON form and carries the same fields; it exists
+// because the kernel's event has none (the kernel imports no encoding/json,
+// and its value may be canonical CBOR instead of JSON). An event becomes
+// the kernel's in one place (kernelEvent), once the request is judged.
+type Event struct {
 	Schema string          `json:"schema"`
 	Value  json.RawMessage `json:"value"`
 	// IdempotencyKey makes a resend safe (kernel.Event.IdempotencyKey);
 	// empty: none.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// kernelEvent is e as the kernel takes it.
+func (e Event) kernelEvent() kernel.Event {
+	return kernel.Event{Schema: e.Schema, JSON: e.Value, IdempotencyKey: e.IdempotencyKey}
 }
 
 // CellsQuery selects a page of a workflow's cells:
@@ -469,13 +479,13 @@ func containsString(xs []string, s string) bool {
 
 // Send implements Writer. The kernel checks the events (once, for every
 // caller); a refusal of one event is answered at its place in the request.
-func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
+func (l *Local) Send(ctx context.Context, evs []Event) ([]kernel.Ingested, error) {
 	if len(evs) == 0 {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "events", "no events given")
 	}
 	kevs := make([]kernel.Event, len(evs))
 	for i, e := range evs {
-		kevs[i] = kernel.Event{Schema: e.Schema, JSON: e.Value, IdempotencyKey: e.IdempotencyKey}
+		kevs[i] = e.kernelEvent()
 	}
 	res, err := l.W.Ingest(ctx, kevs...)
 	if err != nil {
@@ -487,7 +497,7 @@ func (l *Local) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, err
 // sendError words a refused send. An event that lacks its schema or value
 // is named at its place (event S, or events[i] S) in the API's own words;
 // any other refusal carries the kernel's message.
-func sendError(err error, evs []EventIn) *Error {
+func sendError(err error, evs []Event) *Error {
 	var ie *kernel.InputError
 	if errors.As(err, &ie) && ie.Missing && ie.Index < len(evs) {
 		where := eventWhere(evs, ie.Index)
@@ -503,7 +513,7 @@ func sendError(err error, evs []EventIn) *Error {
 	return AsError(err, where)
 }
 
-func eventWhere(evs []EventIn, i int) string {
+func eventWhere(evs []Event, i int) string {
 	if len(evs) == 1 {
 		return "event " + evs[0].Schema
 	}

@@ -268,7 +268,7 @@ func (c *Client) Journal(ctx context.Context, q JournalQuery, fn func(json.RawMe
 // canonical CBOR of its JSON form, converted without a schema: exact for
 // keys of text and numbers, and rendering as the same JSON (KeyJSON) for
 // any key.
-func (c *Client) Send(ctx context.Context, evs []EventIn) ([]kernel.Ingested, error) {
+func (c *Client) Send(ctx context.Context, evs []Event) ([]kernel.Ingested, error) {
 	var out struct {
 		Seqs       []uint64 `json:"seqs"`
 		Duplicates []bool   `json:"duplicates"`

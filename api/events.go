@@ -18,7 +18,7 @@ const eventsShape = `body is not {"schema": NAME, "value": JSON, "idempotency_ke
 // apart from no key, and refused, but only once the request's headers are
 // checked (eventsIn), so the events hold the kernel's reading of it, none.
 type eventsBody struct {
-	events   []EventIn
+	events   []Event
 	batch    bool
 	emptyKey int
 }
@@ -45,19 +45,19 @@ func parseEvents(b []byte, maxBatch int) (eventsBody, error) {
 	var err error
 	if c, ok := sc.Peek(); ok && c == '[' {
 		out.batch = true
-		out.events = make([]EventIn, 0, 8)
+		out.events = make([]Event, 0, 8)
 		err = sc.Array("an array of events", func(i int) error {
 			if maxBatch > 0 && i >= maxBatch {
 				return &batchTooLarge{max: maxBatch}
 			}
-			out.events = append(out.events, EventIn{})
+			out.events = append(out.events, Event{})
 			if err := out.read(sc, i); err != nil {
 				return fmt.Errorf("events[%d]: %w", i, err)
 			}
 			return nil
 		})
 	} else {
-		out.events = make([]EventIn, 1)
+		out.events = make([]Event, 1)
 		err = out.read(sc, 0)
 	}
 	if err == nil {
@@ -89,7 +89,7 @@ func (e *batchTooLarge) Error() string {
 
 // readEvent reads one event object (or null) of an events body into ev,
 // and says whether its idempotency_key was given as "" (ev then has none).
-func readEvent(sc *jsonx.Scanner, ev *EventIn) (emptyKey bool, err error) {
+func readEvent(sc *jsonx.Scanner, ev *Event) (emptyKey bool, err error) {
 	if null, err := sc.Null(); null || err != nil {
 		return false, err
 	}
@@ -137,7 +137,7 @@ func readEvent(sc *jsonx.Scanner, ev *EventIn) (emptyKey bool, err error) {
 // eventsIn settles each event's idempotency key from its body field and, for
 // a single event, the Idempotency-Key header (header holds the header's
 // values): both may be given if they agree; an empty key is refused.
-func eventsIn(body eventsBody, header []string) ([]EventIn, *Error) {
+func eventsIn(body eventsBody, header []string) ([]Event, *Error) {
 	evs, batch := body.events, body.batch
 	if len(header) > 0 && batch {
 		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "Idempotency-Key header",

@@ -174,18 +174,18 @@ func TestClientSendIdempotency(t *testing.T) {
 	s := serveWorld(t, false)
 	c := &api.Client{Base: s.url, Token: s.token}
 	ctx := context.Background()
-	ev := api.EventIn{Schema: cancelEv, Value: json.RawMessage(`{"order_id":"o1"}`), IdempotencyKey: "c-1"}
-	first, err := c.Send(ctx, []api.EventIn{ev})
+	ev := api.Event{Schema: cancelEv, Value: json.RawMessage(`{"order_id":"o1"}`), IdempotencyKey: "c-1"}
+	first, err := c.Send(ctx, []api.Event{ev})
 	if err != nil || len(first) != 1 || first[0].Duplicate {
 		t.Fatalf("first: %+v %v", first, err)
 	}
-	again, err := c.Send(ctx, []api.EventIn{ev, ev})
+	again, err := c.Send(ctx, []api.Event{ev, ev})
 	dup := kernel.Ingested{Seq: first[0].Seq, Duplicate: true}
 	if err != nil || len(again) != 2 || !reflect.DeepEqual(again[0], dup) || !reflect.DeepEqual(again[1], dup) {
 		t.Fatalf("resend: %+v %v, want seq %d twice as duplicates", again, err, first[0].Seq)
 	}
 	ev.Value = json.RawMessage(`{"order_id":"o2"}`)
-	_, err = c.Send(ctx, []api.EventIn{ev})
+	_, err = c.Send(ctx, []api.Event{ev})
 	var de *api.Error
 	if !errors.As(err, &de) || de.Status != http.StatusConflict || de.Code != api.CodeIdempotencyConflict {
 		t.Fatalf("conflict through the client: %v", err)

@@ -23,7 +23,7 @@ import (
 type ShadowRequest struct {
 	Path   string    `json:"path,omitempty"`
 	Files  []File    `json:"files,omitempty"`
-	Events []EventIn `json:"events,omitempty"`
+	Events []Event `json:"events,omitempty"`
 	Window int       `json:"window,omitempty"`
 	List   int       `json:"list,omitempty"`
 }
@@ -163,7 +163,7 @@ func (l *Local) Shadow(ctx context.Context, req ShadowRequest) (*ShadowOutput, e
 		if e.Schema == "" || len(e.Value) == 0 {
 			return nil, newError(http.StatusBadRequest, CodeInvalidInput, fmt.Sprintf("events[%d]", i), "an event needs a schema and a value")
 		}
-		evs[i] = kernel.Event{Schema: e.Schema, JSON: e.Value, IdempotencyKey: e.IdempotencyKey}
+		evs[i] = e.kernelEvent()
 	}
 	m, err := LoadManifest(ApplyRequest{Path: req.Path, Files: req.Files}, l.W.CAS().Get)
 	if err != nil {
@@ -294,7 +294,7 @@ func (s *Server) shadowRoute(w http.ResponseWriter, r *http.Request) {
 // place and byte offset. It reads them as POST /v1/events reads its body
 // (the jsonx Scanner, readEvent): exact keys, no key twice, nothing after
 // the array, no lone surrogate escapes.
-func ParseEvents(name string, data []byte) ([]EventIn, error) {
+func ParseEvents(name string, data []byte) ([]Event, error) {
 	var sc jsonx.Scanner
 	if err := sc.Reset(data, jsonx.Options{MaxDepth: views.MaxDepth}); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", kernel.ErrInvalid, name, views.Problem(err))
@@ -306,7 +306,7 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 	in := eventsBody{emptyKey: -1}
 	if c, ok := sc.Peek(); ok && c == '[' {
 		err := sc.Array("an array of events", func(i int) error {
-			in.events = append(in.events, EventIn{})
+			in.events = append(in.events, Event{})
 			if err := in.read(&sc, i); err != nil {
 				return bad(i, err)
 			}
@@ -326,7 +326,7 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 			if _, more := sc.Peek(); !more {
 				break
 			}
-			in.events = append(in.events, EventIn{})
+			in.events = append(in.events, Event{})
 			if err := in.read(&sc, i); err != nil {
 				return nil, bad(i, err)
 			}
@@ -343,7 +343,7 @@ func ParseEvents(name string, data []byte) ([]EventIn, error) {
 		}
 	}
 	if in.events == nil {
-		return []EventIn{}, nil
+		return []Event{}, nil
 	}
 	return in.events, nil
 }

@@ -69,8 +69,8 @@ func TestShadowRoute(t *testing.T) {
 		t.Fatalf("client answer differs from the route's:\n%s\n%s", gb, body)
 	}
 
-	ev := api.EventIn{Schema: "t/Add@1", Value: json.RawMessage(`{"key":"c","by":13}`)}
-	code, body = s.do(t, "POST", "/v1/shadow", reqBody(api.ShadowRequest{Files: files, Events: []api.EventIn{ev}}))
+	ev := api.Event{Schema: "t/Add@1", Value: json.RawMessage(`{"key":"c","by":13}`)}
+	code, body = s.do(t, "POST", "/v1/shadow", reqBody(api.ShadowRequest{Files: files, Events: []api.Event{ev}}))
 	if err := json.Unmarshal([]byte(body), &out); err != nil || code != 200 {
 		t.Fatalf("shadow with events: %d %s", code, body)
 	}
@@ -80,7 +80,7 @@ func TestShadowRoute(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ body, where string }{
-		{reqBody(api.ShadowRequest{Files: files, Window: 2, Events: []api.EventIn{ev}}), "window"},
+		{reqBody(api.ShadowRequest{Files: files, Window: 2, Events: []api.Event{ev}}), "window"},
 		{reqBody(api.ShadowRequest{Files: files, Window: -1}), "window"},
 		{strings.Replace(reqBody(api.ShadowRequest{Files: files}), `"files"`, `"events":[{"schema":"t/Add@1"}],"files"`, 1), "events[0]"},
 		{`{"files": [], "nope": 1}`, "request body"},

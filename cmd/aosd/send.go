@@ -57,7 +57,7 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		}
 		return a.withConn(a.ctx, func(c *host.Conn) error {
-			res, err := c.Send(a.ctx, []api.EventIn{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
+			res, err := c.Send(a.ctx, []api.Event{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
 			if err != nil {
 				return err
 			}

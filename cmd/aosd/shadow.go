@@ -63,7 +63,7 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 // readEvents reads --events: a file, or - for stdin.
-func (a *app) readEvents(arg string) ([]api.EventIn, error) {
+func (a *app) readEvents(arg string) ([]api.Event, error) {
 	name := arg
 	var b []byte
 	var err error
