@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,41 +23,20 @@ import (
 
 const chargeEffect = "com.example/payment.charge@1"
 
-// served is a world served as `aosd serve` serves it (host.Open: real
-// Badger, the built-in executors, the HTTP API on loopback).
-type served struct {
-	url, token string
-	w          *kernel.World
-}
-
-func (s *served) do(t *testing.T, method, path, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// paidWorld is a served world whose journal holds every kind a live world
-// writes in the course of business: two orders of the orders example, each
-// opening a charge and an expiry timer (15 minutes: it does not fire
-// during the test), whose charges an external executor, trusted with a real ed25519 key,
-// reports on with two signed frames and settles with receipts; a limits
-// change, and a snapshot. It returns the world, the executor's key, and
-// the journal's export lines.
-func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
+// paidWorld is a world opened as `aosd serve` opens it (host.Open: real
+// Badger, the built-in executors) whose journal holds every kind a live
+// world writes in the course of business: two orders of the orders example,
+// each opening a charge and an expiry timer (15 minutes: it does not fire
+// during the test), whose charges an external executor, trusted with a
+// real ed25519 key, reports on with two signed frames and settles with
+// receipts; a limits change, and a snapshot. It returns the world, its
+// trusted keys (as GET /v1/keys lists them) and the journal's export lines
+// (as GET /v1/journal writes them).
+func paidWorld(t *testing.T) (*kernel.World, *receipts.Keyring, []string) {
 	t.Helper()
 	ctx := context.Background()
-	h, err := host.Open(ctx, filepath.Join(t.TempDir(), "world"), host.Options{Create: true, Listen: "127.0.0.1:0",
-		Kernel: kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))}})
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	h, err := host.Open(ctx, string(dir), host.Options{Create: true, Kernel: kernel.Config{WasmCacheDir: examples.WasmCache(examples.Dir(t))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +45,12 @@ func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 			t.Error(err)
 		}
 	})
-	s := &served{url: "http://" + h.Addr(), token: h.Token(), w: h.Kernel()}
+	w := h.Kernel()
 	m, err := manifest.Load(examples.Path(t, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.w.Apply(ctx, m, false); err != nil {
+	if _, err := w.Apply(ctx, m, false); err != nil {
 		t.Fatal(err)
 	}
 	payments, err := receipts.GenerateKey()
@@ -84,69 +61,73 @@ func paidWorld(t *testing.T) (*served, ed25519.PrivateKey, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := json.Marshal(api.AddKeyRequest{Name: "payments", PublicKey: string(pub), Effects: []string{chargeEffect}})
-	if code, body := s.do(t, "POST", "/v1/keys", string(req)); code != 200 {
-		t.Fatalf("add key: %d %s", code, body)
+	if _, err := h.Local().AddKey(ctx, "payments", string(pub), []string{chargeEffect}); err != nil {
+		t.Fatal(err)
 	}
 	for _, o := range []string{"o1", "o2"} {
-		if _, err := s.w.Submit(ctx, kernel.Event{Schema: "com.example/OrderCreated@1",
+		if _, err := w.Submit(ctx, kernel.Event{Schema: "com.example/OrderCreated@1",
 			JSON: json.RawMessage(`{"order_id":"` + o + `","amount_cents":100,"customer":"<c&o>"}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	code, body := s.do(t, "POST", "/v1/effects/claim", `{"executor":"payments","effects":["`+chargeEffect+`"],"max":2}`)
-	var claim struct {
-		World   string
-		Intents []struct{ Hash string }
-	}
-	if code != 200 || json.Unmarshal([]byte(body), &claim) != nil || len(claim.Intents) != 2 || claim.World == "" {
-		t.Fatalf("claim: %d %s", code, body)
-	}
-	for i, it := range claim.Intents {
-		h, err := schemas.ParseHash(it.Hash)
-		if err != nil {
-			t.Fatal(err)
+	var charges []schemas.Hash
+	if err := w.Journal().Read(1, func(r journal.Record) (bool, error) {
+		if rec, err := records.Decode(r); err == nil {
+			if in, ok := rec.(*records.IntentRec); ok && in.Effect == chargeEffect {
+				charges = append(charges, in.Hash)
+			}
 		}
+		return true, nil
+	}); err != nil || len(charges) != 2 {
+		t.Fatalf("charges %v: %v", charges, err)
+	}
+	for i, ch := range charges {
 		if i == 0 {
 			for seq := uint64(1); seq <= 2; seq++ {
 				p := map[string]any{"pct": seq * 40}
 				if seq == 2 {
 					p["raw"] = []byte{1, 2} // no exact JSON form: exported with payload_cbor
 				}
-				fj, _ := receipts.FrameToJSON(receipts.SignFrame(payments, receipts.Frame{World: claim.World, Intent: h, Effect: chargeEffect, Seq: seq,
-					Executor: "payments", Payload: schemas.MustMarshal(p)}))
-				if code, body := s.do(t, "POST", "/v1/frames", string(fj)); code != 200 {
-					t.Fatalf("frame: %d %s", code, body)
+				if _, err := w.SubmitFrame(ctx, receipts.SignFrame(payments, receipts.Frame{World: w.Identity(), Intent: ch, Effect: chargeEffect,
+					Seq: seq, Executor: "payments", Payload: schemas.MustMarshal(p)})); err != nil {
+					t.Fatalf("frame: %v", err)
 				}
 			}
 		}
-		rj, _ := receipts.ToJSON(receipts.Sign(payments, receipts.Receipt{World: claim.World, Intent: h, Effect: chargeEffect, Executor: "payments",
-			Status: receipts.StatusOK, Attempt: uint64(i + 1), IssuerRef: "ref-" + it.Hash[7:15],
-			Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_" + it.Hash[7:11], "status": "succeeded"})}))
-		if code, body := s.do(t, "POST", "/v1/receipts", string(rj)); code != 200 {
-			t.Fatalf("receipt: %d %s", code, body)
+		hex := ch.String()[7:]
+		if _, err := w.SubmitReceipt(ctx, receipts.Sign(payments, receipts.Receipt{World: w.Identity(), Intent: ch, Effect: chargeEffect,
+			Executor: "payments", Status: receipts.StatusOK, Attempt: uint64(i + 1), IssuerRef: "ref-" + hex[:8],
+			Payload: schemas.MustMarshal(map[string]any{"charge_id": "ch_" + hex[:4], "status": "succeeded"})})); err != nil {
+			t.Fatalf("receipt: %v", err)
 		}
 	}
-	if code, body := s.do(t, "POST", "/v1/limits", `{"max_effects":9}`); code != 200 {
-		t.Fatalf("limits: %d %s", code, body)
+	if _, err := w.SetLimits(ctx, kernel.Limits{MaxEffects: 9}); err != nil {
+		t.Fatal(err)
 	}
-	if code, body := s.do(t, "POST", "/v1/snapshot", ""); code != 200 {
-		t.Fatalf("snapshot: %d %s", code, body)
+	if _, err := w.Snapshot(ctx); err != nil {
+		t.Fatal(err)
 	}
-	code, body = s.do(t, "GET", "/v1/journal", "")
-	if code != 200 {
-		t.Fatalf("journal: %d %s", code, body)
+	kr, err := dir.Keyring()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return s, payments, strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	var lines []string
+	if err := h.Local().Journal(ctx, api.JournalQuery{}, func(line json.RawMessage) error {
+		lines = append(lines, string(line))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return w, kr, lines
 }
 
-// TestExportOfRealJournal: every line GET /v1/journal writes for a real
-// world's journal reads back (ParseRecord) as the journaled record, byte
-// for byte, and the journal holds every kind a world in business writes.
+// TestExportOfRealJournal: every line of a real world's export reads back
+// (ParseRecord) as the journaled record, byte for byte, and the journal
+// holds every kind a world in business writes.
 func TestExportOfRealJournal(t *testing.T) {
-	s, _, lines := paidWorld(t)
+	w, _, lines := paidWorld(t)
 	var raw []journal.Record
-	if err := s.w.Journal().Read(1, func(r journal.Record) (bool, error) {
+	if err := w.Journal().Read(1, func(r journal.Record) (bool, error) {
 		raw = append(raw, journal.Record{Seq: r.Seq, Kind: r.Kind, Body: bytes.Clone(r.Body)})
 		return true, nil
 	}); err != nil {
@@ -190,39 +171,20 @@ func verifyLines(t *testing.T, kr *receipts.Keyring, lines []string) *views.Jour
 	return v.Report()
 }
 
-// worldKeys is the world's trust set as GET /v1/keys gives it.
-func worldKeys(t *testing.T, s *served) (*receipts.Keyring, []api.KeyView) {
-	t.Helper()
-	code, body := s.do(t, "GET", "/v1/keys", "")
-	if code != 200 {
-		t.Fatalf("keys: %d %s", code, body)
-	}
-	kr, err := api.ParseTrustedKeys([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kvs []api.KeyView
-	if err := json.Unmarshal([]byte(body), &kvs); err != nil {
-		t.Fatal(err)
-	}
-	return kr, kvs
-}
-
 // TestJournalVerify: a clean world's export verifies (every receipt, signed
 // frame and intent hash checked and passed); one forged signature, a
 // receipt presented under another trusted key's id, a receipt, frame or
 // intent field changed in the export, or a signer the keys do not trust
 // each fail, naming the seq, the kind, the intent and the key.
 func TestJournalVerify(t *testing.T) {
-	s, _, lines := paidWorld(t)
-	kr, kvs := worldKeys(t, s)
+	_, kr, lines := paidWorld(t)
 	rep := verifyLines(t, kr, lines)
 	if !rep.OK || rep.Receipts != 2 || rep.Frames != 2 || rep.Intents != 4 || rep.Verified != 8 || rep.UnsignedFrames != 0 ||
 		rep.Records != uint64(len(lines)) || len(rep.Keys) != 2 || len(rep.Failures) != 0 {
 		t.Fatalf("clean world: %+v", rep)
 	}
 	var builtinID string
-	for _, k := range kvs {
+	for _, k := range kr.List() {
 		if k.Name == receipts.BuiltinExecutor {
 			builtinID = k.ID
 		}
