@@ -70,7 +70,7 @@ type Host struct {
 	kr     *receipts.Keyring // the trusted executor keys, shared with the kernel
 	local  *api.Local
 	token  string
-	tokens *api.TokenSet // what the HTTP API accepts (token.go)
+	tokens *api.TokenSet // what the HTTP API accepts (api/tokens.go; rotated in token.go)
 	tokMu  sync.Mutex    // serializes rotations and reloads of the token file
 	addr   string
 	srv    *http.Server
@@ -186,7 +186,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
 	disp.Start(k)
 	metrics.Watch(k)
-	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, local: api.NewLocal(k, api.NewKeys(d.Path(ExecutorsFile), kr)), token: tok, tokens: api.NewTokenSet(tok, nil)}
+	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: api.NewTokenSet(tok, nil),
+		local: api.NewLocal(k, api.NewKeys(d.Path(ExecutorsFile), kr))}
 	h.local.Config = cfg
 	if opts.Listen != "" {
 		if err := h.serve(opts.Listen, metrics, opts.HTTP.WithDefaults()); err != nil {

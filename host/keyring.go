@@ -21,12 +21,12 @@ func (d Dir) Keyring() (*receipts.Keyring, error) {
 }
 
 // keyring reads the trusted executor keys from the keyring file. The
-// built-in executors' key (executor.key) is trusted under receipts.BuiltinExecutor
-// for exactly the builtin effects, whatever the file says: the file is
-// rewritten by `keys add` and `rm`, and may predate keys having effects or
-// a daemon with other built-in executors. Any other key named
-// receipts.BuiltinExecutor in the file is left out: only executor.key may sign as
-// the built-in executors.
+// built-in executors' key (executor.key) is trusted under
+// receipts.BuiltinExecutor for exactly the builtin effects, whatever the
+// file says: the file is rewritten by `keys add` and `rm`, and may predate
+// keys having effects or a daemon with other built-in executors. Any other
+// key named receipts.BuiltinExecutor in the file is left out: only
+// executor.key may sign as the built-in executors.
 func (d Dir) keyring(builtin []string) (*receipts.Keyring, error) {
 	kr := receipts.NewKeyring()
 	if _, err := os.Stat(d.Path(ExecutorsFile)); err == nil {

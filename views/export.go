@@ -31,8 +31,8 @@ import (
 //     as receipts.PayloadFromJSON converts) to exactly the bytes: a value
 //     holding byte strings, say, reads as JSON with base64 text and is
 //     exact in X_cbor. X is left out when the value has no JSON form;
-//   - a key as records.KeyJSON renders it (null for none), plus key_cbor on the
-//     same rule;
+//   - a key as records.KeyJSON renders it (null for none), plus key_cbor
+//     on the same rule;
 //   - the signed receipt inside a receipt or drop record exactly in the
 //     form executors post it (receipts.ToJSON: payload or payload_cbor),
 //     so any ed25519 library can re-check it as docs/receipts.md says.
@@ -353,9 +353,9 @@ func valueOut(b []byte) (json.RawMessage, *[]byte) {
 	return js, nil
 }
 
-// keyOut renders a key field: records.KeyJSON's form (null for no key) and, when
-// that does not read back as exactly key (keyFromJSON), key itself for the
-// _cbor field.
+// keyOut renders a key field: records.KeyJSON's form (null for no key)
+// and, when that does not read back as exactly key (keyFromJSON), key
+// itself for the _cbor field.
 func keyOut(key []byte) (json.RawMessage, *[]byte) {
 	js := records.KeyJSON(key)
 	if back, err := keyFromJSON(js); err != nil || !bytes.Equal(back, key) || (back == nil) != (key == nil) {
