@@ -10,15 +10,18 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aos-kernel/aos"
-	"github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/examples/built"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/sdk"
 )
 
@@ -106,12 +109,12 @@ func TestEmbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	for _, f := range []string{daemon.StoreDir, daemon.TokenFile, daemon.ExecutorKey} {
+	for _, f := range []string{host.StoreDir, host.TokenFile, host.ExecutorKey} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("Open did not create the world as aosd init does: %v", err)
 		}
 	}
-	info, err := daemon.Dir(dir).ReadDaemonInfo()
+	info, err := host.Dir(dir).ReadDaemonInfo()
 	if err != nil || info.Addr != w.Addr() || info.PID != os.Getpid() {
 		t.Fatalf("daemon.json: %+v, %v; want addr %s pid %d", info, err, w.Addr(), os.Getpid())
 	}
@@ -189,7 +192,7 @@ func TestEmbed(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, daemon.DaemonInfoFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, host.DaemonInfoFile)); !os.IsNotExist(err) {
 		t.Errorf("daemon.json left after Close: %v", err)
 	}
 
@@ -211,6 +214,100 @@ func TestEmbed(t *testing.T) {
 	}
 	if res, err := w2.Apply(ctx, m, false); err != nil || !res.Unchanged {
 		t.Errorf("re-apply: %+v %v", res, err)
+	}
+}
+
+// waiter asks for a timer far in the future, so that its instance waits.
+var waiter = sdk.NewModule("test/waiter")
+
+func init() {
+	sdk.Workflow(waiter, "step", func(c *sdk.Ctx, st *tallyState, ev sdk.Variant) (*tallyState, error) {
+		var start tallyAdd
+		if err := ev.As(&start); ev.Tag != "Start" || err != nil {
+			return st, err
+		}
+		c.Timer(1<<62, start.Key)
+		return &tallyState{Count: start.By}, nil
+	})
+}
+
+const (
+	waiterWF    = "com.t/waiter.step@1"
+	waiterEvent = "com.t/Start@1"
+)
+
+// waiterManifest is tallyManifest with com.t/waiter.step@1, which opens a
+// timer when com.t/Start@1 starts it.
+var waiterManifest = strings.NewReplacer(
+	`{"$kind": "manifest", "name": "com.t/tally", "routing": {"subscriptions": [`,
+	`{"$kind": "defschema", "name": "com.t/Start@1", "schema": {"$ref": "com.t/Add@1"}},
+  {"$kind": "defschema", "name": "com.t/Wait@1", "variant": {"Start": "com.t/Start@1", "Receipt": "sys/EffectReceiptEnvelope@1"}},
+  {"$kind": "defmodule", "name": "com.t/waiter@1",
+   "runtime": {"kind": "builtin", "builtin": "test/waiter", "identity": "test/waiter@1"}},
+  {"$kind": "defworkflow", "name": "com.t/waiter.step@1", "state": "com.t/Tally@1", "event": "com.t/Wait@1",
+   "key_schema": "com.t/Key@1", "effects_emitted": ["sys/timer.set@1"], "impl": {"module": "com.t/waiter@1", "entrypoint": "step"}},
+  {"$kind": "manifest", "name": "com.t/tally", "routing": {"subscriptions": [
+    {"event": "com.t/Start@1", "workflow": "com.t/waiter.step@1", "key_field": "$value.key"},`).Replace(tallyManifest)
+
+// TestEmbedResults: Apply and Cell answer with the root package's own
+// types, converted from the API's answers field for field: the hashes of
+// the manifests applied and replaced, the defs and subscriptions changed,
+// the blockers of a refused apply (whose error is kernel.ErrNotQuiescent),
+// and a waiting cell's state, hash and intent in flight.
+func TestEmbedResults(t *testing.T) {
+	ctx := context.Background()
+	w, err := aos.Open(ctx, filepath.Join(t.TempDir(), "world"), aos.Options{
+		Modules: []modules.Builtin{tally.Builtin("test/tally@1"), waiter.Builtin("test/waiter@1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	tallyPath := writeManifest(t)
+	waiterPath := filepath.Join(t.TempDir(), "waiter.json")
+	if err := os.WriteFile(waiterPath, []byte(waiterManifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := w.Apply(ctx, tallyPath, false)
+	if err != nil || !first.Applied || first.PreviousHash != "" || first.Seq == 0 || !strings.HasPrefix(first.ManifestHash, "sha256:") ||
+		!slices.Contains(first.Added, tallyWF) || len(first.SubscriptionsAdded) != 1 || len(first.BlockedBy) != 0 {
+		t.Fatalf("first apply: %+v %v", first, err)
+	}
+	second, err := w.Apply(ctx, waiterPath, false)
+	if err != nil || !second.Applied || second.PreviousHash != first.ManifestHash || second.ManifestHash == first.ManifestHash ||
+		!slices.Contains(second.Added, waiterWF) || len(second.Removed) != 0 ||
+		len(second.SubscriptionsAdded) != 1 || second.SubscriptionsAdded[0].Workflow != waiterWF {
+		t.Fatalf("second apply: %+v %v", second, err)
+	}
+
+	if _, err := w.Send(ctx, waiterEvent, json.RawMessage(`{"key":"w","by":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	cell, err := w.Cell(ctx, waiterWF, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateHash := schemas.HashBytes(schemas.MustMarshal(map[string]any{"count": 3})).String()
+	if cell.Workflow != waiterWF || string(cell.Key) != `"w"` || cell.Status != "waiting" || string(cell.State) != `{"count":3}` ||
+		cell.StateHash != stateHash || cell.Size == 0 || len(cell.Inflight) != 1 || cell.Parked != 0 || cell.AsideModule != "" {
+		t.Fatalf("waiting cell: %+v", cell)
+	}
+	if _, err := w.Cell(ctx, waiterWF, "nobody"); !errors.Is(err, kernel.ErrNoCell) {
+		t.Fatalf("no such cell: %v", err)
+	}
+
+	refused, err := w.Apply(ctx, tallyPath, false)
+	if !errors.Is(err, kernel.ErrNotQuiescent) || refused == nil || refused.Applied || refused.ManifestHash != first.ManifestHash ||
+		refused.PreviousHash != second.ManifestHash || !slices.Contains(refused.Removed, waiterWF) || refused.Seq != 0 {
+		t.Fatalf("apply while waiting: %+v %v", refused, err)
+	}
+	var instance, intent bool
+	for _, b := range refused.BlockedBy {
+		instance = instance || b.Kind == "instance" && b.Workflow == waiterWF && string(b.Key) == `"w"` && b.Status == "waiting"
+		intent = intent || b.Kind == "intent" && b.Intent == cell.Inflight[0] && b.Effect == "sys/timer.set@1"
+	}
+	if !instance || !intent {
+		t.Fatalf("blocked by %+v; want the waiting instance and its intent", refused.BlockedBy)
 	}
 }
 
@@ -260,8 +357,8 @@ func TestWasmCache(t *testing.T) {
 	if cell, err := w.Cell(ctx, "com.example/counter.step@1", "a"); err != nil || string(cell.State) != `{"count":2}` {
 		t.Fatalf("cell: %+v %v", cell, err)
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, daemon.WasmCacheDir))
+	ents, err := os.ReadDir(filepath.Join(dir, host.WasmCacheDir))
 	if err != nil || len(ents) == 0 {
-		t.Fatalf("wasm cache %s: %d entries, %v", filepath.Join(dir, daemon.WasmCacheDir), len(ents), err)
+		t.Fatalf("wasm cache %s: %d entries, %v", filepath.Join(dir, host.WasmCacheDir), len(ents), err)
 	}
 }

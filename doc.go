@@ -1,10 +1,11 @@
 // Package aos runs a whole aos world inside another Go program: the world
 // directory (created on first use, as `aosd init` creates it), the Badger
 // store, the kernel, the built-in executors and their dispatcher, and
-// optionally the HTTP API. The wiring itself is daemon.Open's, which `aosd
-// serve` runs too (daemon.Run), so an embedded world and a daemon behave the
+// optionally the HTTP API. The wiring itself is host.Open's, which `aosd
+// serve` runs too (host.Run), so an embedded world and a daemon behave the
 // same, byte for byte in the journal; this package adds creating the world on
-// first use and a small typed API. docs/embedding.md walks through an
+// first use and a small typed API of its own types (ApplyResult, Cell),
+// converted at the edge from the API's. docs/embedding.md walks through an
 // example.
 //
 // What an embedder adds is native workflow code: Options.Modules registers Go

@@ -6,12 +6,13 @@
 // the page shows is fetched by the browser from the /v1 API with the bearer
 // token the login page took (kept in the tab's sessionStorage, never in a
 // URL). So its files and its login page are served without the token, and
-// the API's auth is the only gate (daemon/server.go routes /v1/* and
+// the API's auth is the only gate (api/server.go routes /v1/* and
 // /metrics to the API and everything else here).
 //
-// What it must not do: import the kernel, the daemon or a storage engine;
-// serve anything but its own embedded files; answer a path it does not know
-// with the page (unknown paths are 404, so a typo is not a blank app).
+// What it must not do: import the kernel, package api or host, or a storage
+// engine; serve anything but its own embedded files; answer a path it does
+// not know with the page (unknown paths are 404, so a typo is not a blank
+// app).
 // Every answer carries a strict Content-Security-Policy (scripts and styles
 // from this origin only, no inline script, no eval, fetches to this origin
 // only, no framing) and X-Content-Type-Options: nosniff; the scripts render

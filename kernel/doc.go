@@ -56,10 +56,10 @@
 // package records, which the kernel writes with and readers decode with. The
 // kernel keeps only the queries that need the loop (Status, Cell, CellPage,
 // Failed, Limits) and answers with plain structs: keys and states stay
-// canonical CBOR, and the daemon renders them, and traces of the journal, as
+// canonical CBOR, and the API renders them, and traces of the journal, as
 // JSON. The structs carry no JSON tags: their JSON shapes (Status,
-// LimitsResult, RecoverResult, ReceiptResult, ...) are the daemon's views
-// (daemon/shapes.go), converted from these. No file here imports
+// LimitsResult, RecoverResult, ReceiptResult, ...) are the API's views
+// (api/shapes.go), converted from these. No file here imports
 // encoding/json, tests included (the scenario harness renders typed records
 // itself).
 //

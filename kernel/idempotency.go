@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/aos-kernel/aos/records"
 	"math"
 	"time"
+
+	"github.com/aos-kernel/aos/records"
 )
 
 // ErrIdempotencyConflict refuses an ingress event whose idempotency key the

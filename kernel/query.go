@@ -3,8 +3,9 @@ package kernel
 import (
 	"context"
 	"fmt"
-	"github.com/aos-kernel/aos/journal"
 	"sort"
+
+	"github.com/aos-kernel/aos/journal"
 
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"

@@ -39,9 +39,13 @@ func payloadFromValue(v any) ([]byte, error) {
 	return anyRegistry().FromValue(anySchema, v)
 }
 
-// receiptJSON is the wire form; fields are declared in key order so the
+// ReceiptForm is a signed receipt in the HTTP API's JSON form, the one
+// Go shape of it: ToJSON writes it, and a reader that must give back what a
+// journal holds without judging it (the journal's export, package views)
+// decodes into it and takes Unchecked. FromJSON reads the same form
+// strictly, judging as it goes. Fields are declared in key order, so the
 // output has sorted keys.
-type receiptJSON struct {
+type ReceiptForm struct {
 	Attempt     uint64          `json:"attempt"`
 	Effect      string          `json:"effect"`
 	Executor    string          `json:"executor"`
@@ -66,7 +70,7 @@ type receiptJSON struct {
 // with non-text keys, floats JSON cannot carry) as "payload_cbor", the
 // standard base64 of the bytes. So FromJSON(ToJSON(sr)) == sr.
 func ToJSON(sr SignedReceipt) ([]byte, error) {
-	w := receiptJSON{
+	w := ReceiptForm{
 		Attempt:    sr.Attempt,
 		Effect:     sr.Effect,
 		Executor:   sr.Executor,
@@ -87,6 +91,28 @@ func ToJSON(sr SignedReceipt) ([]byte, error) {
 		return nil, fmt.Errorf("receipt %s to json: %w", sr.Intent, err)
 	}
 	return js, nil
+}
+
+// Unchecked is the signed receipt f holds, as it is: its payload from
+// payload (a JSON value, converted as PayloadFromJSON does) or else
+// payload_cbor, and nothing judged (Check, the signature: Keyring.Verify
+// judges). Errors name the field.
+func (f *ReceiptForm) Unchecked() (SignedReceipt, error) {
+	sr := SignedReceipt{Receipt: Receipt{World: f.World, Intent: f.IntentHash, Effect: f.Effect, Executor: f.Executor,
+		Status: f.Status, Attempt: f.Attempt, IssuerRef: f.IssuerRef}, KeyID: f.KeyID, Signature: f.Signature}
+	switch {
+	case f.Payload != nil && f.PayloadCBOR != nil:
+		return sr, errors.New("receipt: both payload and payload_cbor")
+	case f.Payload != nil:
+		p, err := PayloadFromJSON(f.Payload)
+		if err != nil {
+			return sr, fmt.Errorf("receipt/payload: %v", err)
+		}
+		sr.Payload = p
+	default:
+		sr.Payload = f.PayloadCBOR
+	}
+	return sr, nil
 }
 
 func payloadAsJSON(p []byte) (json.RawMessage, bool) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
 	"github.com/aos-kernel/aos/internal/canon"
 
 	"github.com/aos-kernel/aos/schemas"

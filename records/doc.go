@@ -17,10 +17,10 @@
 //   - The receipt inside a ReceiptRec is encoded by receipts
 //     (AppendSignedReceipt), the one place that knows a receipt's keys.
 //   - No JSON is rendered here except KeyJSON, the single rendering of a
-//     canonical CBOR key that error messages and the daemon's shapes share.
-//     The JSON shapes of records live in the daemon; the types here carry
-//     cbor tags only (Limits' JSON view is daemon.Limits, held to
-//     LimitNames by the daemon's tests).
+//     canonical CBOR key that error messages and the API's shapes share.
+//     The JSON shapes of records live in package views; the types here
+//     carry cbor tags only (Limits' JSON view is views.Limits, held to
+//     LimitNames by the API's tests).
 //
 // Must not touch: the kernel (records is below it: it may import schemas,
 // journal, receipts and manifest, never kernel), storage engines, wall clock.

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/manifest"
 )
 
@@ -19,10 +20,10 @@ func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 		path := pos[0]
 		// Validate locally first: problems name the user's own files.
 		if _, err := manifest.Load(path); err != nil {
-			return daemon.AsError(err, path)
+			return api.AsError(err, path)
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			req := daemon.ApplyRequest{DryRun: *dry}
+		return a.withConn(a.ctx, func(c *host.Conn) error {
+			req := api.ApplyRequest{DryRun: *dry}
 			if *wait > 0 {
 				req.Wait = wait.String()
 			}
@@ -42,11 +43,11 @@ func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 // manifestSource says how the world reads the manifest at path: directly,
 // by its path; through a daemon (which may not see this directory), by its
 // files.
-func manifestSource(c *daemon.Conn, path string) (string, []daemon.File, error) {
+func manifestSource(c *host.Conn, path string) (string, []api.File, error) {
 	if !c.Remote {
 		return path, nil, nil
 	}
-	files, err := daemon.ReadManifestFiles(path)
+	files, err := api.ReadManifestFiles(path)
 	return "", files, err
 }
 
@@ -64,7 +65,7 @@ func (a *app) report(v any, table func(io.Writer), err error) error {
 	return err
 }
 
-func printApply(w io.Writer, o *daemon.ApplyOutput) {
+func printApply(w io.Writer, o *api.ApplyOutput) {
 	fmt.Fprintf(w, "manifest %s %s\n", o.ManifestName, o.ManifestHash)
 	if o.PreviousHash != nil {
 		fmt.Fprintf(w, "previous %s\n", *o.PreviousHash)

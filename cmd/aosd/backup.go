@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 )
 
 // cmdBackup is `aosd backup FILE`: a consistent copy of the world, taken
@@ -21,7 +22,7 @@ func cmdBackup(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		info, err := daemon.Backup(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct}, path)
+		info, err := host.Backup(a.ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct}, path)
 		if err != nil {
 			return err
 		}
@@ -52,14 +53,14 @@ func cmdRestore(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			a.world = pos[1]
 		}
-		info, err := daemon.Restore(pos[0], a.world)
+		info, err := host.Restore(pos[0], a.world)
 		if err != nil {
 			return err
 		}
 		// Open it once, directly, as any command would: it loads its
 		// latest snapshot and replays the journal after it.
-		var st *daemon.Status
-		err = a.withConn(a.ctx, func(c *daemon.Conn) error {
+		var st *api.Status
+		err = a.withConn(a.ctx, func(c *host.Conn) error {
 			var err error
 			st, err = c.Status(a.ctx)
 			return err
@@ -87,7 +88,7 @@ func cmdRestore(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
-func printBackupInfo(w *table, info *daemon.BackupInfo) {
+func printBackupInfo(w *table, info *host.BackupInfo) {
 	w.row("journal", fmt.Sprintf("seqs %d..%d", info.JournalFirst, info.JournalHeight))
 	w.row("store", fmt.Sprintf("%d keys, %d bytes", info.StoreKeys, info.StoreBytes))
 	w.row("files", strings.Join(info.Files, " "))

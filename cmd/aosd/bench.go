@@ -16,9 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/cmd/aosd/loadgen"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 const benchSummary = "drive a world through its HTTP API with a closed-loop load (keyed counter or --template), verify every final state, print events/s, latency percentiles, CPU per 1,000 events and group-commit sizes"
@@ -73,7 +74,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		case *addr != "":
 			cfg.Base = "http://" + *addr
 		default:
-			info, ierr := daemon.Dir(a.world).ReadDaemonInfo()
+			info, ierr := host.Dir(a.world).ReadDaemonInfo()
 			if ierr != nil {
 				return fmt.Errorf("no daemon serves %s (%v): start one with `aosd serve --world %s`, give --addr, or use --start DIR", a.world, ierr, a.world)
 			}
@@ -85,7 +86,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		if cfg.Token == "" {
 			tf := *tokenFile
 			if tf == "" {
-				tf = daemon.Dir(a.world).Path(daemon.TokenFile)
+				tf = host.Dir(a.world).Path(host.TokenFile)
 			}
 			b, terr := os.ReadFile(tf)
 			if terr != nil {
@@ -166,7 +167,7 @@ func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (ba
 	// The daemon it starts takes the batches it will send (a daemon of
 	// one's own refuses more than --max-batch events per request).
 	cmd := exec.Command(exe, "serve", "--world", world, "--listen", "127.0.0.1:0",
-		"--max-batch", strconv.Itoa(max(batch, daemon.DefaultMaxBatchEvents)))
+		"--max-batch", strconv.Itoa(max(batch, api.DefaultMaxBatchEvents)))
 	cmd.Stderr = logf
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -194,7 +195,7 @@ func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (ba
 		logf.Close()
 		return "", "", nil, fmt.Errorf("--start: the daemon did not start (%v; see %s)", err, logf.Name())
 	}
-	tok, err := daemon.Dir(world).Token()
+	tok, err := host.Dir(world).Token()
 	if err != nil {
 		stop()
 		return "", "", nil, err

@@ -6,21 +6,22 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
 // listCells fetches one page of a workflow's cells or, with all, every page
 // from q.After on, one request per page (q.Limit rows each, the maximum when
 // 0), so the world is never held for more than a page.
-func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.CellsQuery, all bool) (*daemon.CellPage, error) {
+func listCells(ctx context.Context, c *host.Conn, workflow string, q api.CellsQuery, all bool) (*api.CellPage, error) {
 	if !all {
 		return c.Cells(ctx, workflow, q)
 	}
 	if q.Limit == 0 {
 		q.Limit = kernel.MaxCellPage
 	}
-	out := &daemon.CellPage{Cells: []daemon.CellInfo{}}
+	out := &api.CellPage{Cells: []api.CellInfo{}}
 	for {
 		p, err := c.Cells(ctx, workflow, q)
 		if err != nil {
@@ -37,7 +38,7 @@ func listCells(ctx context.Context, c *daemon.Conn, workflow string, q daemon.Ce
 // printCells prints a page as a table, then how many rows it held and, when
 // more follow, the command that lists the next page (nextPageCommand on fs,
 // the flags of this command, and words, its positional arguments).
-func (a *app) printCells(fs *flag.FlagSet, words []string, p *daemon.CellPage) error {
+func (a *app) printCells(fs *flag.FlagSet, words []string, p *api.CellPage) error {
 	w := newTable(a.stdout)
 	w.row("KEY", "STATE_HASH", "SIZE", "STATUS", "LAST_ACTIVE")
 	for _, ci := range p.Cells {
@@ -77,8 +78,8 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 2, 2, "ls WORKFLOW"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
-				q := daemon.CellsQuery{Limit: *limit, After: *after, Status: daemon.ParseStatuses([]string{*status})}
+			return a.withConn(a.ctx, func(c *host.Conn) error {
+				q := api.CellsQuery{Limit: *limit, After: *after, Status: api.ParseStatuses([]string{*status})}
 				fs.Visit(func(f *flag.Flag) {
 					if f.Name == "key" {
 						q.Key, q.HasKey = *key, true
@@ -101,7 +102,7 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 			if len(pos) == 3 {
 				key = pos[2]
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				v, err := c.Cell(a.ctx, pos[1], key)
 				if err != nil {
 					return err

@@ -6,18 +6,19 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
 // pagedBackend answers Cells with pages of its rows and records each query.
 type pagedBackend struct {
-	daemon.Backend
+	api.Backend
 	rows    int
-	queries []daemon.CellsQuery
+	queries []api.CellsQuery
 }
 
-func (b *pagedBackend) Cells(_ context.Context, _ string, q daemon.CellsQuery) (*daemon.CellPage, error) {
+func (b *pagedBackend) Cells(_ context.Context, _ string, q api.CellsQuery) (*api.CellPage, error) {
 	b.queries = append(b.queries, q)
 	start := 0
 	if q.After != "" {
@@ -27,9 +28,9 @@ func (b *pagedBackend) Cells(_ context.Context, _ string, q daemon.CellsQuery) (
 	if size == 0 {
 		size = kernel.DefaultCellPage
 	}
-	p := &daemon.CellPage{}
+	p := &api.CellPage{}
 	for i := start; i < min(start+size, b.rows); i++ {
-		p.Cells = append(p.Cells, daemon.CellInfo{Key: []byte(fmt.Sprint(i))})
+		p.Cells = append(p.Cells, api.CellInfo{Key: []byte(fmt.Sprint(i))})
 	}
 	if start+size < b.rows {
 		p.Next = fmt.Sprint(start + size)
@@ -43,8 +44,8 @@ func (b *pagedBackend) Cells(_ context.Context, _ string, q daemon.CellsQuery) (
 // passed through as given.
 func TestListCellsAll(t *testing.T) {
 	b := &pagedBackend{rows: 2*kernel.MaxCellPage + 5}
-	c := &daemon.Conn{Backend: b}
-	p, err := listCells(context.Background(), c, "wf", daemon.CellsQuery{}, true)
+	c := &host.Conn{Backend: b}
+	p, err := listCells(context.Background(), c, "wf", api.CellsQuery{}, true)
 	if err != nil || len(p.Cells) != b.rows || p.Next != "" || len(b.queries) != 3 {
 		t.Fatalf("--all: %d rows, next %q, %d queries, %v", len(p.Cells), p.Next, len(b.queries), err)
 	}
@@ -54,12 +55,12 @@ func TestListCellsAll(t *testing.T) {
 		}
 	}
 	b.queries = nil
-	p, err = listCells(context.Background(), c, "wf", daemon.CellsQuery{Limit: 7, After: "20000"}, true)
-	if err != nil || len(p.Cells) != 5 || len(b.queries) != 1 || !reflect.DeepEqual(b.queries[0], daemon.CellsQuery{Limit: 7, After: "20000"}) {
+	p, err = listCells(context.Background(), c, "wf", api.CellsQuery{Limit: 7, After: "20000"}, true)
+	if err != nil || len(p.Cells) != 5 || len(b.queries) != 1 || !reflect.DeepEqual(b.queries[0], api.CellsQuery{Limit: 7, After: "20000"}) {
 		t.Fatalf("--all --limit 7 --after: %d rows, queries %+v, %v", len(p.Cells), b.queries, err)
 	}
 	b.queries = nil
-	p, err = listCells(context.Background(), c, "wf", daemon.CellsQuery{Limit: 3}, false)
+	p, err = listCells(context.Background(), c, "wf", api.CellsQuery{Limit: 3}, false)
 	if err != nil || len(p.Cells) != 3 || p.Next != "3" || len(b.queries) != 1 {
 		t.Fatalf("one page: %d rows, next %q, queries %+v, %v", len(p.Cells), p.Next, b.queries, err)
 	}

@@ -7,7 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -42,8 +43,8 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 			if len(pos) == 1 {
 				wf = pos[0]
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
-				return a.failedList(c, fs, daemon.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
+			return a.withConn(a.ctx, func(c *host.Conn) error {
+				return a.failedList(c, fs, api.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
 			})
 		}
 		if err := wantArgs(pos, 2, 3, pos[0]+" WORKFLOW [KEY]"); err != nil {
@@ -53,7 +54,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) == 3 {
 			key = pos[2]
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			return a.failedRecover(c, pos[0], pos[1], key, *fault, *dropParked)
 		})
 	}
@@ -62,7 +63,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 // failedList prints one page (or, with all, every page) of failed instances
 // and, when more follow, the command that lists the next page (with the
 // flags set on fs).
-func (a *app) failedList(c *daemon.Conn, fs *flag.FlagSet, q daemon.FailedQuery, all bool) error {
+func (a *app) failedList(c *host.Conn, fs *flag.FlagSet, q api.FailedQuery, all bool) error {
 	page, err := c.Failed(a.ctx, q)
 	if err != nil {
 		return err
@@ -89,7 +90,7 @@ func (a *app) failedList(c *daemon.Conn, fs *flag.FlagSet, q daemon.FailedQuery,
 	return nil
 }
 
-func printFailed(w io.Writer, rows []daemon.FailedInfo) {
+func printFailed(w io.Writer, rows []api.FailedInfo) {
 	t := newTable(w)
 	t.row("WORKFLOW", "KEY", "INPUT", "FAULT", "CLASS", "PARKED", "SKIPPED", "RETRY", "REASON")
 	for _, f := range rows {
@@ -119,9 +120,9 @@ func compactText(s string, max int) string {
 // failedRecover answers one failed instance's fault with action. A retry
 // that fails again is reported and exits 1: the recover is journaled, the
 // instance is failed by a new fault.
-func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64, dropParked bool) error {
+func (a *app) failedRecover(c *host.Conn, action, wf, key string, fault uint64, dropParked bool) error {
 	if fault == 0 {
-		page, err := c.Failed(a.ctx, daemon.FailedQuery{Workflow: wf, Key: &key})
+		page, err := c.Failed(a.ctx, api.FailedQuery{Workflow: wf, Key: &key})
 		if err != nil {
 			return err
 		}
@@ -130,7 +131,7 @@ func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64
 		}
 		fault = page.Failed[0].FaultSeq
 	}
-	req := daemon.RecoverRequest{Action: action, FaultSeq: fault, DropParked: dropParked}
+	req := api.RecoverRequest{Action: action, FaultSeq: fault, DropParked: dropParked}
 	if key != "" {
 		req.Key = keyJSON(key)
 	}
@@ -154,7 +155,7 @@ func (a *app) failedRecover(c *daemon.Conn, action, wf, key string, fault uint64
 }
 
 // parkedOutcome says what a recover did with the parked events.
-func parkedOutcome(res *daemon.RecoverResult) string {
+func parkedOutcome(res *api.RecoverResult) string {
 	switch {
 	case res.Dropped > 0:
 		return fmt.Sprintf("%d parked event(s) dropped", res.Dropped)

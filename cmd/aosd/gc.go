@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 )
 
@@ -25,7 +26,7 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 		if *archive != "" && !*drop {
 			return usagef("gc: --archive is written only with --drop-journal")
 		}
-		req := daemon.GCRequest{KeepSnapshots: *keep, DropJournal: *drop}
+		req := api.GCRequest{KeepSnapshots: *keep, DropJournal: *drop}
 		if *archive != "" {
 			abs, err := filepath.Abs(*archive)
 			if err != nil {
@@ -37,12 +38,8 @@ func cmdGC(fs *flag.FlagSet, a *app) func([]string) error {
 			// Unlike kernelBars, an unknown total (marking) is drawn too.
 			req.Progress = func(label string, total uint64) kernel.ProgressBar { return r.Start(label, total) }
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			col, ok := c.Backend.(daemon.Collector)
-			if !ok {
-				return fmt.Errorf("this connection cannot collect")
-			}
-			res, err := col.GC(a.ctx, req)
+		return a.withConn(a.ctx, func(c *host.Conn) error {
+			res, err := c.GC(a.ctx, req)
 			if err != nil {
 				return err
 			}

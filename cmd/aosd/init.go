@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
@@ -21,7 +21,7 @@ func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		c, err := daemon.InitWith(daemon.Dir(a.world), cfg, so)
+		c, err := host.InitWith(host.Dir(a.world), cfg, so)
 		if err != nil {
 			return err
 		}
@@ -30,7 +30,7 @@ func cmdInit(fs *flag.FlagSet, a *app) func([]string) error {
 			return a.printJSON(map[string]string{"world": abs, "identity": c.World, "executor_public_key": c.ExecutorPublicKey})
 		}
 		fmt.Fprintf(a.stdout, "created world %s\n  identity      %s\n  store         %s\n  api token     %s (0600)\n  executor key  %s (ed25519, PKCS#8 PEM, 0600)\n  executor pub  %s\n",
-			abs, c.World, filepath.Join(abs, daemon.StoreDir), filepath.Join(abs, daemon.TokenFile), filepath.Join(abs, daemon.ExecutorKey), c.ExecutorPublicKey)
+			abs, c.World, filepath.Join(abs, host.StoreDir), filepath.Join(abs, host.TokenFile), filepath.Join(abs, host.ExecutorKey), c.ExecutorPublicKey)
 		return nil
 	}
 }

@@ -9,15 +9,17 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 	from := fs.Uint64("from", 1, "first sequence number")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
-	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(daemon.RecordKinds(), ", ")+")")
+	kind := fs.String("kind", "", "only records of these kinds, comma-separated ("+strings.Join(api.RecordKinds(), ", ")+")")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	subs := map[string]func([]string) error{}
 	for name, sub := range journalSubcommands {
@@ -33,7 +35,7 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := onlyFlags(fs, "listing the journal", "from", "limit", "kind", "follow"); err != nil {
 			return err
 		}
-		q, err := daemon.ParseJournalQuery(func(k string) []string {
+		q, err := api.ParseJournalQuery(func(k string) []string {
 			switch k {
 			case "from":
 				return []string{strconv.FormatUint(*from, 10)}
@@ -54,7 +56,7 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stderr, "aosd journal: %s\n", retainedFrom(first))
 			}
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			var tw *table
 			if !a.json {
 				tw = newTable(a.stdout)
@@ -126,7 +128,7 @@ func onlyFlags(fs *flag.FlagSet, doing string, allowed ...string) error {
 	return nil
 }
 
-// journalDetail is one line about a described record (daemon.Describe),
+// journalDetail is one line about a described record (views.Describe),
 // read back into its typed body; a body of another shape is shown as JSON.
 func journalDetail(kind string, body json.RawMessage) string {
 	if d, ok := bodyDetail(kind, body); ok {
@@ -138,28 +140,28 @@ func journalDetail(kind string, body json.RawMessage) string {
 func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 	switch kind {
 	case "event":
-		if b, ok := decodeBody[daemon.EventBody](body); ok {
+		if b, ok := decodeBody[views.EventBody](body); ok {
 			targets, _ := json.Marshal(b.Targets)
 			return fmt.Sprintf("%s %s -> %s", b.Schema, compact(b.Value, 80), compact(targets, 80)), true
 		}
 	case "step":
-		if b, ok := decodeBody[daemon.StepBody](body); ok {
+		if b, ok := decodeBody[views.StepBody](body); ok {
 			return fmt.Sprintf("%s key %s input %d -> %s", b.Workflow, b.Key, b.Input, hashText(b.StateHash)), true
 		}
 	case "intent":
-		if b, ok := decodeBody[daemon.IntentBody](body); ok {
+		if b, ok := decodeBody[views.IntentBody](body); ok {
 			return fmt.Sprintf("%s from %s key %s %s", b.Effect, b.OriginWorkflow, b.OriginKey, b.Hash), true
 		}
 	case "manifest":
-		if b, ok := decodeBody[daemon.ManifestBody](body); ok {
+		if b, ok := decodeBody[views.ManifestBody](body); ok {
 			return fmt.Sprintf("%s %s", b.Name, b.Hash), true
 		}
 	case "fault":
-		if b, ok := decodeBody[daemon.FaultBody](body); ok {
+		if b, ok := decodeBody[views.FaultBody](body); ok {
 			return fmt.Sprintf("%s key %s: %s", b.Workflow, b.Key, b.Reason), true
 		}
 	case "checkpoint":
-		if b, ok := decodeBody[daemon.CheckpointBody](body); ok {
+		if b, ok := decodeBody[views.CheckpointBody](body); ok {
 			why, ok := checkpointReasons[b.Reason]
 			if !ok {
 				why = b.Reason
@@ -167,7 +169,7 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 			return "snapshot point (asked by " + why + ")", true
 		}
 	case "snapshot":
-		if b, ok := decodeBody[daemon.SnapshotBody](body); ok {
+		if b, ok := decodeBody[views.SnapshotBody](body); ok {
 			return fmt.Sprintf("of the state after checkpoint %d: %s (%d bytes)", b.Checkpoint, b.Object, b.Bytes), true
 		}
 	case "receipt", "drop":
@@ -190,7 +192,7 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 			return d, true
 		}
 	case "frame":
-		if b, ok := decodeBody[daemon.FrameBody](body); ok {
+		if b, ok := decodeBody[views.FrameBody](body); ok {
 			d := fmt.Sprintf("frame %d from %s for %s", b.Seq, b.Executor, b.Intent)
 			if b.KeyID == "" {
 				d += " (unsigned)"
@@ -198,16 +200,16 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 			return d + " " + compact(b.Payload, 60), true
 		}
 	case "world":
-		if b, ok := decodeBody[daemon.WorldBody](body); ok {
+		if b, ok := decodeBody[views.WorldBody](body); ok {
 			return "identity " + b.ID, true
 		}
 	case "recover":
-		if b, ok := decodeBody[daemon.RecoverBody](body); ok {
+		if b, ok := decodeBody[views.RecoverBody](body); ok {
 			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %s)", b.Action, b.Workflow, b.Key, b.Fault, b.Input,
 				recoverCounts(b.Skipped, b.Parked, b.DropParked)), true
 		}
 	case "module":
-		if b, ok := decodeBody[daemon.ModuleBody](body); ok {
+		if b, ok := decodeBody[views.ModuleBody](body); ok {
 			if b.Action == records.ModuleResume {
 				return fmt.Sprintf("resume %s: %d parked events delivered again (%s)", b.Module, b.Parked, b.Reason), true
 			}

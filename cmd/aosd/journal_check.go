@@ -4,7 +4,8 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
+	"github.com/aos-kernel/aos/views"
 )
 
 // journalCheck is `aosd journal check`: the journal's invariants
@@ -32,7 +33,7 @@ func (a *app) journalCheck(fs *flag.FlagSet, pos []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := daemon.CheckJournal(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
+	rep, err := host.CheckJournal(a.ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func (a *app) journalCheck(fs *flag.FlagSet, pos []string) error {
 	return fmt.Errorf("the journal breaks %d rule(s) (see docs/journal-check.md)", len(rep.Violations)+rep.Omitted)
 }
 
-func printJournalCheck(a *app, rep *daemon.JournalCheck) error {
+func printJournalCheck(a *app, rep *views.JournalCheck) error {
 	from := "from genesis"
 	if rep.Snapshot != 0 {
 		from = fmt.Sprintf("from the snapshot at seq %d (retention dropped the records before seq %d)", rep.Snapshot, rep.First)

@@ -10,13 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/badgerdb"
 	"github.com/aos-kernel/aos/cas"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // forgedEvent is an ingress event no kernel journals: there is no manifest.
@@ -39,8 +41,8 @@ func runCheck(t *testing.T, world string, args ...string) (int, string, string) 
 // violation when a rule is broken, on the store directly and through a
 // daemon, and 0 on a clean journal.
 func TestJournalCheckExitCodes(t *testing.T) {
-	dir := daemon.Dir(filepath.Join(t.TempDir(), "world"))
-	if _, err := daemon.Init(dir, kernel.Config{}); err != nil {
+	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
+	if _, err := host.Init(dir, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	// A new world's journal holds its world record.
@@ -65,8 +67,8 @@ func TestJournalCheckExitCodes(t *testing.T) {
 
 	// Through a daemon: this test's own server over a world whose journal
 	// gets the same record behind its back.
-	served := daemon.Dir(filepath.Join(t.TempDir(), "served"))
-	if _, err := daemon.Init(served, kernel.Config{}); err != nil {
+	served := host.Dir(filepath.Join(t.TempDir(), "served"))
+	if _, err := host.Init(served, kernel.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	log := journal.NewMemory()
@@ -79,16 +81,16 @@ func TestJournalCheckExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer((&daemon.Server{Backend: daemon.NewLocal(w, served, nil), Token: tok}).Handler())
+	hs := httptest.NewServer((&api.Server{Backend: api.NewLocal(w, nil), Token: tok}).Handler())
 	defer hs.Close()
-	if err := served.WriteDaemonInfo(daemon.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
+	if err := served.WriteDaemonInfo(host.DaemonInfo{Addr: strings.TrimPrefix(hs.URL, "http://"), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := log.Append([]journal.Record{forgedEvent(2)}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs = runCheck(t, string(served), "--json")
-	var rep daemon.JournalCheck
+	var rep views.JournalCheck
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitError || rep.OK || len(rep.Violations) != 1 ||
 		rep.Violations[0].Rule != "manifest-first" || rep.Violations[0].Seq != 2 {
 		t.Fatalf("through the daemon: exit %d %v\n%s%s", code, err, out, errs)

@@ -10,7 +10,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
+	"github.com/aos-kernel/aos/views"
 )
 
 // maxExportLine bounds one line of an export file: a manifest record
@@ -20,7 +22,7 @@ const maxExportLine = 256 << 20
 
 // cmdJournalVerify is `aosd journal verify [--file EXPORT] [--keys KEYS]`:
 // it re-verifies every receipt, drop and signed frame signature and every
-// intent hash (daemon/journalverify.go) in the world's journal, read
+// intent hash (views/verify.go) in the world's journal, read
 // through its export as `aosd journal --json` prints it (through the
 // daemon when one serves the world), or in an export file. The keys are
 // the world's trusted keys (`aosd keys ls`) unless --keys names a file of
@@ -57,8 +59,8 @@ func cmdJournalVerify(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 // journalVerify reads the keys and the records and verifies them.
-func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, err error) {
-	var conn *daemon.Conn
+func (a *app) journalVerify(file, keysFile string) (rep *views.JournalVerify, err error) {
+	var conn *host.Conn
 	if file == "" || keysFile == "" {
 		if conn, err = a.connect(a.ctx); err != nil {
 			return nil, err
@@ -80,7 +82,7 @@ func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, e
 		return v.Report(), nil
 	}
 	var first uint64
-	q := daemon.JournalQuery{From: 1, Kinds: daemon.VerifyKinds(), Start: func(f uint64) { first = f }}
+	q := api.JournalQuery{From: 1, Kinds: views.VerifyKinds(), Start: func(f uint64) { first = f }}
 	err = conn.Journal(a.ctx, q, func(line json.RawMessage) error {
 		v.Line(0, line)
 		return nil
@@ -96,7 +98,7 @@ func (a *app) journalVerify(file, keysFile string) (rep *daemon.JournalVerify, e
 }
 
 // verifier is a verifier over the keys of keysFile, or else of the world.
-func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*daemon.JournalVerifier, error) {
+func (a *app) verifier(c *host.Conn, file, keysFile string) (*views.JournalVerifier, error) {
 	source := "journal"
 	if file != "" {
 		source = file
@@ -106,31 +108,31 @@ func (a *app) verifier(c *daemon.Conn, file, keysFile string) (*daemon.JournalVe
 		if err != nil {
 			return nil, fmt.Errorf("read keys: %w", err)
 		}
-		kr, err := daemon.ParseTrustedKeys(data)
+		kr, err := api.ParseTrustedKeys(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", keysFile, err)
 		}
-		return daemon.NewJournalVerifier(kr, source), nil
+		return views.NewJournalVerifier(kr, source), nil
 	}
-	views, err := c.Keys(a.ctx)
+	keys, err := c.Keys(a.ctx)
 	if err != nil {
 		return nil, err
 	}
-	js, err := json.Marshal(views)
+	js, err := json.Marshal(keys)
 	if err != nil {
 		return nil, err
 	}
-	kr, err := daemon.ParseTrustedKeys(js)
+	kr, err := api.ParseTrustedKeys(js)
 	if err != nil {
 		return nil, fmt.Errorf("the world's keys: %w", err)
 	}
-	return daemon.NewJournalVerifier(kr, source), nil
+	return views.NewJournalVerifier(kr, source), nil
 }
 
 // verifyFile feeds the export file's lines to v; blank lines are skipped.
 // The verifier's report is the caller's: this returns only errors reading
 // the file.
-func verifyFile(a *app, v *daemon.JournalVerifier, file string) error {
+func verifyFile(a *app, v *views.JournalVerifier, file string) error {
 	var in io.Reader = a.stdin
 	if file != "-" {
 		f, err := os.Open(file)
@@ -158,7 +160,7 @@ func verifyFile(a *app, v *daemon.JournalVerifier, file string) error {
 	return nil
 }
 
-func printJournalVerify(w io.Writer, rep *daemon.JournalVerify, source string) error {
+func printJournalVerify(w io.Writer, rep *views.JournalVerify, source string) error {
 	checked := rep.Receipts + rep.Drops + rep.Frames + rep.Intents
 	fmt.Fprintf(w, "verified %d of %d (%d receipts, %d drops, %d signed frames, %d intent hashes) in %d records of %s against %d trusted keys",
 		rep.Verified, checked, rep.Receipts, rep.Drops, rep.Frames, rep.Intents, rep.Records, source, len(rep.Keys))

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/views"
 )
 
 // TestJournalVerifyOffline runs `aosd journal verify --file --keys` in
@@ -33,14 +34,14 @@ func TestJournalVerifyOffline(t *testing.T) {
 	}
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	kj, _ := json.Marshal([]daemon.KeyView{{Name: "payments", PublicKey: string(pem), Effects: []string{"com.example/charge@1"}}})
+	kj, _ := json.Marshal([]api.KeyView{{Name: "payments", PublicKey: string(pem), Effects: []string{"com.example/charge@1"}}})
 	if err := os.WriteFile(keys, kj, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sr := receipts.Sign(priv, receipts.Receipt{Intent: schemas.HashBytes([]byte("i")), Effect: "com.example/charge@1",
 		Executor: "payments", Status: receipts.StatusOK, Payload: schemas.MustMarshal("paid")})
 	export := func(name string, sr receipts.SignedReceipt) string {
-		d, err := daemon.Describe(journal.Record{Seq: 12, Kind: journal.KindReceipt, Body: records.EncodeReceipt(&records.ReceiptRec{Receipt: sr})})
+		d, err := views.Describe(journal.Record{Seq: 12, Kind: journal.KindReceipt, Body: records.EncodeReceipt(&records.ReceiptRec{Receipt: sr})})
 		if err != nil {
 			t.Fatal(err)
 		}

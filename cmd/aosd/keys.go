@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
@@ -18,7 +18,7 @@ func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
 		if *effs != "" && pos[0] != "add" {
 			return usagef("keys %s: --effects goes with add", pos[0])
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			switch pos[0] {
 			case "ls":
 				if err := wantArgs(pos[1:], 0, 0, "no arguments"); err != nil {

@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/views"
 )
 
 // cmdLimits shows or changes the world's limits. They are part of the world
@@ -25,7 +27,7 @@ func cmdLimits(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				lim, err := c.Limits(a.ctx)
 				if err != nil {
 					return err
@@ -43,7 +45,7 @@ func cmdLimits(fs *flag.FlagSet, a *app) func([]string) error {
 			if err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				res, err := c.SetLimits(a.ctx, lim)
 				if err != nil {
 					return err
@@ -79,14 +81,14 @@ func parseLimitArgs(args []string) (kernel.Limits, error) {
 		obj[name] = n
 	}
 	b, _ := json.Marshal(obj)
-	lim, err := daemon.ParseLimits(b)
+	lim, err := api.ParseLimits(b)
 	if err != nil {
 		return kernel.Limits{}, usagef("limits set: %v", err)
 	}
 	return lim, nil
 }
 
-func printLimits(a *app, lim daemon.Limits) error {
+func printLimits(a *app, lim views.Limits) error {
 	w := newTable(a.stdout)
 	names := records.LimitNames()
 	vals := kernel.Limits(lim).NonZero()

@@ -16,8 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cells"
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/progress"
 	"github.com/aos-kernel/aos/kernel"
 )
@@ -192,8 +193,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ce.code
 	default:
 		fmt.Fprintf(stderr, "aosd %s: %v\n", cmd.name, err)
-		var de *daemon.Error
-		if errors.As(err, &de) && (de.Code == daemon.CodeNotQuiescent || de.Code == daemon.CodeNotIdle) {
+		var de *api.Error
+		if errors.As(err, &de) && (de.Code == api.CodeNotQuiescent || de.Code == api.CodeNotIdle) {
 			return exitNotQuiet
 		}
 		return exitError
@@ -320,9 +321,9 @@ func snapshotInterval(s string) (time.Duration, error) {
 // envStore is what the environment sets of what a world keeps on disk:
 // AOS_DISK_RESERVE (diskReserve) and AOS_WASM_CACHE (where the world's wasm
 // engine keeps compiled code; unset: the world directory's wasm-cache).
-func envStore() (daemon.StoreOptions, error) {
+func envStore() (host.StoreOptions, error) {
 	n, err := diskReserve(os.Getenv(envReserve))
-	return daemon.StoreOptions{DiskReserve: n, WasmCacheDir: os.Getenv(envWasmCache)}, err
+	return host.StoreOptions{DiskReserve: n, WasmCacheDir: os.Getenv(envWasmCache)}, err
 }
 
 // diskReserve reads AOS_DISK_RESERVE into StoreOptions.DiskReserve: unset
@@ -413,7 +414,7 @@ func (quietBar) Add(uint64) {}
 func (quietBar) Finish()    {}
 
 // connect reaches the world through its daemon or directly.
-func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
+func (a *app) connect(ctx context.Context) (*host.Conn, error) {
 	cfg, err := a.kernelConfig()
 	if err != nil {
 		return nil, err
@@ -422,11 +423,11 @@ func (a *app) connect(ctx context.Context) (*daemon.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.Connect(ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
+	return host.Connect(ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
 }
 
 // withConn runs fn against the world and closes it after.
-func (a *app) withConn(ctx context.Context, fn func(*daemon.Conn) error) (err error) {
+func (a *app) withConn(ctx context.Context, fn func(*host.Conn) error) (err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 )
 
 // modulesSummary is the `modules` command's help.
@@ -19,7 +20,7 @@ func cmdModules(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 2, 2, "resume MODULE"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *daemon.Conn) error {
+			return a.withConn(a.ctx, func(c *host.Conn) error {
 				res, err := c.ResumeModule(a.ctx, pos[1])
 				if err != nil {
 					return err
@@ -38,13 +39,13 @@ func cmdModules(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := wantArgs(pos, 0, 0, "[ls] | resume MODULE"); err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			ms, err := c.Modules(a.ctx)
 			if err != nil {
 				return err
 			}
 			if a.json {
-				return a.printJSON(daemon.ModulePage{Modules: ms})
+				return a.printJSON(api.ModulePage{Modules: ms})
 			}
 			t := newTable(a.stdout)
 			t.row("MODULE", "KIND", "STATUS", "WAITING", "INSTANCES", "TIMEOUTS", "WORKFLOWS", "REASON")

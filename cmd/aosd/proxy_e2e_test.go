@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	aosdaemon "github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/examples/built"
+	"github.com/aos-kernel/aos/host"
 )
 
 // nginxPath is Debian's nginx, or the test is skipped loudly (failed under
@@ -258,7 +258,7 @@ func TestNginxProxy(t *testing.T) {
 	io.Copy(f, resp2.Body)
 	resp2.Body.Close()
 	f.Close()
-	info, err := aosdaemon.ReadBackupFile(file)
+	info, err := host.ReadBackupFile(file)
 	if resp2.StatusCode != 200 || err != nil || info.JournalHeight < h+2 {
 		t.Fatalf("backup through the proxy: %d %+v %v", resp2.StatusCode, info, err)
 	}

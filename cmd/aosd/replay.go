@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/schemas"
 )
 
 // cmdReplay replays the journal into scratch worlds and compares the state
-// each reaches with the live one (daemon.Local.Replay). A direct run draws
+// each reaches with the live one (api.Local.Replay). A direct run draws
 // each replay's bar; through a daemon the replays run there, and a
 // terminal gets a spinner until the report comes.
 func cmdReplay(fs *flag.FlagSet, a *app) func([]string) error {
@@ -20,7 +21,7 @@ func cmdReplay(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		}
 		a.everyBar = true
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			r, _ := a.bars()
 			var wait interface{ Finish() } = quietBar{}
 			if c.Remote {
@@ -50,7 +51,7 @@ func cmdReplay(fs *flag.FlagSet, a *app) func([]string) error {
 	}
 }
 
-func printReplay(a *app, rep *daemon.ReplayReport) error {
+func printReplay(a *app, rep *api.ReplayReport) error {
 	fmt.Fprintf(a.stdout, "live state %s at height %d\n\n", rep.LiveState, rep.Height)
 	w := newTable(a.stdout)
 	w.row("RUN", "STARTED", "REPLAYED", "VERIFIED", "STATE", "RESULT")

@@ -8,8 +8,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/records"
 )
 
 // readValue reads VALUE: JSON text, @file, or - for stdin.
@@ -54,8 +56,8 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			res, err := c.Send(a.ctx, []daemon.EventIn{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
+		return a.withConn(a.ctx, func(c *host.Conn) error {
+			res, err := c.Send(a.ctx, []api.Event{{Schema: pos[0], Value: val, IdempotencyKey: *key}})
 			if err != nil {
 				return err
 			}
@@ -71,9 +73,9 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 			if a.json {
 				out := map[string]any{"seq": sent.Seq, "duplicate": sent.Duplicate}
 				if len(sent.Parked) > 0 {
-					var ps []daemon.ParkedTarget
+					var ps []api.ParkedTarget
 					for _, t := range sent.Parked {
-						ps = append(ps, daemon.ParkedTarget{Workflow: t.Workflow, Key: daemon.KeyJSON(t.Key)})
+						ps = append(ps, api.ParkedTarget{Workflow: t.Workflow, Key: records.KeyJSON(t.Key)})
 					}
 					out["parked"] = ps
 				}
@@ -88,7 +90,7 @@ func cmdSend(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stdout, "event %s journaled at seq %d\n", pos[0], sent.Seq)
 			}
 			for _, t := range sent.Parked {
-				k := daemon.KeyJSON(t.Key)
+				k := records.KeyJSON(t.Key)
 				fmt.Fprintf(a.stdout, "parked for workflow %s key %s: it cannot take events now (failed, or its module set aside); "+
 					"it gets this one when it is recovered or resumed (aosd cells show %s %s)\n", t.Workflow, k, t.Workflow, k)
 			}

@@ -15,18 +15,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 )
 
 func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
 	prof := fs.String("pprof", "", "also serve Go's profiles (net/http/pprof, no token) on this loopback address, e.g. 127.0.0.1:6060")
 	create := fs.Bool("init", false, "create the world first (as aosd init) when --world holds none: for containers and service units")
-	var lim daemon.HTTPLimits
-	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", daemon.DefaultHeaderTimeout, "a request's line and headers must arrive within this, else the connection is closed")
-	fs.DurationVar(&lim.BodyTimeout, "body-timeout", daemon.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
-	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "a kept-alive connection without a request is closed after this")
-	fs.IntVar(&lim.MaxBatchEvents, "max-batch", daemon.DefaultMaxBatchEvents, "events one POST /v1/events may carry, else 413")
+	var lim api.HTTPLimits
+	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", api.DefaultHeaderTimeout, "a request's line and headers must arrive within this, else the connection is closed")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", api.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", api.DefaultIdleTimeout, "a kept-alive connection without a request is closed after this")
+	fs.IntVar(&lim.MaxBatchEvents, "max-batch", api.DefaultMaxBatchEvents, "events one POST /v1/events may carry, else 413")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
@@ -49,7 +50,7 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 
 // checkHTTPLimits refuses a limit that would not bound anything (usage
 // error, naming the flag).
-func checkHTTPLimits(lim daemon.HTTPLimits) error {
+func checkHTTPLimits(lim api.HTTPLimits) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -116,11 +117,11 @@ func raiseGCPercent(getenv func(string) string) {
 // servePprof serves /debug/pprof/ on addr, which must be loopback: the
 // profiles answer without the API's token.
 func servePprof(a *app, addr string) (stop func(), err error) {
-	host, _, err := net.SplitHostPort(addr)
+	hostname, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, usagef("--pprof %q: want HOST:PORT (%v)", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(hostname); hostname != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, usagef("--pprof %q: want a loopback address (the profiles are served without a token)", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -143,10 +144,10 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 	return func() { srv.Close() }, nil
 }
 
-// serve is daemon.Run with the CLI's edges: the logger, the configuration
+// serve is host.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
-func serve(a *app, listen string, create bool, lim daemon.HTTPLimits) error {
+func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
 	cfg, err := envConfig()
 	if err != nil {
 		return err
@@ -160,7 +161,7 @@ func serve(a *app, listen string, create bool, lim daemon.HTTPLimits) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return daemon.Run(a.ctx, a.world, daemon.Options{
+	return host.Run(a.ctx, a.world, host.Options{
 		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create, HTTP: lim, Store: so,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)

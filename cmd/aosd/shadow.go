@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/schemas"
@@ -38,9 +38,9 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 		path := pos[0]
 		// Validate locally first: problems name the user's own files.
 		if _, err := manifest.Load(path); err != nil {
-			return daemon.AsError(err, path)
+			return api.AsError(err, path)
 		}
-		req := daemon.ShadowRequest{Window: *window, List: *list}
+		req := api.ShadowRequest{Window: *window, List: *list}
 		if *events != "" {
 			evs, err := a.readEvents(*events)
 			if err != nil {
@@ -48,16 +48,12 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			req.Events = evs
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			sh, ok := c.Backend.(daemon.Shadower)
-			if !ok {
-				return errors.New("this connection cannot shadow")
-			}
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			var err error
 			if req.Path, req.Files, err = manifestSource(c, path); err != nil {
 				return err
 			}
-			out, err := sh.Shadow(a.ctx, req)
+			out, err := c.Shadow(a.ctx, req)
 			if out == nil {
 				return err
 			}
@@ -67,7 +63,7 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 }
 
 // readEvents reads --events: a file, or - for stdin.
-func (a *app) readEvents(arg string) ([]daemon.EventIn, error) {
+func (a *app) readEvents(arg string) ([]api.Event, error) {
 	name := arg
 	var b []byte
 	var err error
@@ -80,7 +76,7 @@ func (a *app) readEvents(arg string) ([]daemon.EventIn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read --events %s: %w", name, err)
 	}
-	evs, err := daemon.ParseEvents(name, b)
+	evs, err := api.ParseEvents(name, b)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +86,7 @@ func (a *app) readEvents(arg string) ([]daemon.EventIn, error) {
 	return evs, nil
 }
 
-func printShadow(w io.Writer, o *daemon.ShadowOutput) {
+func printShadow(w io.Writer, o *api.ShadowOutput) {
 	if ap := o.Apply; ap != nil {
 		fmt.Fprintf(w, "manifest %s %s\n", ap.ManifestName, ap.ManifestHash)
 		if ap.PreviousHash != nil {

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 // cmdSnapshot takes a snapshot now. The kernel reports no progress while
@@ -15,7 +15,7 @@ func cmdSnapshot(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		}
 		a.everyBar = true
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			r, _ := a.bars()
 			label := "snapshot"
 			if c.Remote {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	daemonpkg "github.com/aos-kernel/aos/daemon"
 	"github.com/aos-kernel/aos/examples/built"
+	daemonpkg "github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"

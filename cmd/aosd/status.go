@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
 )
 
 func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
@@ -15,7 +15,7 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
+		return a.withConn(a.ctx, func(c *host.Conn) error {
 			st, err := c.Status(a.ctx)
 			if err != nil {
 				return err

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
 )
 
 // cmdToken is `aosd token rotate [--grace DUR]`: a fresh API token in the
@@ -17,13 +18,13 @@ func cmdToken(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) != 1 || pos[0] != "rotate" {
 			return usagef("want rotate, got: %v", pos)
 		}
-		if *grace < 0 || *grace > daemon.MaxTokenGrace {
+		if *grace < 0 || *grace > api.MaxTokenGrace {
 			return usagef("--grace %s: want 0 to 24h", *grace)
 		}
 		if *grace%time.Millisecond != 0 {
 			return usagef("--grace %s: whole milliseconds", *grace)
 		}
-		out, err := daemon.RotateToken(a.ctx, daemon.Dir(a.world), daemon.ConnectOptions{Direct: a.direct}, *grace)
+		out, err := host.RotateToken(a.ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct}, *grace)
 		if err != nil {
 			return err
 		}

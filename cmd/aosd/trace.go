@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/aos-kernel/aos/daemon"
+	"github.com/aos-kernel/aos/host"
+	"github.com/aos-kernel/aos/views"
 )
 
 func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
@@ -24,8 +25,8 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) == 2 {
 			key = pos[1]
 		}
-		return a.withConn(a.ctx, func(c *daemon.Conn) error {
-			var tr []daemon.TraceEntry
+		return a.withConn(a.ctx, func(c *host.Conn) error {
+			var tr []views.TraceEntry
 			var err error
 			if *intent != "" {
 				tr, err = c.TraceIntent(a.ctx, *intent)
@@ -76,7 +77,7 @@ func inspectorCellURL(addr, workflow, key string, keyed bool) string {
 	return "http://" + addr + "/cells/" + url.PathEscape(workflow) + "/" + url.PathEscape(k)
 }
 
-func traceDetail(e daemon.TraceEntry) string {
+func traceDetail(e views.TraceEntry) string {
 	switch e.Kind {
 	case "event":
 		return fmt.Sprintf("%s %s", e.Schema, compact(e.Value, 100))

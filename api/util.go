@@ -1,0 +1,5 @@
+package api
+
+import "sort"
+
+func sortStrings(s []string) { sort.Strings(s) }

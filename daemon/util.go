@@ -1,5 +1,0 @@
-package daemon
-
-import "sort"
-
-func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,128 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aos-kernel/aos/api"
+)
+
+// newToken makes a fresh token as Init does.
+func newToken() (string, error) {
+	b := make([]byte, tokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// WriteToken replaces the world's token file atomically (a new file, synced,
+// renamed over the old, the directory synced), mode 0600.
+func (d Dir) WriteToken(tok string) error {
+	tmp := d.Path(TokenFile + ".tmp")
+	os.Remove(tmp)
+	if err := writeNew(tmp, []byte(tok+"\n")); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, d.Path(TokenFile)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("replace %s: %w", d.Path(TokenFile), err)
+	}
+	return syncDir(string(d))
+}
+
+// checkTokenText refuses a token file's text that cannot be a bearer
+// token: empty, or with characters a header value cannot carry.
+func checkTokenText(path, tok string) error {
+	if tok == "" {
+		return fmt.Errorf("%s is empty", path)
+	}
+	for _, c := range tok {
+		if c <= ' ' || c > '~' {
+			return fmt.Errorf("%s holds a character a bearer token cannot carry (%q)", path, c)
+		}
+	}
+	return nil
+}
+
+// rotateToken writes a fresh token to the world's file and, once it is
+// durable, makes the server accept it, the old one for grace.
+func (h *Host) rotateToken(grace time.Duration) (*api.TokenRotation, error) {
+	h.tokMu.Lock()
+	defer h.tokMu.Unlock()
+	tok, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	if err := h.dir.WriteToken(tok); err != nil {
+		return nil, err
+	}
+	until := h.tokens.Rotate(tok, grace)
+	h.log.Info("token rotated", "file", h.dir.Path(TokenFile), "grace", grace)
+	out := &api.TokenRotation{Token: tok, File: h.dir.Path(TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}
+	if !until.IsZero() {
+		out.OldValidUntil = &until
+	}
+	return out, nil
+}
+
+// ReloadToken makes the server accept the token the world's file holds now
+// (after an operator replaced it, e.g. on SIGHUP), the one it replaces for
+// grace. A file that cannot be read, or holds no usable token, changes
+// nothing.
+func (h *Host) ReloadToken(grace time.Duration) (changed bool, err error) {
+	h.tokMu.Lock()
+	defer h.tokMu.Unlock()
+	tok, err := h.dir.Token()
+	if err != nil {
+		return false, err
+	}
+	if err := checkTokenText(h.dir.Path(TokenFile), tok); err != nil {
+		return false, err
+	}
+	if tok == h.tokens.Current() {
+		return false, nil
+	}
+	h.tokens.Rotate(tok, grace)
+	h.log.Info("token reloaded", "file", h.dir.Path(TokenFile), "grace", grace)
+	return true, nil
+}
+
+// RotateToken rotates the token of the world in d: through its daemon when
+// one serves it (which accepts the new token at once, and the old one for
+// grace), else by writing a fresh token file (no process holds the old one
+// then, and grace does not apply).
+func RotateToken(ctx context.Context, d Dir, opt ConnectOptions, grace time.Duration) (*api.TokenRotation, error) {
+	if err := d.Check(); err != nil {
+		return nil, err
+	}
+	if _, err := api.CheckGrace(grace.Milliseconds()); err != nil {
+		return nil, err
+	}
+	found, err := findDaemon(ctx, d, opt)
+	if err != nil {
+		return nil, err
+	}
+	if found.client != nil {
+		return found.client.RotateToken(ctx, grace)
+	}
+	if found.info != nil {
+		// A daemon is alive but does not answer: it would go on accepting
+		// the token the file no longer holds.
+		return nil, &api.Error{Code: api.CodeLocked, Where: string(d), Message: fmt.Sprintf(
+			"world is served by aosd serve (pid %d, %s) which does not answer (%v); the token was not rotated (the daemon would go on accepting the old one)",
+			found.info.PID, found.info.Addr, found.probeErr)}
+	}
+	tok, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.WriteToken(tok); err != nil {
+		return nil, err
+	}
+	return &api.TokenRotation{File: d.Path(TokenFile)}, nil
+}
