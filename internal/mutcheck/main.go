@@ -14,16 +14,26 @@
 //
 //	go run ./internal/mutcheck            # every mutation
 //	go run ./internal/mutcheck budget     # those whose name contains "budget"
+//	go run ./internal/mutcheck -j 1       # one at a time (default: cores+1)
+//
+// Mutations are checked several at once, each through its own overlay and
+// temporary directory: the tree is shared and never written, and go's build
+// cache is safe to share. Results print as they finish; the ones not caught
+// are listed again at the end.
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,37 +49,76 @@ type mutation struct {
 }
 
 func main() {
+	jobs := flag.Int("j", runtime.NumCPU()+1, "mutations checked at once (many of their tests mostly wait)")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: go run ./internal/mutcheck [-j N] [name-substring]")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
 	root, err := repoRoot()
 	if err != nil {
 		fatal(err)
 	}
-	var only string
-	if len(os.Args) > 1 {
-		only = os.Args[1]
-	}
-	failed := 0
-	ran := 0
+	only := flag.Arg(0)
+	var todo []mutation
 	for _, m := range mutations {
-		if only != "" && !strings.Contains(m.name, only) {
-			continue
-		}
-		ran++
-		t0 := time.Now()
-		verdict, detail := check(root, m)
-		fmt.Printf("%-8s %-48s %5.1fs  %s\n", verdict, m.name, time.Since(t0).Seconds(), detail)
-		if verdict != "caught" {
-			failed++
+		if only == "" || strings.Contains(m.name, only) {
+			todo = append(todo, m)
 		}
 	}
-	if ran == 0 {
+	if len(todo) == 0 {
 		fatal(fmt.Errorf("no mutation matches %q", only))
 	}
-	if failed > 0 {
-		fmt.Printf("%d of %d mutations were not caught by a failing test\n", failed, ran)
+	// The end-to-end ones go first: they take longest, and started last
+	// they would leave the other workers idle at the end.
+	sort.SliceStable(todo, func(i, j int) bool { return slow(todo[i]) && !slow(todo[j]) })
+	type result struct {
+		m               mutation
+		verdict, detail string
+		took            time.Duration
+	}
+	work := make(chan mutation)
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for i := 0; i < max(*jobs, 1); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range work {
+				t0 := time.Now()
+				verdict, detail := check(root, m)
+				results <- result{m, verdict, detail, time.Since(t0)}
+			}
+		}()
+	}
+	go func() {
+		for _, m := range todo {
+			work <- m
+		}
+		close(work)
+		wg.Wait()
+		close(results)
+	}()
+	t0 := time.Now()
+	var failed []string
+	for r := range results {
+		fmt.Printf("%-8s %-48s %5.1fs  %s\n", r.verdict, r.m.name, r.took.Seconds(), r.detail)
+		if r.verdict != "caught" {
+			failed = append(failed, r.verdict+" "+r.m.name)
+		}
+	}
+	if len(failed) > 0 {
+		// Said again at the end, where a log cut to its tail still shows it.
+		sort.Strings(failed)
+		fmt.Printf("%d of %d mutations were not caught by a failing test (%s, -j %d):\n  %s\n",
+			len(failed), len(todo), time.Since(t0).Round(time.Second), *jobs, strings.Join(failed, "\n  "))
 		os.Exit(1)
 	}
-	fmt.Printf("all %d mutations caught\n", ran)
+	fmt.Printf("all %d mutations caught (%s, -j %d)\n", len(todo), time.Since(t0).Round(time.Second), *jobs)
 }
+
+// slow is whether m's tests are end-to-end: they build and drive aosd.
+func slow(m mutation) bool { return m.pkg == "./cmd/aosd" }
 
 func check(root string, m mutation) (verdict, detail string) {
 	path := filepath.Join(root, m.file)
@@ -101,7 +150,9 @@ func check(root string, m mutation) (verdict, detail string) {
 	// The overlay goes in GOFLAGS, not on the command line, so it also
 	// reaches the go commands the tests run themselves: cmd/aosd's
 	// end-to-end tests build the aosd binary they drive with `go build`.
-	cmd := exec.Command("go", "test", "-count=1", "-run", m.run, m.pkg)
+	// -vet=off: the unmutated tree passes go vet in CI already, and vet of
+	// the mutated package is not what decides a catch.
+	cmd := exec.Command("go", "test", "-count=1", "-vet=off", "-run", m.run, m.pkg)
 	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov))
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
