@@ -208,16 +208,10 @@ func (b *CAS) Get(h schemas.Hash) ([]byte, error) {
 		data, err = item.ValueCopy(nil)
 		return err
 	})
-	switch {
-	case errors.Is(err, badger.ErrKeyNotFound):
-		return nil, fmt.Errorf("%w: %s", cas.ErrNotFound, h)
-	case err != nil:
+	if err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, fmt.Errorf("cas: get %s: %w", h, err)
 	}
-	if got := schemas.HashBytes(data); got != h {
-		return nil, fmt.Errorf("%w: %s (stored bytes hash to %s)", cas.ErrCorrupt, h, got)
-	}
-	return data, nil
+	return cas.Verified(h, data, err == nil)
 }
 
 // Has reports whether h is stored, without reading its value.

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -26,4 +27,18 @@ type Store interface {
 	Iterate(fn func(h schemas.Hash, size int) error) error
 	// Delete removes objects; only garbage collection calls it.
 	Delete(hs []schemas.Hash) error
+}
+
+// Verified is how every store's Get ends: data is what was read under h
+// (found: whether anything was), checked against h. It returns data, or
+// ErrNotFound or ErrCorrupt wrapped and naming h (and, when corrupt, the hash
+// the stored bytes have), so every backend refuses a bad object alike.
+func Verified(h schemas.Hash, data []byte, found bool) ([]byte, error) {
+	if !found {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
+	}
+	if got := schemas.HashBytes(data); got != h {
+		return nil, fmt.Errorf("%w: %s (stored bytes hash to %s)", ErrCorrupt, h, got)
+	}
+	return data, nil
 }

@@ -1,7 +1,6 @@
 package cas
 
 import (
-	"fmt"
 	"sort"
 	"sync"
 
@@ -41,13 +40,7 @@ func (m *Memory) Get(h schemas.Hash) ([]byte, error) {
 	m.mu.RLock()
 	b, ok := m.objs[h]
 	m.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, h)
-	}
-	if schemas.HashBytes(b) != h {
-		return nil, fmt.Errorf("%w: %s", ErrCorrupt, h)
-	}
-	return b, nil
+	return Verified(h, b, ok)
 }
 
 func (m *Memory) Has(h schemas.Hash) (bool, error) {

@@ -176,16 +176,10 @@ func (c *CAS) Get(h schemas.Hash) ([]byte, error) {
 	defer cancel()
 	var data []byte
 	err := c.db.pool.QueryRow(ctx, "SELECT data FROM objects WHERE hash = $1", h[:]).Scan(&data)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, fmt.Errorf("%w: %s", cas.ErrNotFound, h)
-	case err != nil:
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cas: get %s: %w", h, err)
 	}
-	if got := schemas.HashBytes(data); got != h {
-		return nil, fmt.Errorf("%w: %s (stored bytes hash to %s)", cas.ErrCorrupt, h, got)
-	}
-	return data, nil
+	return cas.Verified(h, data, err == nil)
 }
 
 // Has reports whether h is stored, without reading its value.

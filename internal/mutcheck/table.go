@@ -1261,7 +1261,12 @@ var mutations = []mutation{
 		from: "if sc == \"off\" {",
 		to:   "if false {",
 		pkg:  "./pgdb", run: "TestRefusesNonDurableSessions"},
-	{name: "pgdb/cas-verified-read", file: "pgdb/cas.go",
+	// Every store's Get ends in cas.Verified: Badger's and PostgreSQL's.
+	{name: "cas/verified-read-badger", file: "cas/cas.go",
+		from: "if got := schemas.HashBytes(data); got != h {",
+		to:   "if got := schemas.HashBytes(data); false && got != h {",
+		pkg:  "./badgerdb", run: "TestBadgerDetectsCorruption"},
+	{name: "pgdb/cas-verified-read", file: "cas/cas.go",
 		from: "if got := schemas.HashBytes(data); got != h {",
 		to:   "if got := schemas.HashBytes(data); false && got != h {",
 		pkg:  "./pgdb", run: "TestCASVerifiesAndHeals"},
