@@ -28,8 +28,11 @@ func TestServeHTTPLimitsAndAWrongToken(t *testing.T) {
 			t.Fatalf("serve %v: exit %d: %s", bad, r.code, r.stderr)
 		}
 	}
-	d := startDaemonEnv(t, world, nil, "--header-timeout", "300ms", "--body-timeout", "300ms", "--max-batch", "2")
+	// Applied before the daemon starts: a 5 MB upload need not arrive
+	// within 300 ms on a loaded machine, and the body timeout is not what
+	// this test is for (TestHostHTTPLimits is).
 	ok(t, world, "apply", built.Path(t, "counter"))
+	d := startDaemonEnv(t, world, nil, "--header-timeout", "300ms", "--body-timeout", "300ms", "--max-batch", "2")
 	tok := token(t, world)
 
 	c, err := net.Dial("tcp", d.addr)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package cells_test
+
+const raceEnabled = false
