@@ -46,7 +46,7 @@ type served struct {
 func serveWorld(t *testing.T, withExecutors bool) *served {
 	t.Helper()
 	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t)))}
+	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(t))}
 	if _, err := host.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func benchWorld(b *testing.B, example string, native bool, event func(int) kerne
 			return workflows.Identity(module)
 		})
 	}
-	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, Wasm: wasmtest.Engine(b, built.WasmCache(built.Dir(b)))})
+	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: builtins, Wasm: wasmtest.Engine(b, built.WasmCache(b))})
 	if err != nil {
 		b.Fatal(err)
 	}

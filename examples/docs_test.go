@@ -49,7 +49,7 @@ func newDocWorld(t *testing.T, name string) *docWorld {
 		t.Fatal(err)
 	}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: modules.NewBuiltins(),
-		Keyring: kr, Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t))), StepTimeout: -1})
+		Keyring: kr, Wasm: wasmtest.Engine(t, built.WasmCache(t)), StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func openWorld(t *testing.T, db *badgerdb.DB, m *manifest.Manifest, native bool)
 	}
 	pub := &capture{}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Clock: &stepClock{}, Entropy: zeroEntropy{}, Builtins: b,
-		Keyring: kr, Publisher: pub, Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t))), StepTimeout: -1})
+		Keyring: kr, Publisher: pub, Wasm: wasmtest.Engine(t, built.WasmCache(t)), StepTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 func TestCheckJournalWithoutOpening(t *testing.T) {
 	ctx := context.Background()
 	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
-	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(built.Dir(t)))}
+	cfg := kernel.Config{Wasm: wasmtest.Engine(t, built.WasmCache(t))}
 	if _, err := host.Init(dir, cfg); err != nil {
 		t.Fatal(err)
 	}

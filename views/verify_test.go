@@ -36,7 +36,7 @@ func paidWorld(t *testing.T) (*kernel.World, *receipts.Keyring, []string) {
 	t.Helper()
 	ctx := context.Background()
 	dir := host.Dir(filepath.Join(t.TempDir(), "world"))
-	h, err := host.Open(ctx, string(dir), host.Options{Create: true, Store: host.StoreOptions{WasmCacheDir: built.WasmCache(built.Dir(t))}})
+	h, err := host.Open(ctx, string(dir), host.Options{Create: true, Store: host.StoreOptions{WasmCacheDir: built.WasmCache(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

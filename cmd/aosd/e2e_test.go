@@ -41,12 +41,12 @@ func TestMain(m *testing.M) {
 	// Every aosd process shares one compiled-code cache, warmed with the
 	// example modules: a module compiles once, not once per world (15-40 s
 	// each under -race).
-	examplesDir, err := built.Build()
+	_, err = built.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build the example manifests:", err)
 		os.Exit(1)
 	}
-	os.Setenv("AOS_WASM_CACHE", built.WasmCache(examplesDir))
+	os.Setenv("AOS_WASM_CACHE", built.SharedWasmCache())
 	// The daemon under test is built the way this test binary was: with
 	// -race only under -race. AOS_E2E_NORACE=1 builds it without -race
 	// even then, for figures that time the daemon (the inspector's

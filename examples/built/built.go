@@ -2,10 +2,15 @@ package built
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -46,10 +51,33 @@ func Path(tb testing.TB, name string) string {
 	return filepath.Join(Dir(tb), name)
 }
 
-// WasmCache is the warm compiled-code cache in dir (what Build returned),
-// for kernel.Config.WasmCacheDir, aos.Options.WasmCacheDir, or
-// AOS_WASM_CACHE in the environment of aosd processes.
-func WasmCache(dir string) string { return filepath.Join(dir, "wasm-cache") }
+// WasmCache is the compiled-code cache Build warmed, for a wasm engine's
+// CacheDir (wasmtest.Engine, aos.Options.WasmCacheDir) or AOS_WASM_CACHE
+// in the environment of aosd processes. It is one directory for every test
+// binary of this user, kept between runs as go keeps its build cache
+// (AOS_TEST_WASM_CACHE names another): wazero keys compiled code by the
+// module's bytes, the CPU and its own version, so an entry is never stale,
+// and it writes each entry by rename, so test binaries running at once
+// share it safely.
+func WasmCache(tb testing.TB) string {
+	tb.Helper()
+	Dir(tb)
+	return cacheDir()
+}
+
+// SharedWasmCache is WasmCache for a TestMain, after Build.
+func SharedWasmCache() string { return cacheDir() }
+
+func cacheDir() string {
+	if d := os.Getenv("AOS_TEST_WASM_CACHE"); d != "" {
+		return d
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "aos-test", "wasm-cache")
+}
 
 // Cleanup removes the copy.
 func Cleanup() {
@@ -76,6 +104,7 @@ func buildAll(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	var hashes []string
 	for _, e := range ents {
 		if !e.IsDir() {
 			continue
@@ -85,54 +114,111 @@ func buildAll(ctx context.Context) (string, error) {
 			os.RemoveAll(out)
 			return "", err
 		}
-		if _, err := build.Build(ctx, to, build.Options{SourcesFrom: from}); err != nil {
+		rep, err := build.Build(ctx, to, build.Options{SourcesFrom: from})
+		if err != nil {
 			os.RemoveAll(out)
 			return "", fmt.Errorf("example %s: %w", e.Name(), err)
 		}
+		for _, m := range rep.Modules {
+			hashes = append(hashes, m.Hash)
+		}
 	}
-	if err := warm(ctx, root, out); err != nil {
+	if err := warm(ctx, root, out, hashes); err != nil {
 		os.RemoveAll(out)
 		return "", fmt.Errorf("warm the wasm cache: %w", err)
 	}
 	return out, nil
 }
 
-// warm compiles every example module into WasmCache(out) with a plain aosd:
-// init a scratch world and apply each example to it.
-func warm(ctx context.Context, root, out string) error {
+// warm compiles every example module into the shared cache with plain
+// (non-race) aosd binaries: init a scratch world and apply each example to
+// it. Two of them when this test binary's wazero names its version
+// differently from aosd's (a test binary's build information lists no
+// dependencies, so its wazero says "dev" and looks in another directory of
+// the cache, and rejects entries written under another version): the
+// second is linked with the version this binary's wazero uses, so the
+// modules are compiled once outside -race for it too, instead of inside it
+// (15-40 s each). A marker file named after the modules and versions skips
+// all of it when an earlier test binary warmed the same modules.
+func warm(ctx context.Context, root, out string, hashes []string) error {
+	cache := cacheDir()
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return err
+	}
+	own := testWazeroVersion()
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod")) // aosd's wazero version is required there
+	if err != nil {
+		return err
+	}
+	sort.Strings(hashes)
+	sum := sha256.Sum256([]byte(strings.Join(append(hashes, runtime.GOARCH, own, string(gomod)), "\n")))
+	marker := filepath.Join(cache, "warm-"+hex.EncodeToString(sum[:12]))
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
 	scratch, err := os.MkdirTemp("", "aos-warm-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
-	bin := filepath.Join(scratch, "aosd")
 	run := func(dir string, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "AOS_WASM_CACHE="+WasmCache(out))
+		cmd.Env = append(os.Environ(), "AOS_WASM_CACHE="+cache)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, b)
 		}
 		return nil
 	}
-	if err := run(root, "go", "build", "-o", bin, "./cmd/aosd"); err != nil {
+	bins := []string{filepath.Join(scratch, "aosd")}
+	if err := run(root, "go", "build", "-o", bins[0], "./cmd/aosd"); err != nil {
 		return err
+	}
+	if own == wazeroDefaultVersion {
+		bins = append(bins, filepath.Join(scratch, "aosd-"+own))
+		if err := run(root, "go", "build", "-ldflags=-X "+wazeroVersionVar+"="+own, "-o", bins[1], "./cmd/aosd"); err != nil {
+			return err
+		}
 	}
 	ents, err := os.ReadDir(out)
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		if !e.IsDir() || e.Name() == filepath.Base(WasmCache(out)) {
-			continue
-		}
-		w := filepath.Join(scratch, "w-"+e.Name())
-		if err := run(scratch, bin, "init", "--world", w); err != nil {
-			return err
-		}
-		if err := run(scratch, bin, "apply", filepath.Join(out, e.Name()), "--world", w); err != nil {
-			return err
+	for i, bin := range bins {
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			w := filepath.Join(scratch, fmt.Sprintf("w%d-%s", i, e.Name()))
+			if err := run(scratch, bin, "init", "--world", w); err != nil {
+				return err
+			}
+			if err := run(scratch, bin, "apply", filepath.Join(out, e.Name()), "--world", w); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+	return os.WriteFile(marker, nil, 0o644)
+}
+
+// wazeroVersionVar is where wazero keeps the version it names its cache
+// directory and entries after, when a linker flag sets it; unset, it reads
+// the version from the binary's build information, or says
+// wazeroDefaultVersion.
+const (
+	wazeroVersionVar     = "github.com/tetratelabs/wazero/internal/version.version"
+	wazeroDefaultVersion = "dev"
+)
+
+// testWazeroVersion is the version wazero finds in this binary, by its own
+// rule (internal/version.GetWazeroVersion).
+func testWazeroVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			if strings.Contains(d.Path, "github.com/tetratelabs/wazero") && d.Version != "" && d.Version != "(devel)" {
+				return d.Version
+			}
+		}
+	}
+	return wazeroDefaultVersion
 }

@@ -7,8 +7,11 @@
 //
 // It also warms a compiled-code cache for those modules (WasmCache): wazero
 // compiling a Go-built module takes 15-40 s inside a -race binary and about
-// one second outside it, and its cache is keyed by the module's bytes, not by
-// how the compiler was built. So the modules are compiled once by a plain
-// (non-race) aosd into the cache, and every world a test opens with
-// WasmCacheDir (or AOS_WASM_CACHE) set to it starts warm.
+// one second outside it, and its cache is keyed by the module's bytes, the
+// CPU and wazero's version, not by how the compiler was built. So the
+// modules are compiled by plain (non-race) aosd binaries into one cache
+// shared by every test binary and kept between runs, under the version
+// aosd's wazero names and under the one a test binary's names (they differ:
+// see warm), and every world a test opens with that cache (or
+// AOS_WASM_CACHE) starts warm.
 package built
