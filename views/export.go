@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aos-kernel/aos/internal/jsonx"
 	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/receipts"
 	"github.com/aos-kernel/aos/records"
@@ -456,9 +455,8 @@ var ErrExport = errors.New("views: not a journal export line")
 // no field the export does not write; a kind this build does not know is
 // refused. Errors wrap ErrExport and name the seq and the field.
 func ParseRecord(line []byte) (journal.Record, error) {
-	if _, _, err := jsonx.Parse(line, jsonx.Options{}); err != nil {
-		return journal.Record{}, fmt.Errorf("%w: %v", ErrExport, err)
-	}
+	// Decode parses the whole line with jsonx first, so a duplicate key at
+	// any depth (body included) is refused here, before any field is read.
 	var top struct {
 		Body  json.RawMessage `json:"body"`
 		Kind  *string         `json:"kind"`

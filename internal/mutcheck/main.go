@@ -152,7 +152,10 @@ func check(root string, m mutation) (verdict, detail string) {
 	// end-to-end tests build the aosd binary they drive with `go build`.
 	// -vet=off: the unmutated tree passes go vet in CI already, and vet of
 	// the mutated package is not what decides a catch.
-	cmd := exec.Command("go", "test", "-count=1", "-vet=off", "-run", m.run, m.pkg)
+	// -failfast: the first failing test is the catch; the tests after it
+	// would only run with the guard still off (a budget check disabled
+	// lets the next test's cascade run for minutes).
+	cmd := exec.Command("go", "test", "-count=1", "-vet=off", "-failfast", "-run", m.run, m.pkg)
 	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov))
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
