@@ -28,8 +28,8 @@ var (
 )
 
 // Build returns the directory holding the built copy of examples/manifests
-// (one subdirectory per example, and the warm cache), building it on first
-// use. Call Cleanup from TestMain once the tests ran.
+// (one subdirectory per example), building it and warming WasmCache on
+// first use. Call Cleanup from TestMain once the tests ran.
 func Build() (string, error) {
 	once.Do(func() { dir, err = buildAll(context.Background()) })
 	return dir, err
@@ -145,7 +145,7 @@ func warm(ctx context.Context, root, out string, hashes []string) error {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return err
 	}
-	own := testWazeroVersion()
+	own := WazeroVersion()
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod")) // aosd's wazero version is required there
 	if err != nil {
 		return err
@@ -210,9 +210,10 @@ const (
 	wazeroDefaultVersion = "dev"
 )
 
-// testWazeroVersion is the version wazero finds in this binary, by its own
-// rule (internal/version.GetWazeroVersion).
-func testWazeroVersion() string {
+// WazeroVersion is the version wazero finds in this binary, by its own rule
+// (internal/version.GetWazeroVersion): the cache directory it reads is
+// "wazero-" + WazeroVersion() + "-" + GOARCH + "-" + GOOS.
+func WazeroVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range info.Deps {
 			if strings.Contains(d.Path, "github.com/tetratelabs/wazero") && d.Version != "" && d.Version != "(devel)" {

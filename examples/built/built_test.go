@@ -11,8 +11,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A cache of this binary's own, empty at the start, so
+	// TestWarmCoversTestBinaries sees what one warm-up writes.
+	cache, err := os.MkdirTemp("", "aos-built-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("AOS_TEST_WASM_CACHE", cache)
 	code := m.Run()
 	built.Cleanup()
+	os.RemoveAll(cache)
 	os.Exit(code)
 }
 
@@ -42,5 +50,25 @@ func TestPinnedHashesAreCurrent(t *testing.T) {
 			t.Errorf("examples/manifests/%s pins a hash its source no longer builds (with %s): run `go run ./cmd/aosd build examples/manifests/%s` and commit the result",
 				rel, runtime.Version(), filepath.Dir(rel))
 		}
+	}
+}
+
+// TestWarmCoversTestBinaries: the warm-up writes compiled code where a test
+// binary's wazero looks, not only where aosd's does (their versions
+// differ, and each reads only its own directory), one entry per example
+// module at least; so a -race test binary never compiles them itself.
+func TestWarmCoversTestBinaries(t *testing.T) {
+	cache := built.WasmCache(t)
+	own := filepath.Join(cache, "wazero-"+built.WazeroVersion()+"-"+runtime.GOARCH+"-"+runtime.GOOS)
+	ents, err := os.ReadDir(own)
+	if err != nil {
+		t.Fatalf("nothing compiled for this test binary's wazero: %v", err)
+	}
+	mods, err := filepath.Glob(filepath.Join(built.Dir(t), "*", "*.wasm"))
+	if err != nil || len(mods) == 0 {
+		t.Fatalf("no built modules (%v)", err)
+	}
+	if len(ents) < len(mods) {
+		t.Fatalf("%s holds %d entries for %d example modules", own, len(ents), len(mods))
 	}
 }
