@@ -101,6 +101,9 @@ type Server struct {
 	// MaxBatchEvents bounds the events of one POST /v1/events (413
 	// beyond); default DefaultMaxBatchEvents.
 	MaxBatchEvents int
+	// Cluster, when set, is the node's view of the world's ownership,
+	// answered as "cluster" by GET /v1/status (a world several nodes serve).
+	Cluster func() *ClusterStatus
 }
 
 // route is one API endpoint. Handler builds the mux from routes() alone, and
@@ -438,7 +441,13 @@ func appendParked(b []byte, res []kernel.Ingested, batch bool) []byte {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	s.handle(w, r, "status", body{}, func() (any, error) { return s.Backend.Status(r.Context()) })
+	s.handle(w, r, "status", body{}, func() (any, error) {
+		st, err := s.Backend.Status(r.Context())
+		if err == nil && s.Cluster != nil {
+			st.Cluster = s.Cluster()
+		}
+		return st, err
+	})
 }
 
 // quiescent: ?wait=DUR waits up to DUR; answers {"quiescent": bool}.

@@ -143,6 +143,9 @@ type Status struct {
 	// the first snapshot). The snapshot policy keeps it near
 	// AOS_SNAPSHOT_EVERY.
 	RecordsSinceSnapshot uint64 `json:"records_since_snapshot"`
+	// Cluster is the answering node's view of who owns the world, on a
+	// world several nodes serve (aosd serve --node); absent otherwise.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
 	// Journaled counts the records of each kind (every kind present) the
 	// world made durable since this process opened it, replay not
 	// counted: the difference of two readings over their interval is a
