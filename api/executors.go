@@ -52,12 +52,21 @@ func keyViews(kr *receipts.Keyring) []KeyView {
 // concurrent use.
 type Keys struct {
 	mu   sync.Mutex
-	file string
+	save func(*receipts.Keyring) error // makes the keyring durable where it is kept
 	kr   *receipts.Keyring
 }
 
 // NewKeys serves kr, kept in file.
-func NewKeys(file string, kr *receipts.Keyring) *Keys { return &Keys{file: file, kr: kr} }
+func NewKeys(file string, kr *receipts.Keyring) *Keys {
+	return NewKeysSaving(func(kr *receipts.Keyring) error { return receipts.WriteKeyringFile(file, kr) }, kr)
+}
+
+// NewKeysSaving serves kr, made durable by save after every change (a
+// world on PostgreSQL keeps its keyring in the database). A change save
+// refuses is undone.
+func NewKeysSaving(save func(*receipts.Keyring) error, kr *receipts.Keyring) *Keys {
+	return &Keys{save: save, kr: kr}
+}
 
 func (k *Keys) list() []KeyView { return keyViews(k.kr) }
 
@@ -89,7 +98,7 @@ func (k *Keys) add(name, pubPEM string, effs []string) (KeyView, error) {
 		}
 		return KeyView{}, &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Where: "name", Message: err.Error(), err: err}
 	}
-	if err := receipts.WriteKeyringFile(k.file, k.kr); err != nil {
+	if err := k.save(k.kr); err != nil {
 		_ = k.kr.UnmarshalCBOR(before) // as it was: the file was not changed
 		return KeyView{}, err
 	}
@@ -110,10 +119,18 @@ func (k *Keys) remove(id string) error {
 			return newError(http.StatusBadRequest, CodeInvalidInput, id, "the built-in executors' key cannot be removed")
 		}
 	}
+	before, err := k.kr.MarshalCBOR()
+	if err != nil {
+		return err
+	}
 	if err := k.kr.Remove(id); err != nil {
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Where: id, Message: err.Error(), err: err}
 	}
-	return receipts.WriteKeyringFile(k.file, k.kr)
+	if err := k.save(k.kr); err != nil {
+		_ = k.kr.UnmarshalCBOR(before) // as it was: the file was not changed
+		return err
+	}
+	return nil
 }
 
 // Executors is the executor side of a serving world: the dispatcher running

@@ -203,6 +203,9 @@ func Backup(ctx context.Context, d Dir, opt ConnectOptions, path string) (*Backu
 	if err := d.Check(); err != nil {
 		return nil, err
 	}
+	if err := refusePostgres(d, "backup"); err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fmt.Errorf("%s exists: a backup never overwrites a file; choose a new one", path)
 	}
@@ -226,7 +229,7 @@ func Backup(ctx context.Context, d Dir, opt ConnectOptions, path string) (*Backu
 			tmp.Close()
 			return nil, found.openError(d, opt, err)
 		}
-		err = WriteBackup(d, st.db, tmp)
+		err = WriteBackup(d, st.bdb, tmp)
 		err = errors.Join(err, st.close())
 	}
 	if err == nil {
@@ -259,6 +262,9 @@ func Backup(ctx context.Context, d Dir, opt ConnectOptions, path string) (*Backu
 // cleanly at the backup's journal height. The restored world is the same
 // world as the one backed up: the same journal, token and keys.
 func Restore(path, dir string) (*BackupInfo, error) {
+	if err := refusePostgres(Dir(dir), "restore"); err != nil {
+		return nil, err
+	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, fmt.Errorf("%s is not empty: restore makes a new world directory; choose a new or empty one", dir)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -316,6 +322,22 @@ func Restore(path, dir string) (*BackupInfo, error) {
 	info := backupInfoOf(path, st.Size(), hdr, restored)
 	info.World = dir
 	return info, nil
+}
+
+// ErrPostgresBackup reports a backup or restore asked of a world on
+// PostgreSQL: its database is backed up with PostgreSQL's own tools.
+var ErrPostgresBackup = errors.New("host: a world on PostgreSQL is backed up with PostgreSQL's tools, not aosd backup")
+
+// refusePostgres refuses what for a world on PostgreSQL, pointing at
+// pg_dump and point-in-time recovery (docs/postgres.md).
+func refusePostgres(d Dir, what string) error {
+	pc, err := d.Postgres()
+	if err != nil || pc == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %s keeps the world's journal, objects, token and keys in %s; "+
+		"back it up with pg_dump --schema=%s (or a base backup and WAL archive for point-in-time recovery) and restore with pg_restore or PostgreSQL's recovery; docs/postgres.md says how",
+		ErrPostgresBackup, what, d, pc.where(), pc.schema())
 }
 
 // syncDir makes a directory's entries durable.

@@ -149,7 +149,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	cfg := opts.Kernel
 	cfg.Builtins, cfg.Logger, cfg.Observer = builtins, log, metrics
 	if opts.Create {
-		if _, err := os.Stat(d.Store()); errors.Is(err, os.ErrNotExist) {
+		if d.Check() != nil {
 			if _, err := InitWith(d, cfg, opts.Store); err != nil {
 				return nil, err
 			}
@@ -158,38 +158,29 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	} else if err := d.Check(); err != nil {
 		return nil, err
 	}
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	// The store opens first so the built-in blob executors share its CAS;
-	// the dispatcher must exist before the kernel opens, because opening
-	// republishes every intent still in flight.
-	st, err := openStore(d, opts.Store)
-	if err != nil {
-		return nil, err
-	}
-	kr, disp, err := NewExecutors(d, effects.Builtins(st.cas(), nil), log)
-	if err != nil {
-		st.close()
-		return nil, err
-	}
-	cfg.Keyring, cfg.Publisher = kr, disp
-	k, cfg, err := st.openKernel(cfg, opts.Store.wasmCache(d))
-	if err != nil {
-		st.close()
-		return nil, fmt.Errorf("open world %s: %w", dir, err)
-	}
-	// How long the open took is mostly this replay: say where it started.
-	info := k.OpenInfo()
-	log.Info("opened world", "world", dir, "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
-	disp.Start(k)
-	metrics.Watch(k)
-	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: api.NewTokenSet(tok, nil),
-		local: api.NewLocal(k, api.NewKeys(d.Path(ExecutorsFile), kr))}
-	h.local.Config = cfg
+	// The listener is bound before the store opens: a world on PostgreSQL
+	// names this node's address in its lease, and a port taken fails the
+	// open before the lease is taken.
+	so := opts.Store
+	var ln net.Listener
 	if opts.Listen != "" {
-		if err := h.serve(opts.Listen, metrics, opts.HTTP.WithDefaults()); err != nil {
+		var err error
+		if ln, err = net.Listen("tcp", opts.Listen); err != nil {
+			return nil, fmt.Errorf("listen %s: %w", opts.Listen, err)
+		}
+		if so.Advertise == "" {
+			so.Advertise = ln.Addr().String()
+		}
+	}
+	h, err := open(d, opts, so, cfg, metrics, log)
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
+	}
+	if ln != nil {
+		if err := h.serve(ln, metrics, opts.HTTP.WithDefaults()); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -197,24 +188,64 @@ func Open(ctx context.Context, dir string, opts Options) (*Host, error) {
 	return h, nil
 }
 
-// serve starts the HTTP API and names this process in daemon.json.
-func (h *Host) serve(listen string, metrics *api.Metrics, lim api.HTTPLimits) error {
+// open opens the world in d (its store, the executors, the kernel) for
+// Open.
+func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.Metrics, log *slog.Logger) (*Host, error) {
+	// The store opens first so the built-in blob executors share its CAS;
+	// the dispatcher must exist before the kernel opens, because opening
+	// republishes every intent still in flight.
+	st, err := openStore(d, so, log)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := readToken(st.files)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	kr, disp, err := newExecutors(st.files, effects.Builtins(st.cas(), nil), log)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	cfg.Keyring, cfg.Publisher = kr, disp
+	k, cfg, err := st.openKernel(cfg, so.wasmCache(d))
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("open world %s: %w", d, err)
+	}
+	// How long the open took is mostly this replay: say where it started.
+	info := k.OpenInfo()
+	log.Info("opened world", "world", string(d), "snapshot", info.Snapshot, "checkpoint", info.Checkpoint, "replayed", info.Replayed)
+	disp.Start(k)
+	metrics.Watch(k)
+	if st.pg != nil {
+		watchLease(st.pg, metrics)
+	}
+	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: api.NewTokenSet(tok, nil),
+		local: api.NewLocal(k, keysIn(st.files, kr))}
+	h.local.Config = cfg
+	return h, nil
+}
+
+// serve starts the HTTP API on ln and names this process in daemon.json.
+func (h *Host) serve(ln net.Listener, metrics *api.Metrics, lim api.HTTPLimits) error {
 	if info, err := h.dir.ReadDaemonInfo(); err == nil && info.PID != os.Getpid() {
 		h.log.Info("replacing daemon.json of an earlier daemon", "pid", info.PID, "addr", info.Addr)
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
 	}
 	h.addr = ln.Addr().String()
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		h.log.Warn("listening on a non-loopback address; anyone who can reach it and has the token can drive the world", "addr", h.addr)
 	}
+	var backup func(w io.Writer) error
+	if h.store.bdb != nil {
+		backup = func(w io.Writer) error { return WriteBackup(h.dir, h.store.bdb, w) }
+	}
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler: (&api.Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
 			Executors: &api.Executors{W: h.k, Dispatcher: h.disp, Keyring: h.kr},
-			Backup:    func(w io.Writer) error { return WriteBackup(h.dir, h.store.db, w) },
+			Backup:    backup,
 			Tokens:    h.tokens, RotateToken: h.rotateToken,
 			BodyTimeout: lim.BodyTimeout, MaxBatchEvents: lim.MaxBatchEvents}).Handler(),
 		// No ReadTimeout: it would also end a journal follow stream; the

@@ -2,9 +2,10 @@ package host
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
-	"os"
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/effects"
@@ -17,24 +18,33 @@ const ExecutorsFile = "executors.json"
 // Keyring reads the trusted executor keys, with the built-in executors'
 // key trusted for the effects effects.Builtins runs (see keyring).
 func (d Dir) Keyring() (*receipts.Keyring, error) {
-	return d.keyring(effects.BuiltinEffects())
+	var kr *receipts.Keyring
+	err := d.withFiles(func(f files) (err error) {
+		kr, err = readKeyring(f, effects.BuiltinEffects())
+		return err
+	})
+	return kr, err
 }
 
-// keyring reads the trusted executor keys from the keyring file. The
+// readKeyring reads the trusted executor keys from the keyring file. The
 // built-in executors' key (executor.key) is trusted under
 // receipts.BuiltinExecutor for exactly the builtin effects, whatever the
 // file says: the file is rewritten by `keys add` and `rm`, and may predate
 // keys having effects or a daemon with other built-in executors. Any other
 // key named receipts.BuiltinExecutor in the file is left out: only
 // executor.key may sign as the built-in executors.
-func (d Dir) keyring(builtin []string) (*receipts.Keyring, error) {
+func readKeyring(f files, builtin []string) (*receipts.Keyring, error) {
 	kr := receipts.NewKeyring()
-	if _, err := os.Stat(d.Path(ExecutorsFile)); err == nil {
-		if kr, err = receipts.ReadKeyringFile(d.Path(ExecutorsFile)); err != nil {
-			return nil, err
+	b, err := f.read(ExecutorsFile)
+	switch {
+	case err == nil:
+		if err := kr.UnmarshalJSON(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.where(ExecutorsFile), err)
 		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
 	}
-	priv, err := d.LoadExecutorKey()
+	priv, err := loadExecutorKey(f)
 	if err != nil {
 		return nil, fmt.Errorf("executor key: %w", err)
 	}
@@ -52,14 +62,35 @@ func (d Dir) keyring(builtin []string) (*receipts.Keyring, error) {
 	return kr, nil
 }
 
-// Keys are the world's trusted executor keys as the API lists and changes
-// them (api.Keys): read from the keyring file (Keyring), kept in it.
+// Keys are the trusted executor keys of the Badger world in d as the API
+// lists and changes them (api.Keys), kept in its keyring file. A world on
+// PostgreSQL keeps them in its database, which an open world reaches
+// (Connect); Keys refuses it.
 func (d Dir) Keys() (*api.Keys, error) {
-	kr, err := d.Keyring()
+	pc, err := d.Postgres()
 	if err != nil {
 		return nil, err
 	}
-	return api.NewKeys(d.Path(ExecutorsFile), kr), nil
+	if pc != nil {
+		return nil, fmt.Errorf("%s: the world's keys are in %s; open the world to change them", d, pc.where())
+	}
+	kr, err := readKeyring(dirFiles(d), effects.BuiltinEffects())
+	if err != nil {
+		return nil, err
+	}
+	return keysIn(dirFiles(d), kr), nil
+}
+
+// keysIn are the world's trusted executor keys as the API lists and
+// changes them (api.Keys): kr, kept in the keyring file of f.
+func keysIn(f files, kr *receipts.Keyring) *api.Keys {
+	return api.NewKeysSaving(func(kr *receipts.Keyring) error {
+		text, err := kr.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		return f.write(ExecutorsFile, append(text, '\n'))
+	}, kr)
 }
 
 // NewExecutors builds the executor side for `aosd serve`: the keyring the
@@ -67,11 +98,22 @@ func (d Dir) Keys() (*api.Keys, error) {
 // take effect at once) and a dispatcher with the built-in executors signing
 // with the world's executor key. Start the dispatcher once the world is open.
 func NewExecutors(d Dir, builtins map[string]effects.Executor, log *slog.Logger) (*receipts.Keyring, *effects.Dispatcher, error) {
-	kr, err := d.keyring(effects.EffectsOf(builtins))
+	var kr *receipts.Keyring
+	var disp *effects.Dispatcher
+	err := d.withFiles(func(f files) (err error) {
+		kr, disp, err = newExecutors(f, builtins, log)
+		return err
+	})
+	return kr, disp, err
+}
+
+// newExecutors is NewExecutors on the world's files.
+func newExecutors(f files, builtins map[string]effects.Executor, log *slog.Logger) (*receipts.Keyring, *effects.Dispatcher, error) {
+	kr, err := readKeyring(f, effects.EffectsOf(builtins))
 	if err != nil {
 		return nil, nil, err
 	}
-	priv, err := d.LoadExecutorKey()
+	priv, err := loadExecutorKey(f)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/aos-kernel/aos/api"
@@ -21,19 +21,13 @@ func newToken() (string, error) {
 }
 
 // WriteToken replaces the world's token file atomically (a new file, synced,
-// renamed over the old, the directory synced), mode 0600.
-func (d Dir) WriteToken(tok string) error {
-	tmp := d.Path(TokenFile + ".tmp")
-	os.Remove(tmp)
-	if err := writeNew(tmp, []byte(tok+"\n")); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, d.Path(TokenFile)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("replace %s: %w", d.Path(TokenFile), err)
-	}
-	return syncDir(string(d))
-}
+// renamed over the old, the directory synced), mode 0600. A world on
+// PostgreSQL keeps its token in the database, which only its owner writes:
+// see RotateToken.
+func (d Dir) WriteToken(tok string) error { return writeToken(dirFiles(d), tok) }
+
+// writeToken replaces the token in the world's files.
+func writeToken(f files, tok string) error { return f.write(TokenFile, []byte(tok+"\n")) }
 
 // checkTokenText refuses a token file's text that cannot be a bearer
 // token: empty, or with characters a header value cannot carry.
@@ -58,12 +52,12 @@ func (h *Host) rotateToken(grace time.Duration) (*api.TokenRotation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.dir.WriteToken(tok); err != nil {
+	if err := writeToken(h.store.files, tok); err != nil {
 		return nil, err
 	}
 	until := h.tokens.Rotate(tok, grace)
-	h.log.Info("token rotated", "file", h.dir.Path(TokenFile), "grace", grace)
-	out := &api.TokenRotation{Token: tok, File: h.dir.Path(TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}
+	h.log.Info("token rotated", "file", h.store.files.where(TokenFile), "grace", grace)
+	out := &api.TokenRotation{Token: tok, File: h.store.files.where(TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}
 	if !until.IsZero() {
 		out.OldValidUntil = &until
 	}
@@ -77,18 +71,18 @@ func (h *Host) rotateToken(grace time.Duration) (*api.TokenRotation, error) {
 func (h *Host) ReloadToken(grace time.Duration) (changed bool, err error) {
 	h.tokMu.Lock()
 	defer h.tokMu.Unlock()
-	tok, err := h.dir.Token()
+	tok, err := readToken(h.store.files)
 	if err != nil {
 		return false, err
 	}
-	if err := checkTokenText(h.dir.Path(TokenFile), tok); err != nil {
+	if err := checkTokenText(h.store.files.where(TokenFile), tok); err != nil {
 		return false, err
 	}
 	if tok == h.tokens.Current() {
 		return false, nil
 	}
 	h.tokens.Rotate(tok, grace)
-	h.log.Info("token reloaded", "file", h.dir.Path(TokenFile), "grace", grace)
+	h.log.Info("token reloaded", "file", h.store.files.where(TokenFile), "grace", grace)
 	return true, nil
 }
 
@@ -117,6 +111,13 @@ func RotateToken(ctx context.Context, d Dir, opt ConnectOptions, grace time.Dura
 			"world is served by aosd serve (pid %d, %s) which does not answer (%v); the token was not rotated (the daemon would go on accepting the old one)",
 			found.info.PID, found.info.Addr, found.probeErr)}
 	}
+	pc, err := d.Postgres()
+	if err != nil {
+		return nil, err
+	}
+	if pc != nil {
+		return rotatePostgresToken(ctx, d, pc, opt, grace)
+	}
 	tok, err := newToken()
 	if err != nil {
 		return nil, err
@@ -125,4 +126,33 @@ func RotateToken(ctx context.Context, d Dir, opt ConnectOptions, grace time.Dura
 		return nil, err
 	}
 	return &api.TokenRotation{File: d.Path(TokenFile)}, nil
+}
+
+// rotatePostgresToken is RotateToken for a world on PostgreSQL that no
+// daemon of this directory serves: through the node that owns it, when
+// one answers, else here as its owner (taking the lease for the write, and
+// releasing it after).
+func rotatePostgresToken(ctx context.Context, d Dir, pc *PostgresConfig, opt ConnectOptions, grace time.Duration) (*api.TokenRotation, error) {
+	pg, err := openPostgresDB(pc, "", opt.Store, nil)
+	if err != nil {
+		return nil, fmt.Errorf("world %s: %w", d, err)
+	}
+	if !opt.Direct {
+		if c, ok := ownerClient(ctx, pg); ok {
+			pg.close()
+			return c.RotateToken(ctx, grace)
+		}
+	}
+	if err := pg.open(opt.Store, roleOwner); err != nil {
+		return nil, fmt.Errorf("world %s: the token was not rotated: %w", d, err)
+	}
+	f := pgFiles{pg}
+	tok, err := newToken()
+	if err == nil {
+		err = writeToken(f, tok)
+	}
+	if err = errors.Join(err, pg.close()); err != nil {
+		return nil, err
+	}
+	return &api.TokenRotation{File: f.where(TokenFile)}, nil
 }

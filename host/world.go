@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/effects"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/views"
 )
@@ -51,6 +52,15 @@ type Created struct {
 	World string
 	// ExecutorPublicKey is the built-in executors' public key, hex-encoded.
 	ExecutorPublicKey string
+	// Postgres names the database of a world on PostgreSQL (InitPostgres):
+	// its URL, without a password, and schema; nil for a Badger world.
+	Postgres *PostgresConfig
+	// Joined says InitPostgres found a world in the schema already and
+	// made this directory a node of it, writing nothing to the database.
+	Joined bool
+	// PasswordNotWritten says the URL InitPostgres was given held a
+	// password: it was used to connect, and not written to postgres.json.
+	PasswordNotWritten bool
 }
 
 // Init creates a new world directory: the store (whose journal's first
@@ -60,33 +70,23 @@ func Init(d Dir, cfg kernel.Config) (Created, error) { return InitWith(d, cfg, S
 
 // InitWith is Init with store options.
 func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (Created, error) {
-	for _, n := range []string{StoreDir, TokenFile, ExecutorKey} {
-		if _, err := os.Stat(d.Path(n)); err == nil {
-			return Created{}, fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
-		}
+	if err := d.checkNew(); err != nil {
+		return Created{}, err
 	}
 	if err := os.MkdirAll(string(d), 0o700); err != nil {
 		return Created{}, fmt.Errorf("create world directory: %w", err)
 	}
-	tok := make([]byte, tokenBytes)
-	if _, err := rand.Read(tok); err != nil {
-		return Created{}, fmt.Errorf("token: %w", err)
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	tok, key, pub, err := newSecrets()
 	if err != nil {
-		return Created{}, fmt.Errorf("executor key: %w", err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		return Created{}, fmt.Errorf("executor key: %w", err)
-	}
-	if err := writeNew(d.Path(TokenFile), []byte(hex.EncodeToString(tok)+"\n")); err != nil {
 		return Created{}, err
 	}
-	if err := writeNew(d.Path(ExecutorKey), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der})); err != nil {
+	if err := writeNew(d.Path(TokenFile), tok); err != nil {
 		return Created{}, err
 	}
-	w, db, _, err := openWorld(d, cfg, so)
+	if err := writeNew(d.Path(ExecutorKey), key); err != nil {
+		return Created{}, err
+	}
+	w, db, _, err := openWorld(d, cfg, so, roleOwner)
 	if err != nil {
 		return Created{}, fmt.Errorf("create store %s: %w", d.Store(), err)
 	}
@@ -95,6 +95,34 @@ func InitWith(d Dir, cfg kernel.Config, so StoreOptions) (Created, error) {
 		return Created{}, fmt.Errorf("close store %s: %w", d.Store(), err)
 	}
 	return Created{World: id, ExecutorPublicKey: hex.EncodeToString(pub)}, nil
+}
+
+// checkNew refuses a directory that holds a world already.
+func (d Dir) checkNew() error {
+	for _, n := range []string{StoreDir, TokenFile, ExecutorKey, PostgresFile} {
+		if _, err := os.Stat(d.Path(n)); err == nil {
+			return fmt.Errorf("%s: a world already exists here (%s is present); choose another --world or remove it", d, n)
+		}
+	}
+	return nil
+}
+
+// newSecrets makes a new world's bearer token (its file's text) and
+// executor signing key (PKCS#8 PEM, and its public half).
+func newSecrets() (tok, key []byte, pub ed25519.PublicKey, err error) {
+	t := make([]byte, tokenBytes)
+	if _, err := rand.Read(t); err != nil {
+		return nil, nil, nil, fmt.Errorf("token: %w", err)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("executor key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("executor key: %w", err)
+	}
+	return []byte(hex.EncodeToString(t) + "\n"), pem.EncodeToMemory(&pem.Block{Type: executorKeyPEM, Bytes: der}), pub, nil
 }
 
 func writeNew(path string, data []byte) error {
@@ -115,40 +143,81 @@ func writeNew(path string, data []byte) error {
 
 // LoadExecutorKey reads the world's executor signing key.
 func (d Dir) LoadExecutorKey() (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(d.Path(ExecutorKey))
+	var k ed25519.PrivateKey
+	err := d.withFiles(func(f files) (err error) {
+		k, err = loadExecutorKey(f)
+		return err
+	})
+	return k, err
+}
+
+// loadExecutorKey reads the executor signing key from the world's files.
+func loadExecutorKey(f files) (ed25519.PrivateKey, error) {
+	b, err := f.read(ExecutorKey)
 	if err != nil {
 		return nil, err
 	}
 	blk, _ := pem.Decode(b)
 	if blk == nil || blk.Type != executorKeyPEM {
-		return nil, fmt.Errorf("%s: not a PEM %q block", d.Path(ExecutorKey), executorKeyPEM)
+		return nil, fmt.Errorf("%s: not a PEM %q block", f.where(ExecutorKey), executorKeyPEM)
 	}
 	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", d.Path(ExecutorKey), err)
+		return nil, fmt.Errorf("%s: %w", f.where(ExecutorKey), err)
 	}
 	ek, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("%s: not an ed25519 key", d.Path(ExecutorKey))
+		return nil, fmt.Errorf("%s: not an ed25519 key", f.where(ExecutorKey))
 	}
 	return ek, nil
 }
 
 // Token reads the bearer token.
 func (d Dir) Token() (string, error) {
-	b, err := os.ReadFile(d.Path(TokenFile))
+	var tok string
+	err := d.withFiles(func(f files) (err error) {
+		tok, err = readToken(f)
+		return err
+	})
+	return tok, err
+}
+
+// readToken reads the bearer token from the world's files.
+func readToken(f files) (string, error) {
+	b, err := f.read(TokenFile)
 	if err != nil {
 		return "", fmt.Errorf("read token: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
 
-// Check reports whether d looks like an initialised world.
-func (d Dir) Check() error {
-	if _, err := os.Stat(d.Store()); err != nil {
-		return fmt.Errorf("%s is not a world (no %s/; run `aosd init --world %s` first)", d, StoreDir, d)
+// withFiles runs fn on the world's files: its directory's, or, for a world
+// on PostgreSQL, its database's (connected to for the call).
+func (d Dir) withFiles(fn func(files) error) error {
+	pc, err := d.Postgres()
+	if err != nil {
+		return err
 	}
-	return nil
+	if pc == nil {
+		return fn(dirFiles(d))
+	}
+	pg, err := openPostgresDB(pc, "", StoreOptions{}, nil)
+	if err != nil {
+		return fmt.Errorf("world %s: %w", d, err)
+	}
+	return errors.Join(fn(pgFiles{pg}), pg.close())
+}
+
+// Check reports whether d looks like an initialised world: a Badger store,
+// or postgres.json naming its database.
+func (d Dir) Check() error {
+	if _, err := os.Stat(d.Store()); err == nil {
+		return nil
+	}
+	if _, err := os.Stat(d.Path(PostgresFile)); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s is not a world (no %s/ nor %s; run `aosd init --world %s` first)", d, StoreDir, PostgresFile, d)
 }
 
 // DaemonInfo is daemon.json.
@@ -217,9 +286,14 @@ func (c *Conn) Close() error {
 
 // ConnectOptions tunes Connect.
 type ConnectOptions struct {
-	Direct bool          // never use a daemon; open the store (fails while one holds it)
-	Config kernel.Config // for a direct open
-	Store  StoreOptions  // for a direct open
+	Direct bool // never use a daemon; open the store (fails while one holds it)
+	// ReadOnly says the caller only reads: a world on PostgreSQL that no
+	// daemon serves for it is then opened without its lease (a reader),
+	// so reading never takes the world from its owner. A Badger world
+	// opens the same either way.
+	ReadOnly bool
+	Config   kernel.Config // for a direct open
+	Store    StoreOptions  // for a direct open
 }
 
 // Connect reaches the world in d: through its daemon when daemon.json names
@@ -237,11 +311,34 @@ func Connect(ctx context.Context, d Dir, opt ConnectOptions) (*Conn, error) {
 	if found.client != nil {
 		return &Conn{Backend: found.client, Remote: true, Addr: found.info.Addr}, nil
 	}
-	w, db, cfg, err := openWorld(d, opt.Config, opt.Store)
+	pc, err := d.Postgres()
+	if err != nil {
+		return nil, err
+	}
+	if pc != nil {
+		return connectPostgres(ctx, d, pc, opt, found)
+	}
+	w, db, cfg, err := openWorld(d, opt.Config, opt.Store, roleOwner)
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}
-	return &Conn{Backend: &api.Local{W: w, LoadKeys: d.Keys, Config: cfg}, world: w, db: db}, nil
+	return localConn(w, db, cfg), nil
+}
+
+// localConn is a connection to a world this process opened.
+func localConn(w *kernel.World, st *store, cfg kernel.Config) *Conn {
+	var keys *api.Keys
+	load := func() (*api.Keys, error) {
+		if keys == nil {
+			kr, err := readKeyring(st.files, effects.BuiltinEffects())
+			if err != nil {
+				return nil, err
+			}
+			keys = keysIn(st.files, kr)
+		}
+		return keys, nil
+	}
+	return &Conn{Backend: &api.Local{W: w, LoadKeys: load, Config: cfg}, world: w, db: st}
 }
 
 // daemonFound is what findDaemon learned about a daemon serving a world.
@@ -318,12 +415,12 @@ func CheckJournal(ctx context.Context, d Dir, opt ConnectOptions) (*views.Journa
 	if found.client != nil {
 		return found.client.CheckJournal(ctx)
 	}
-	st, err := openStoreAt(d.Store(), opt.Store)
+	st, err := openStoreAs(d, opt.Store, roleReader, opt.Config.Logger)
 	if err != nil {
 		return nil, found.openError(d, opt, err)
 	}
 	defer st.close()
-	out, err := views.CheckJournal(ctx, st.db.Journal(), st.db.CAS().Get)
+	out, err := views.CheckJournal(ctx, st.log, st.raw.Get)
 	if err != nil {
 		return nil, api.AsError(err, "journal check")
 	}

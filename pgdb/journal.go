@@ -2,6 +2,7 @@ package pgdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -60,8 +61,9 @@ type Journal struct {
 	tip   journal.Tip
 	first atomic.Uint64 // the lowest seq held, as last seen
 
-	appendMu sync.Mutex // serializes Append
-	failed   error      // sticky; guarded by appendMu
+	appendMu sync.Mutex  // serializes Append
+	failed   error       // sticky; guarded by appendMu
+	onFenced func(error) // OnFenced's; guarded by appendMu
 
 	dropMu sync.Mutex // serializes DropBefore; held while archive runs
 
@@ -177,6 +179,9 @@ func (j *Journal) Append(recs []journal.Record) error {
 	}
 	if err != nil {
 		j.failed = err
+		if j.onFenced != nil && errors.Is(err, ErrFenced) {
+			j.onFenced(err)
+		}
 		return fmt.Errorf("journal: append %d..%d: %w", first, last, err)
 	}
 	j.tip.Advance(last)
@@ -185,6 +190,29 @@ func (j *Journal) Append(recs []journal.Record) error {
 	default: // the notifier has a wake-up pending already
 	}
 	return nil
+}
+
+// OnFenced has fn called with the error when an append is fenced (another
+// owner took the lease), before that Append returns: the owner's host
+// learns it lost the world from the write that found out. fn runs while
+// the journal's appends are held and must not call the journal.
+func (j *Journal) OnFenced(fn func(error)) {
+	j.appendMu.Lock()
+	j.onFenced = fn
+	j.appendMu.Unlock()
+}
+
+// Fail makes every later Append return journal.ErrFailed naming err, as
+// after an append the fence refused: an owner that learns it lost its
+// lease (a renewal refused) stops before its next append meets the fence.
+// It waits for an append under way. A journal failed already keeps its
+// first reason.
+func (j *Journal) Fail(err error) {
+	j.appendMu.Lock()
+	defer j.appendMu.Unlock()
+	if j.failed == nil {
+		j.failed = err
+	}
 }
 
 // refusal says why the fence refused an append expected at height: the

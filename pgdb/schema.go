@@ -50,6 +50,13 @@ CREATE TABLE objects (
 ALTER TABLE objects ALTER COLUMN data SET STORAGE EXTERNAL;
 INSERT INTO partitions (part) VALUES (0);
 `},
+	{2, "world files: the token, the executor key, the trusted keys", `
+CREATE TABLE world_files (
+	name       text PRIMARY KEY CHECK (name <> ''),
+	data       bytea NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+`},
 }
 
 // SchemaVersion is the version of the schema this aos writes: the last

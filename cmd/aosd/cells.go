@@ -78,7 +78,7 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 2, 2, "ls WORKFLOW"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *host.Conn) error {
+			return a.withReadConn(a.ctx, func(c *host.Conn) error {
 				q := api.CellsQuery{Limit: *limit, After: *after, Status: api.ParseStatuses([]string{*status})}
 				fs.Visit(func(f *flag.Flag) {
 					if f.Name == "key" {
@@ -102,7 +102,7 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 			if len(pos) == 3 {
 				key = pos[2]
 			}
-			return a.withConn(a.ctx, func(c *host.Conn) error {
+			return a.withReadConn(a.ctx, func(c *host.Conn) error {
 				v, err := c.Cell(a.ctx, pos[1], key)
 				if err != nil {
 					return err

@@ -43,7 +43,7 @@ func cmdFailed(fs *flag.FlagSet, a *app) func([]string) error {
 			if len(pos) == 1 {
 				wf = pos[0]
 			}
-			return a.withConn(a.ctx, func(c *host.Conn) error {
+			return a.withReadConn(a.ctx, func(c *host.Conn) error {
 				return a.failedList(c, fs, api.FailedQuery{Workflow: wf, Limit: *limit, After: *after}, *all)
 			})
 		}

@@ -56,7 +56,7 @@ func cmdJournal(fs *flag.FlagSet, a *app) func([]string) error {
 				fmt.Fprintf(a.stderr, "aosd journal: %s\n", retainedFrom(first))
 			}
 		}
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withReadConn(a.ctx, func(c *host.Conn) error {
 			var tw *table
 			if !a.json {
 				tw = newTable(a.stdout)

@@ -62,7 +62,7 @@ func cmdJournalVerify(fs *flag.FlagSet, a *app) func([]string) error {
 func (a *app) journalVerify(file, keysFile string) (rep *views.JournalVerify, err error) {
 	var conn *host.Conn
 	if file == "" || keysFile == "" {
-		if conn, err = a.connect(a.ctx); err != nil {
+		if conn, err = a.connectRead(a.ctx); err != nil {
 			return nil, err
 		}
 		defer func() {

@@ -18,7 +18,7 @@ func cmdKeys(fs *flag.FlagSet, a *app) func([]string) error {
 		if *effs != "" && pos[0] != "add" {
 			return usagef("keys %s: --effects goes with add", pos[0])
 		}
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withConnAs(a.ctx, pos[0] == "ls", func(c *host.Conn) error {
 			switch pos[0] {
 			case "ls":
 				if err := wantArgs(pos[1:], 0, 0, "no arguments"); err != nil {

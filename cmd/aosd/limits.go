@@ -27,7 +27,7 @@ func cmdLimits(fs *flag.FlagSet, a *app) func([]string) error {
 			if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 				return err
 			}
-			return a.withConn(a.ctx, func(c *host.Conn) error {
+			return a.withReadConn(a.ctx, func(c *host.Conn) error {
 				lim, err := c.Limits(a.ctx)
 				if err != nil {
 					return err

@@ -413,8 +413,16 @@ type quietBar struct{}
 func (quietBar) Add(uint64) {}
 func (quietBar) Finish()    {}
 
-// connect reaches the world through its daemon or directly.
-func (a *app) connect(ctx context.Context) (*host.Conn, error) {
+// connect reaches the world through its daemon or directly (on
+// PostgreSQL: as its owner, taking its lease).
+func (a *app) connect(ctx context.Context) (*host.Conn, error) { return a.connectAs(ctx, false) }
+
+// connectRead is connect for a command that only reads: a world on
+// PostgreSQL no daemon serves is opened without taking its lease, so a
+// read never takes the world from its owner.
+func (a *app) connectRead(ctx context.Context) (*host.Conn, error) { return a.connectAs(ctx, true) }
+
+func (a *app) connectAs(ctx context.Context, readOnly bool) (*host.Conn, error) {
 	cfg, err := a.kernelConfig()
 	if err != nil {
 		return nil, err
@@ -423,12 +431,21 @@ func (a *app) connect(ctx context.Context) (*host.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return host.Connect(ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct, Config: cfg, Store: so})
+	return host.Connect(ctx, host.Dir(a.world), host.ConnectOptions{Direct: a.direct, ReadOnly: readOnly, Config: cfg, Store: so})
 }
 
 // withConn runs fn against the world and closes it after.
-func (a *app) withConn(ctx context.Context, fn func(*host.Conn) error) (err error) {
-	c, err := a.connect(ctx)
+func (a *app) withConn(ctx context.Context, fn func(*host.Conn) error) error {
+	return a.withConnAs(ctx, false, fn)
+}
+
+// withReadConn is withConn for a command that only reads (connectRead).
+func (a *app) withReadConn(ctx context.Context, fn func(*host.Conn) error) error {
+	return a.withConnAs(ctx, true, fn)
+}
+
+func (a *app) withConnAs(ctx context.Context, readOnly bool, fn func(*host.Conn) error) (err error) {
+	c, err := a.connectAs(ctx, readOnly)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func cmdModules(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := wantArgs(pos, 0, 0, "[ls] | resume MODULE"); err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withReadConn(a.ctx, func(c *host.Conn) error {
 			ms, err := c.Modules(a.ctx)
 			if err != nil {
 				return err

@@ -21,7 +21,7 @@ func cmdReplay(fs *flag.FlagSet, a *app) func([]string) error {
 			return err
 		}
 		a.everyBar = true
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withReadConn(a.ctx, func(c *host.Conn) error {
 			r, _ := a.bars()
 			var wait interface{ Finish() } = quietBar{}
 			if c.Remote {

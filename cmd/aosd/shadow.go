@@ -48,7 +48,7 @@ func cmdShadow(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			req.Events = evs
 		}
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withReadConn(a.ctx, func(c *host.Conn) error {
 			var err error
 			if req.Path, req.Files, err = manifestSource(c, path); err != nil {
 				return err

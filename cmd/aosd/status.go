@@ -15,7 +15,7 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
 		}
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withReadConn(a.ctx, func(c *host.Conn) error {
 			st, err := c.Status(a.ctx)
 			if err != nil {
 				return err

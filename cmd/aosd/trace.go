@@ -25,7 +25,7 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 		if len(pos) == 2 {
 			key = pos[1]
 		}
-		return a.withConn(a.ctx, func(c *host.Conn) error {
+		return a.withReadConn(a.ctx, func(c *host.Conn) error {
 			var tr []views.TraceEntry
 			var err error
 			if *intent != "" {

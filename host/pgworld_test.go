@@ -1,0 +1,343 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/host"
+	"github.com/aos-kernel/aos/internal/pgtest"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/modules"
+	"github.com/aos-kernel/aos/pgdb"
+	"github.com/aos-kernel/aos/schemas"
+)
+
+// One throwaway cluster serves the package's Postgres tests (each keeps to
+// a schema of its own); the other tests never start it.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var pgSchemas atomic.Int64
+
+// pgURL is the shared cluster's URL and a schema no other test uses.
+func pgURL(t *testing.T) (string, string) {
+	t.Helper()
+	return pgtest.Shared(t).URL(""), fmt.Sprintf("hw%d", pgSchemas.Add(1))
+}
+
+// A keyed counter on a built-in module: no wasm to build.
+const counterManifest = `[
+ {"$kind":"defschema","name":"com.test/CountEvent@1","schema":{"type":"object","properties":{"key":{"type":"string"},"by":{"type":"integer"}},"required":["key","by"],"additionalProperties":false}},
+ {"$kind":"defschema","name":"com.test/CountState@1","schema":{"type":"object","properties":{"count":{"type":"integer"}},"required":["count"],"additionalProperties":false}},
+ {"$kind":"defschema","name":"com.test/Key@1","schema":{"type":"string","minLength":1}},
+ {"$kind":"defmodule","name":"com.test/counter_mod@1","runtime":{"kind":"builtin","builtin":"test/counter","identity":"test/counter@1"}},
+ {"$kind":"defworkflow","name":"com.test/counter@1","state":"com.test/CountState@1","event":"com.test/CountEvent@1","key_schema":"com.test/Key@1","effects_emitted":[],"impl":{"module":"com.test/counter_mod@1","entrypoint":"step"}},
+ {"$kind":"manifest","name":"com.test/counter","routing":{"subscriptions":[
+   {"event":"com.test/CountEvent@1","workflow":"com.test/counter@1","key_field":"key"}]}}
+]`
+
+func counterModule() modules.Builtin {
+	return modules.Builtin{Name: "test/counter", Identity: "test/counter@1", Entrypoints: map[string]modules.StepFunc{
+		"step": func(in *modules.Input) (*modules.Output, error) {
+			var ev, st struct {
+				Key   string `cbor:"key"`
+				By    int64  `cbor:"by"`
+				Count int64  `cbor:"count"`
+			}
+			if err := schemas.UnmarshalTrusted(in.Event.Value, &ev); err != nil {
+				return nil, err
+			}
+			if in.State != nil {
+				if err := schemas.UnmarshalTrusted(in.State, &st); err != nil {
+					return nil, err
+				}
+			}
+			return &modules.Output{State: schemas.MustMarshal(map[string]any{"count": st.Count + ev.By})}, nil
+		}}}
+}
+
+// openPG opens the world in dir as `aosd serve` does, with the counter.
+func openPG(t *testing.T, dir string, ttl time.Duration) (*host.Host, error) {
+	t.Helper()
+	return host.Open(context.Background(), dir, host.Options{Listen: "127.0.0.1:0", Modules: []modules.Builtin{counterModule()},
+		Store: host.StoreOptions{LeaseTTL: ttl}})
+}
+
+func applyCounter(t *testing.T, b api.Backend) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.json"), []byte(counterManifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.Apply(context.Background(), api.ApplyRequest{Path: filepath.Join(dir, "m.json")})
+	if err != nil || !out.Applied {
+		t.Fatalf("apply: %+v %v", out, err)
+	}
+}
+
+func count(key string, by int) api.Event {
+	return api.Event{Schema: "com.test/CountEvent@1", Value: json.RawMessage(fmt.Sprintf(`{"key":%q,"by":%d}`, key, by))}
+}
+
+// cellCount is the counter's state for key, -1 when there is no cell.
+func cellCount(t *testing.T, b api.Backend, key string) int {
+	t.Helper()
+	c, err := b.Cell(context.Background(), "com.test/counter@1", key)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		return -1
+	}
+	if err != nil {
+		t.Fatalf("cell %s: %v", key, err)
+	}
+	var st struct {
+		Count int `json:"count"`
+	}
+	if err := json.Unmarshal(c.State, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Count
+}
+
+// TestPostgresWorld: init --postgres makes a world whose directory holds
+// only postgres.json (no password in it, no token, no key, no store): the
+// token, key and journal are in the database. A second directory joins the
+// same world. The world serves, keeps what it acknowledged across a
+// reopen, and reads work while it is closed.
+func TestPostgresWorld(t *testing.T) {
+	url, schema := pgURL(t)
+	withPassword := strings.Replace(url, "postgres@", "postgres:s3cret-pw@", 1)
+	dir := filepath.Join(t.TempDir(), "a")
+	c, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: withPassword, Schema: schema}, kernel.Config{}, host.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PasswordNotWritten || c.Joined || !strings.HasPrefix(c.World, "world:") || c.Postgres.Schema != schema {
+		t.Fatalf("created %+v", c)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		if e.Name() != host.WasmCacheDir { // the node's compiled code
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) != 1 || names[0] != host.PostgresFile {
+		t.Fatalf("the world directory holds %v, want only %s (and the node's %s)", names, host.PostgresFile, host.WasmCacheDir)
+	}
+	pj, _ := os.ReadFile(filepath.Join(dir, host.PostgresFile))
+	if strings.Contains(string(pj), "s3cret") || !strings.Contains(string(pj), schema) {
+		t.Fatalf("postgres.json:\n%s", pj)
+	}
+	if _, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{}); err == nil {
+		t.Fatal("init over a world directory succeeded")
+	}
+
+	dirB := filepath.Join(t.TempDir(), "b")
+	j, err := host.InitPostgres(host.Dir(dirB), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.Joined || j.World != c.World || j.ExecutorPublicKey != c.ExecutorPublicKey || j.Postgres.Node == c.Postgres.Node {
+		t.Fatalf("joined %+v; created %+v", j, c)
+	}
+	tokA, errA := host.Dir(dir).Token()
+	tokB, errB := host.Dir(dirB).Token()
+	if errA != nil || errB != nil || tokA == "" || tokA != tokB {
+		t.Fatalf("tokens %q %v, %q %v: want one token, from the database", tokA, errA, tokB, errB)
+	}
+
+	h, err := openPG(t, dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyCounter(t, h.Local())
+	for i := range 5 {
+		if _, err := h.Local().Send(context.Background(), []api.Event{count("k", i+1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closed: a read opens it without its lease; the other node serves it.
+	r, err := host.Connect(context.Background(), host.Dir(dir), host.ConnectOptions{ReadOnly: true,
+		Config: kernel.Config{Builtins: builtinsOf(t, counterModule())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cellCount(t, r, "k"); n != 15 {
+		t.Fatalf("read-only: count %d, want 15", n)
+	}
+	r.Close()
+	hb, err := openPG(t, dirB, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Close()
+	if n := cellCount(t, hb.Local(), "k"); n != 15 {
+		t.Fatalf("on the other node: count %d, want 15", n)
+	}
+	if hb.Kernel().Identity() != c.World {
+		t.Fatalf("identity %s, want %s", hb.Kernel().Identity(), c.World)
+	}
+}
+
+func builtinsOf(t *testing.T, ms ...modules.Builtin) *modules.Builtins {
+	t.Helper()
+	b := modules.NewBuiltins()
+	for _, m := range ms {
+		if err := b.Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// TestPostgresOwnedElsewhere: while one node serves a world, another
+// node's open as owner is refused, naming the owner and its address; its
+// reads go through the owner (Connect finds it in the lease).
+func TestPostgresOwnedElsewhere(t *testing.T) {
+	url, schema := pgURL(t)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	for _, d := range []string{dirA, dirB} {
+		if _, err := host.InitPostgres(host.Dir(d), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := openPG(t, dirA, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	applyCounter(t, a.Local())
+	if _, err := a.Local().Send(context.Background(), []api.Event{count("x", 7)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openPG(t, dirB, time.Minute)
+	if !errors.Is(err, host.ErrOwnedElsewhere) || !strings.Contains(err.Error(), a.Addr()) {
+		t.Fatalf("second owner: %v; want ErrOwnedElsewhere naming %s", err, a.Addr())
+	}
+	c, err := host.Connect(context.Background(), host.Dir(dirB), host.ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.Remote || c.Addr != a.Addr() {
+		t.Fatalf("connect from the other node: remote %v at %q; want the owner at %s", c.Remote, c.Addr, a.Addr())
+	}
+	if n := cellCount(t, c, "x"); n != 7 {
+		t.Fatalf("count %d through the owner, want 7", n)
+	}
+	_, err = host.Connect(context.Background(), host.Dir(dirB), host.ConnectOptions{Direct: true})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeLocked || !strings.Contains(err.Error(), a.Addr()) {
+		t.Fatalf("direct connect as owner from the other node: %v; want locked, naming %s", err, a.Addr())
+	}
+}
+
+// TestPostgresStepDown: owner A serves; B takes the lease by force (the
+// next epoch). A's next write fails and nothing of it is journaled after
+// B's epoch; A says it stepped down (its metric); B serves and holds
+// everything A acknowledged.
+func TestPostgresStepDown(t *testing.T) {
+	url, schema := pgURL(t)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	var nodeB string
+	for _, d := range []string{dirA, dirB} {
+		c, err := host.InitPostgres(host.Dir(d), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodeB = c.Postgres.Node
+	}
+	a, err := openPG(t, dirA, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	applyCounter(t, a.Local())
+	acked := 0
+	for i := range 10 {
+		if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 1)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		acked++
+	}
+	heightA := a.Kernel().Journal().Height()
+
+	db, err := pgdb.Open(context.Background(), pgdb.Config{URL: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lb, err := db.Acquire(context.Background(), pgdb.Claim{Owner: nodeB, Address: "b:1", TTL: time.Minute, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 100)}); err == nil {
+		t.Fatal("the fenced owner acknowledged an event")
+	}
+	metric := func() string {
+		resp, err := httpGet(a, "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, want := range []string{"aos_lease_owned 0", fmt.Sprintf("aos_lease_epoch %d", lb.Epoch-1)} {
+		if m := metric(); !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, grepLines(m, "aos_lease"))
+		}
+	}
+	if err := db.Release(context.Background(), lb); err != nil {
+		t.Fatal(err)
+	}
+	b, err := openPG(t, dirB, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if n := cellCount(t, b.Local(), "k"); n != acked {
+		t.Fatalf("B sees count %d, want the %d A acknowledged", n, acked)
+	}
+	if h := b.Kernel().Journal().Height(); h != heightA {
+		t.Fatalf("journal height %d on B, want %d: the fenced owner journaled something", h, heightA)
+	}
+}
+
+// httpGet GETs path from h's API with its token.
+func httpGet(h *host.Host, path string) (string, error) {
+	req, err := http.NewRequest("GET", "http://"+h.Addr()+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
