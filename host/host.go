@@ -62,21 +62,23 @@ type Options struct {
 // built-in executors, and, when Options.Listen is set, the HTTP API. Its
 // methods are safe for concurrent use.
 type Host struct {
-	dir    Dir
-	log    *slog.Logger
-	store  *store
-	k      *kernel.World
-	disp   *effects.Dispatcher
-	kr     *receipts.Keyring // the trusted executor keys, shared with the kernel
-	local  *api.Local
-	token  string
-	tokens *api.TokenSet // what the HTTP API accepts (api/tokens.go; rotated in token.go)
-	tokMu  sync.Mutex    // serializes rotations and reloads of the token file
-	addr   string
-	srv    *http.Server
-	served chan struct{} // closed when the HTTP server returns
-	srvErr error         // what it returned
-	cancel context.CancelFunc
+	dir   Dir
+	log   *slog.Logger
+	store *store
+	k     *kernel.World
+	disp  *effects.Dispatcher
+	kr    *receipts.Keyring // the trusted executor keys, shared with the kernel
+	local *api.Local
+	// metrics are the world's Prometheus metrics, served at /metrics.
+	metrics *api.Metrics
+	token   string
+	tokens  *api.TokenSet // what the HTTP API accepts (api/tokens.go; rotated in token.go)
+	tokMu   sync.Mutex    // serializes rotations and reloads of the token file
+	addr    string
+	srv     *http.Server
+	served  chan struct{} // closed when the HTTP server returns
+	srvErr  error         // what it returned
+	cancel  context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -225,7 +227,21 @@ func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.
 	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: api.NewTokenSet(tok, nil),
 		local: api.NewLocal(k, keysIn(st.files, kr))}
 	h.local.Config = cfg
+	h.metrics = metrics
 	return h, nil
+}
+
+// apiServer is the HTTP API over the host's world, with the limits lim.
+func (h *Host) apiServer(lim api.HTTPLimits) *api.Server {
+	var backup func(w io.Writer) error
+	if h.store.bdb != nil {
+		backup = func(w io.Writer) error { return WriteBackup(h.dir, h.store.bdb, w) }
+	}
+	return &api.Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: h.metrics.Registry,
+		Executors: &api.Executors{W: h.k, Dispatcher: h.disp, Keyring: h.kr},
+		Backup:    backup,
+		Tokens:    h.tokens, RotateToken: h.rotateToken,
+		BodyTimeout: lim.BodyTimeout, MaxBatchEvents: lim.MaxBatchEvents}
 }
 
 // serve starts the HTTP API on ln and names this process in daemon.json.
@@ -237,17 +253,9 @@ func (h *Host) serve(ln net.Listener, metrics *api.Metrics, lim api.HTTPLimits) 
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		h.log.Warn("listening on a non-loopback address; anyone who can reach it and has the token can drive the world", "addr", h.addr)
 	}
-	var backup func(w io.Writer) error
-	if h.store.bdb != nil {
-		backup = func(w io.Writer) error { return WriteBackup(h.dir, h.store.bdb, w) }
-	}
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
-		Handler: (&api.Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: metrics.Registry,
-			Executors: &api.Executors{W: h.k, Dispatcher: h.disp, Keyring: h.kr},
-			Backup:    backup,
-			Tokens:    h.tokens, RotateToken: h.rotateToken,
-			BodyTimeout: lim.BodyTimeout, MaxBatchEvents: lim.MaxBatchEvents}).Handler(),
+		Handler: h.apiServer(lim).Handler(),
 		// No ReadTimeout: it would also end a journal follow stream; the
 		// body's deadline is set per request (Server.BodyTimeout).
 		ReadHeaderTimeout: lim.HeaderTimeout,

@@ -28,6 +28,10 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	fs.DurationVar(&lim.BodyTimeout, "body-timeout", api.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
 	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", api.DefaultIdleTimeout, "a kept-alive connection without a request is closed after this")
 	fs.IntVar(&lim.MaxBatchEvents, "max-batch", api.DefaultMaxBatchEvents, "events one POST /v1/events may carry, else 413")
+	var co host.ClusterOptions
+	fs.StringVar(&co.Advertise, "advertise", "", "on a world on PostgreSQL: the HOST:PORT other nodes forward requests to while this node owns the world (default: the address it listens on)")
+	fs.DurationVar(&co.Lease, "lease", host.DefaultLease, "on a world on PostgreSQL: how long the owner's lease lasts unless renewed (renewed every third of it); a standby takes the world once it lapses")
+	fs.DurationVar(&co.Renew, "standby-poll", host.DefaultRenew, "on a world on PostgreSQL: how often a standby looks whether the lease is free, and the owner checks it still holds it")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
@@ -44,7 +48,10 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			defer stop()
 		}
-		return serve(a, *listen, *create, lim)
+		if err := co.Check(); err != nil {
+			return usagef("--lease %s, --standby-poll %s: %v", co.Lease, co.Renew, err)
+		}
+		return serve(a, *listen, *create, lim, co)
 	}
 }
 
@@ -147,7 +154,7 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 // serve is host.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
-func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
+func serve(a *app, listen string, create bool, lim api.HTTPLimits, co host.ClusterOptions) error {
 	cfg, err := envConfig()
 	if err != nil {
 		return err
@@ -161,7 +168,7 @@ func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return host.Run(a.ctx, a.world, host.Options{
+	opts := host.Options{
 		Listen: listen, Logger: logger(a.stderr, slog.LevelInfo), Kernel: cfg, Reload: hup, Create: create, HTTP: lim, Store: so,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.stdout, "listening on http://%s\n", addr)
@@ -169,5 +176,13 @@ func serve(a *app, listen string, create bool, lim api.HTTPLimits) error {
 				f.Sync()
 			}
 		},
-	})
+	}
+	// A world on PostgreSQL is served by a node: the owner while it holds
+	// the lease, a standby forwarding to the owner otherwise.
+	if pc, err := host.Dir(a.world).Postgres(); err != nil {
+		return err
+	} else if pc != nil {
+		return host.RunNode(a.ctx, a.world, opts, co)
+	}
+	return host.Run(a.ctx, a.world, opts)
 }
