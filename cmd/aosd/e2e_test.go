@@ -94,13 +94,13 @@ type result struct {
 	code           int
 }
 
-func aosd(t *testing.T, world string, args ...string) result {
+func aosd(t testing.TB, world string, args ...string) result {
 	t.Helper()
 	return aosdEnv(t, world, nil, args...)
 }
 
 // aosdEnv is aosd with env (NAME=VALUE) added to its environment.
-func aosdEnv(t *testing.T, world string, env []string, args ...string) result {
+func aosdEnv(t testing.TB, world string, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(aosdBin, append(args, "--world", world)...)
 	if env != nil {
@@ -110,7 +110,7 @@ func aosdEnv(t *testing.T, world string, env []string, args ...string) result {
 }
 
 // runCmd runs an aosd command and collects its output and exit code.
-func runCmd(t *testing.T, cmd *exec.Cmd) result {
+func runCmd(t testing.TB, cmd *exec.Cmd) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -125,7 +125,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	return result{out.String(), errb.String(), code}
 }
 
-func ok(t *testing.T, world string, args ...string) string {
+func ok(t testing.TB, world string, args ...string) string {
 	t.Helper()
 	r := aosd(t, world, args...)
 	if r.code != 0 {
