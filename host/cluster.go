@@ -252,18 +252,37 @@ func (n *Node) own(ctx context.Context, h *Host) string {
 			return "shutdown"
 		case <-t.C:
 		}
-		l, down := h.store.pg.status()
-		if down != nil {
-			return "fenced"
-		}
-		if err := h.Kernel().Usable(); err != nil {
-			n.log.Error("owner: the world stopped on a storage failure; stepping down to open it again", "err", err)
-			return "failed"
-		}
-		if l != nil {
-			n.setView(pgdb.Current{Lease: *l, Held: true})
+		if reason := n.lost(ctx, h); reason != "" {
+			return reason
 		}
 	}
+}
+
+// lost says whether the owner must step down: "fenced" once its lease
+// passed to another node (its store found a renewal refused, or its world
+// stopped on an append the fence refused), "failed" when its world
+// stopped on another storage failure (an append whose outcome is unknown:
+// the node opens the world again), "" while it serves.
+func (n *Node) lost(ctx context.Context, h *Host) string {
+	l, down := h.store.pg.status()
+	if down != nil || l == nil {
+		n.log.Error("owner: the lease passed to another node; stepping down", "err", down)
+		return "fenced"
+	}
+	if err := h.Kernel().Usable(); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, n.co.Renew)
+		cur, cerr := n.lease.Current(cctx)
+		cancel()
+		if cerr == nil && cur.Epoch != l.Epoch {
+			n.setView(cur)
+			n.log.Error("owner: an append was refused, the lease passed to another node; stepping down", "epoch", l.Epoch, "now", cur.Epoch, "err", err)
+			return "fenced"
+		}
+		n.log.Error("owner: the world stopped on a storage failure; stepping down to open it again", "err", err)
+		return "failed"
+	}
+	n.setView(pgdb.Current{Lease: *l, Held: true})
+	return ""
 }
 
 // stepDown stops sending requests to h, ends its streams, waits for the

@@ -1621,4 +1621,28 @@ var mutations = []mutation{
 		from: "if w.cfg.Wasm == nil {",
 		to:   "if false {",
 		pkg:  "./kernel", run: "TestWasmNeedsAnEngine"},
+	// Nodes of a world on PostgreSQL (host/cluster*.go): a standby never
+	// forwards a forwarded request, never forwards to itself, checks the
+	// token on its own answers, answers status with its own view; an owner
+	// that lost its lease or whose world stopped steps down.
+	{name: "cluster/forward-once", file: "host/cluster_forward.go",
+		from: "if by := r.Header.Get(api.ForwardedHeader); by != \"\" {",
+		to:   "if by := r.Header.Get(api.ForwardedHeader); false && by != \"\" {",
+		pkg:  "./host", run: "TestStandbyNeverForwardsTwice"},
+	{name: "cluster/no-self-forward", file: "host/cluster.go",
+		from: "if !n.view.Held || n.view.Owner == n.id {",
+		to:   "if !n.view.Held {",
+		pkg:  "./host", run: "TestStandbyWithoutOwner"},
+	{name: "cluster/standby-metrics-token", file: "host/cluster_forward.go",
+		from: "if tok, err := n.token(); err != nil || !api.NewTokenSet(tok, nil).Check(r.Header.Get(\"Authorization\")) {",
+		to:   "if false {",
+		pkg:  "./host", run: "TestStandbyMetricsNeedToken"},
+	{name: "cluster/standby-status-view", file: "host/cluster_forward.go",
+		from: "return f.withClusterView(resp)",
+		to:   "return nil",
+		pkg:  "./cmd/aosd", run: "TestFailoverZombieOwner"},
+	{name: "cluster/owner-steps-down", file: "host/cluster.go",
+		from: "if reason := n.lost(ctx, h); reason != \"\" {",
+		to:   "if reason := n.lost(ctx, h); false && reason != \"\" {",
+		pkg:  "./cmd/aosd", run: "TestFailoverZombieOwner"},
 }

@@ -1,0 +1,122 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aos-kernel/aos/api"
+	"github.com/aos-kernel/aos/pgdb"
+)
+
+// fixedLease is a lease as a standby last read it; it never changes.
+type fixedLease struct{ cur pgdb.Current }
+
+func (f fixedLease) Current(context.Context) (pgdb.Current, error) { return f.cur, nil }
+
+// standbyNode is a node that is a standby for good (its world never
+// opens), listening on loopback with the token "tok".
+func standbyNode(t *testing.T, id string) *Node {
+	t.Helper()
+	n := &Node{dir: Dir(t.TempDir()), id: id, co: ClusterOptions{}.WithDefaults(), log: slog.New(slog.DiscardHandler),
+		lim: api.HTTPLimits{}.WithDefaults(), metrics: api.NewClusterMetrics(),
+		token: func() (string, error) { return "tok", nil }}
+	n.standbyMetrics = newNodeMetrics(n.metrics)
+	n.proxy = newForwarder(n)
+	n.setRole(api.RoleStandby, nil, nil)
+	if err := n.listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.close() })
+	return n
+}
+
+// TestStandbyNeverForwardsTwice: two standbys that each take the other for
+// the owner (one stepped down a moment ago, the other has not yet read the
+// new owner) answer a request 503 with Retry-After after one hop, instead
+// of bouncing it between them.
+func TestStandbyNeverForwardsTwice(t *testing.T) {
+	a, b := standbyNode(t, "a"), standbyNode(t, "b")
+	a.setView(pgdb.Current{Lease: pgdb.Lease{Epoch: 7, Owner: "b", Address: b.Addr()}, Held: true})
+	b.setView(pgdb.Current{Lease: pgdb.Lease{Epoch: 6, Owner: "a", Address: a.Addr()}, Held: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+a.Addr()+"/v1/events", strings.NewReader(`{"schema":"x","value":1}`))
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the request bounced until the client gave up: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var eb struct {
+		Error struct{ Code, Message string }
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &eb) != nil || eb.Error.Code != api.CodeUnavailable ||
+		!strings.Contains(eb.Error.Message, "a forwarded the request here") {
+		t.Fatalf("answer %d %s", resp.StatusCode, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "3" {
+		t.Errorf("Retry-After %q, want the lease in seconds (3)", ra)
+	}
+}
+
+// TestStandbyWithoutOwner: a standby that knows no owner answers 503 with
+// Retry-After, naming itself, rather than forwarding anywhere; one whose
+// lease view names itself (it is opening the world) says so.
+func TestStandbyWithoutOwner(t *testing.T) {
+	n := standbyNode(t, "s")
+	for _, tc := range []struct {
+		view pgdb.Current
+		want string
+	}{
+		{pgdb.Current{Lease: pgdb.Lease{Epoch: 3}}, "no node owns the world now"},
+		{pgdb.Current{Lease: pgdb.Lease{Epoch: 3, Owner: "o", Address: "127.0.0.1:1"}}, "no node owns the world now"}, // lapsed
+		{pgdb.Current{Lease: pgdb.Lease{Epoch: 4, Owner: "s", Address: n.Addr()}, Held: true}, "is opening the world"},
+	} {
+		n.setView(tc.view)
+		req, _ := http.NewRequest("GET", "http://"+n.Addr()+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), tc.want) {
+			t.Errorf("view %+v: %d %s, want 503 saying %q", tc.view, resp.StatusCode, body, tc.want)
+		}
+	}
+}
+
+// TestStandbyMetricsNeedToken: a standby's own /metrics are behind the
+// world's token like every route.
+func TestStandbyMetricsNeedToken(t *testing.T) {
+	n := standbyNode(t, "m")
+	for _, tc := range []struct {
+		auth string
+		code int
+	}{{"", 401}, {"Bearer nope", 401}, {"Bearer tok", 200}} {
+		req, _ := http.NewRequest("GET", "http://"+n.Addr()+"/metrics", nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("%q: %d, want %d", tc.auth, resp.StatusCode, tc.code)
+		}
+		if tc.code == 200 && !strings.Contains(string(body), `aos_cluster_role{role="standby"} 1`) {
+			t.Errorf("metrics without the role:\n%s", body)
+		}
+	}
+}
