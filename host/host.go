@@ -225,6 +225,9 @@ func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.
 	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: api.NewTokenSet(tok, nil),
 		local: api.NewLocal(k, keysIn(st.files, kr))}
 	h.local.Config = cfg
+	if st.pg != nil {
+		h.local.Lease = st.pg.view
+	}
 	return h, nil
 }
 

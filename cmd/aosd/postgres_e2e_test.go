@@ -229,3 +229,34 @@ func TestPostgresInitPassword(t *testing.T) {
 		t.Fatalf("init with a keyword string: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestPostgresSecondServe: a second aosd serve on the same world (another
+// directory, the same database) does not take a lease that is held: it
+// exits with a message naming the owner and its address, and the owner
+// goes on serving; the second directory's commands go through the owner.
+func TestPostgresSecondServe(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.Start(t)
+	a := pgWorld(t, cl.URL(""), "aos")
+	b := filepath.Join(t.TempDir(), "b")
+	if out := ok(t, b, "init", "--postgres", cl.URL("")); !strings.Contains(out, "joined world") {
+		t.Fatalf("init of a second node:\n%s", out)
+	}
+	da := startDaemon(t, a)
+	ok(t, a, "apply", built.Path(t, "counter"))
+	r := aosd(t, b, "serve", "--listen", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "owned by another node") || !strings.Contains(r.stderr, da.addr) {
+		t.Fatalf("second serve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	ok(t, b, "send", countEv, `{"key":"a","by":5}`)
+	if out := ok(t, b, "status"); !strings.Contains(out, "daemon at http://"+da.addr) {
+		t.Fatalf("status from the second node did not go through the owner:\n%s", out)
+	}
+	var show struct {
+		State map[string]int `json:"state"`
+	}
+	jsonOut(t, a, &show, "cells", "show", counterWF, "a")
+	if show.State["count"] != 5 {
+		t.Fatalf("count %d on the owner, want 5", show.State["count"])
+	}
+}
