@@ -396,7 +396,7 @@ func TestPostgresStepDownOnRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the renewal to find it (a condition, bounded).
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, err := a.Local().Status(context.Background())
 		if err != nil {
@@ -409,7 +409,7 @@ func TestPostgresStepDownOnRenewal(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("30 s after another node took the lease, the owner has not stepped down: %+v", st.Lease)
+			t.Fatalf("20 s after another node took the lease, the owner has not stepped down: %+v", st.Lease)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
