@@ -225,7 +225,10 @@ type Local struct {
 	// Config is the configuration W was opened with: Replay opens its
 	// scratch worlds with it (the same builtins and wasm cache), and its
 	// Progress, when set, follows their replays.
-	Config    kernel.Config
+	Config kernel.Config
+	// Lease, when set, reports this node's hold on the lease of a world on
+	// PostgreSQL (Status.Lease).
+	Lease     func() *LeaseView
 	keys      *Keys
 	timelines views.Timelines // the cells' timelines (timeline.go)
 }
@@ -242,9 +245,18 @@ func NewLocal(w *kernel.World, keys *Keys) *Local {
 func (l *Local) Status(ctx context.Context) (*Status, error) {
 	s, err := l.W.Status(ctx)
 	if err != nil {
+		if l.Lease != nil {
+			if lv := l.Lease(); lv != nil && lv.SteppedDown != "" {
+				return nil, Wrap(err, http.StatusServiceUnavailable, CodeUnavailable, "lease",
+					"this node stepped down and serves the world no more: "+lv.SteppedDown)
+			}
+		}
 		return nil, err
 	}
 	out := StatusOf(s)
+	if l.Lease != nil {
+		out.Lease = l.Lease()
+	}
 	snap, err := lastSnapshot(l.W.Journal(), s.JournalHeight)
 	if err != nil {
 		return nil, AsError(err, "status")

@@ -151,6 +151,25 @@ type Status struct {
 	// counted: the difference of two readings over their interval is a
 	// rate (events, steps, receipts per second).
 	Journaled map[journal.Kind]uint64 `json:"journaled"`
+	// Lease is this node's hold on a world on PostgreSQL (absent for a
+	// Badger world): whether it owns the world, with which epoch, or why
+	// it stepped down.
+	Lease *LeaseView `json:"lease,omitempty"`
+}
+
+// LeaseView is a node's hold on the lease of a world on PostgreSQL, as
+// GET /v1/status shows it.
+type LeaseView struct {
+	// Node is this node's identity (its world directory's postgres.json).
+	Node string `json:"node"`
+	// Owner says this node owns the world and writes it; false for a node
+	// that opened it to read, and for one that stepped down.
+	Owner bool `json:"owner"`
+	// Epoch is the lease epoch its writes are fenced by (0: none).
+	Epoch uint64 `json:"epoch"`
+	// SteppedDown, when set, says why this node stopped writing: another
+	// node took the lease.
+	SteppedDown string `json:"stepped_down,omitempty"`
 }
 
 // SnapshotRef names a journaled snapshot.

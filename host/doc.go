@@ -1,7 +1,10 @@
 // Package host is a world this process runs: the world directory (Dir:
 // store, token, executor key, executors.json, daemon.json, wasm-cache),
-// creating one (Init), choosing and opening its store (store.go: Badger
-// today; the cluster backend, pgdb, goes beside it there), and the wiring
+// creating one (Init, InitPostgres), choosing and opening its store
+// (store.go: Badger, or PostgreSQL through pgdb for a directory holding
+// postgres.json, pgworld.go: the lease, its renewal, stepping down), the
+// world's files (token, executor key, trusted keys: the directory's or the
+// database's, behind one seam, files), and the wiring
 // of a running world (Host: the store, the kernel, the wasm cache, the
 // built-in executors and their dispatcher, and the HTTP API of package api
 // over them). Open builds a Host and Run is `aosd serve` (Open, wait for
@@ -23,6 +26,10 @@
 //     kernel opens on the store's two ports, and the built-in executors
 //     share its CAS through one cas.Guard, so a collection beside the world
 //     spares what they write.
+//   - A world on PostgreSQL has one owner: the node holding its lease, which
+//     serve and writing commands take (claimWorld) and reads never do; an
+//     owner that learns another took it (a fenced append, a refused
+//     renewal) fails its journal and writes nothing more.
 //   - Two processes never open one Badger directory: Connect uses the daemon
 //     when daemon.json names a live process that answers, and a direct open
 //     of a world held by another process fails with badgerdb.ErrLocked,

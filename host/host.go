@@ -228,6 +228,9 @@ func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.
 		local: api.NewLocal(k, keysIn(st.files, kr))}
 	h.local.Config = cfg
 	h.metrics = metrics
+	if st.pg != nil {
+		h.local.Lease = st.pg.view
+	}
 	return h, nil
 }
 

@@ -367,6 +367,19 @@ func (s *pgStore) status() (l *pgdb.Lease, down error) {
 	return &cp, s.down
 }
 
+// view is the node's hold on the lease as GET /v1/status shows it.
+func (s *pgStore) view() *api.LeaseView {
+	l, down := s.status()
+	v := &api.LeaseView{Node: s.cfg.Node}
+	if l != nil {
+		v.Epoch, v.Owner = l.Epoch, down == nil
+	}
+	if down != nil {
+		v.SteppedDown = down.Error()
+	}
+	return v
+}
+
 // close stops renewing and, if this node still owns the world, releases
 // the lease (its epoch is fenced, and another node may take it at once);
 // then it closes the database.

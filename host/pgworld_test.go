@@ -239,6 +239,25 @@ func TestPostgresOwnedElsewhere(t *testing.T) {
 	if n := cellCount(t, c, "x"); n != 7 {
 		t.Fatalf("count %d through the owner, want 7", n)
 	}
+	// Direct and read-only: a reader, without the lease, while A owns.
+	rd, err := host.Connect(context.Background(), host.Dir(dirB), host.ConnectOptions{Direct: true, ReadOnly: true,
+		Config: kernel.Config{Builtins: builtinsOf(t, counterModule())}})
+	if err != nil {
+		t.Fatalf("read-only direct connect while another node owns: %v", err)
+	}
+	if n := cellCount(t, rd, "x"); n != 7 || rd.Remote {
+		t.Fatalf("reader: count %d remote %v, want 7 read here", n, rd.Remote)
+	}
+	if st, err := rd.Status(context.Background()); err != nil || st.Lease == nil || st.Lease.Owner {
+		t.Fatalf("reader status: %+v %v; want a lease view, not owner", st, err)
+	}
+	if _, err := rd.Send(context.Background(), []api.Event{count("x", 1)}); err == nil {
+		t.Fatal("a reader acknowledged an event")
+	}
+	rd.Close()
+	if n := cellCount(t, a.Local(), "x"); n != 7 {
+		t.Fatalf("after the reader's refused send: count %d on the owner, want 7", n)
+	}
 	_, err = host.Connect(context.Background(), host.Dir(dirB), host.ConnectOptions{Direct: true})
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeLocked || !strings.Contains(err.Error(), a.Addr()) {
@@ -261,12 +280,17 @@ func TestPostgresStepDown(t *testing.T) {
 		}
 		nodeB = c.Postgres.Node
 	}
-	a, err := openPG(t, dirA, 3*time.Second)
+	// A long lease: the renewal (every 20 s) does not find the takeover
+	// first; the fenced append must.
+	a, err := openPG(t, dirA, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	applyCounter(t, a.Local())
+	if st, err := a.Local().Status(context.Background()); err != nil || st.Lease == nil || !st.Lease.Owner || st.Lease.Epoch == 0 {
+		t.Fatalf("status of the owner: %+v %v", st, err)
+	}
 	acked := 0
 	for i := range 10 {
 		if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 1)}); err != nil {
@@ -299,6 +323,11 @@ func TestPostgresStepDown(t *testing.T) {
 		if m := metric(); !strings.Contains(m, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, grepLines(m, "aos_lease"))
 		}
+	}
+	_, err = a.Local().Status(context.Background())
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeUnavailable || !strings.Contains(err.Error(), "stepped down") || !strings.Contains(err.Error(), nodeB) {
+		t.Fatalf("status of the fenced owner: %v; want unavailable, stepped down, naming %s", err, nodeB)
 	}
 	if err := db.Release(context.Background(), lb); err != nil {
 		t.Fatal(err)
@@ -340,4 +369,59 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestPostgresStepDownOnRenewal: an owner whose renewal finds another
+// owner steps down before any write of its own meets the fence: its status
+// says so, its next write is refused, and nothing of it is journaled.
+func TestPostgresStepDownOnRenewal(t *testing.T) {
+	url, schema := pgURL(t)
+	dir := filepath.Join(t.TempDir(), "a")
+	if _, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openPG(t, dir, 600*time.Millisecond) // renewed every 200 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	applyCounter(t, a.Local())
+	height := a.Kernel().Journal().Height()
+	db, err := pgdb.Open(context.Background(), pgdb.Config{URL: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Acquire(context.Background(), pgdb.Claim{Owner: "intruder", TTL: time.Hour, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the renewal to find it (a condition, bounded).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := a.Local().Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Lease.SteppedDown != "" {
+			if st.Lease.Owner || !strings.Contains(st.Lease.SteppedDown, "intruder") {
+				t.Fatalf("stepped down: %+v", st.Lease)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20 s after another node took the lease, the owner has not stepped down: %+v", st.Lease)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 1)}); err == nil || !strings.Contains(err.Error(), "stepped down") {
+		t.Fatalf("send after stepping down: %v; want refused, saying it stepped down", err)
+	}
+	j, err := db.Follow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if j.Height() != height {
+		t.Fatalf("journal height %d in the database, want %d: the node that stepped down journaled something", j.Height(), height)
+	}
 }

@@ -338,7 +338,11 @@ func localConn(w *kernel.World, st *store, cfg kernel.Config) *Conn {
 		}
 		return keys, nil
 	}
-	return &Conn{Backend: &api.Local{W: w, LoadKeys: load, Config: cfg}, world: w, db: st}
+	l := &api.Local{W: w, LoadKeys: load, Config: cfg}
+	if st.pg != nil {
+		l.Lease = st.pg.view
+	}
+	return &Conn{Backend: l, world: w, db: st}
 }
 
 // daemonFound is what findDaemon learned about a daemon serving a world.

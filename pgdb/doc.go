@@ -45,6 +45,10 @@
 //	    the kind index: a row per record of an indexed kind
 //	objects (hash PK, data)
 //	    the CAS: 32 raw hash bytes (bytea orders byte-wise: hash order)
+//	world_files (name PK, data, updated_at)
+//	    the world's small files (its API token, executor key, trusted
+//	    keys), written by WriteFiles only while the writer's lease epoch
+//	    is the partition's (fenced like the CAS's deletes)
 //
 // frame and data are stored out of line and uncompressed (STORAGE
 // EXTERNAL): frames and objects are canonical CBOR full of hashes, and

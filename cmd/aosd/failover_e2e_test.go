@@ -49,27 +49,30 @@ const (
 
 // pgNode is one aosd serve of a world on PostgreSQL.
 type pgNode struct {
-	dir  string
-	id   string // its identity, the lease's owner while it owns
+	dir string
+	id  string // its identity, the lease's owner while it owns
+	// env is added to aosd serve's environment (nil: snapshots every 300
+	// records, so the tests' kills land in and around snapshots).
+	env  []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	addr string
 	errb *syncBuffer
 }
 
-// pgWorld is a world on a PostgreSQL cluster and the nodes serving it.
-type pgWorld struct {
+// nodeWorld is a world on a PostgreSQL cluster and the nodes serving it.
+type nodeWorld struct {
 	pg    *pgtest.Cluster
 	url   string
 	nodes []*pgNode
 	tok   string
 }
 
-// newPGWorld starts a PostgreSQL cluster (pg may be a shared one: then the
+// newNodeWorld starts a PostgreSQL cluster (pg may be a shared one: then the
 // world gets a schema of its own) and makes n world directories on it.
-func newPGWorld(t testing.TB, pg *pgtest.Cluster, n int) *pgWorld {
+func newNodeWorld(t testing.TB, pg *pgtest.Cluster, n int) *nodeWorld {
 	t.Helper()
-	w := &pgWorld{pg: pg, url: pg.URL("")}
+	w := &nodeWorld{pg: pg, url: pg.URL("")}
 	schema := fmt.Sprintf("w%d", time.Now().UnixNano())
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("node%d", i))
@@ -121,7 +124,11 @@ func (n *pgNode) start(t testing.TB, extra ...string) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--world", n.dir,
 		"--lease", failoverLease.String(), "--standby-poll", failoverPoll.String()}, extra...)
 	cmd := exec.Command(aosdBin, args...)
-	cmd.Env = append(os.Environ(), "AOS_SNAPSHOT_EVERY=300")
+	env := n.env
+	if env == nil {
+		env = []string{"AOS_SNAPSHOT_EVERY=300"}
+	}
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +207,7 @@ type pgStatus struct {
 }
 
 // status asks the node; err when it does not answer 200.
-func (w *pgWorld) status(ctx context.Context, n *pgNode) (pgStatus, error) {
+func (w *nodeWorld) status(ctx context.Context, n *pgNode) (pgStatus, error) {
 	var st pgStatus
 	addr := n.address()
 	if addr == "" {
@@ -221,7 +228,7 @@ func (w *pgWorld) status(ctx context.Context, n *pgNode) (pgStatus, error) {
 
 // owner waits until a node says it owns the world with an epoch above
 // after, and returns it with its status.
-func (w *pgWorld) owner(t testing.TB, after uint64) (*pgNode, pgStatus) {
+func (w *nodeWorld) owner(t testing.TB, after uint64) (*pgNode, pgStatus) {
 	t.Helper()
 	deadline := time.Now().Add(failoverWait)
 	for time.Now().Before(deadline) {
@@ -247,7 +254,7 @@ func (w *pgWorld) owner(t testing.TB, after uint64) (*pgNode, pgStatus) {
 // forwards it). It returns the seq of an acknowledged event, or 0 when
 // there was no acknowledgment (transport error, 503): the caller resends
 // under the same key.
-func (w *pgWorld) sendEvent(ctx context.Context, n *pgNode, key, idem string) (uint64, error) {
+func (w *nodeWorld) sendEvent(ctx context.Context, n *pgNode, key, idem string) (uint64, error) {
 	addr := n.address()
 	if addr == "" {
 		return 0, nil
@@ -269,7 +276,7 @@ func (w *pgWorld) sendEvent(ctx context.Context, n *pgNode, key, idem string) (u
 // load is clients sending keyed events through every node in turn, each
 // event resent under its key until acknowledged.
 type load struct {
-	w       *pgWorld
+	w       *nodeWorld
 	mu      sync.Mutex
 	acked   map[string]uint64 // idempotency key -> seq of its acknowledgment
 	count   map[string]int    // counter key -> acknowledged events
@@ -279,7 +286,7 @@ type load struct {
 	wg      sync.WaitGroup
 }
 
-func startLoad(w *pgWorld, clients int) *load {
+func startLoad(w *nodeWorld, clients int) *load {
 	l := &load{w: w, acked: map[string]uint64{}, count: map[string]int{}, stop: make(chan struct{})}
 	for c := range clients {
 		l.wg.Add(1)
@@ -453,7 +460,7 @@ func failoverKills(t *testing.T) int {
 func TestFailoverKills(t *testing.T) {
 	t.Parallel()
 	kills := failoverKills(t)
-	w := newPGWorld(t, pgtest.Start(t), 2)
+	w := newNodeWorld(t, pgtest.Start(t), 2)
 	for _, n := range w.nodes {
 		n.start(t)
 	}
@@ -490,7 +497,7 @@ func TestFailoverKills(t *testing.T) {
 }
 
 // metric reads one sample of the node's /metrics (0 when absent).
-func (w *pgWorld) metric(t *testing.T, n *pgNode, sample string) float64 {
+func (w *nodeWorld) metric(t *testing.T, n *pgNode, sample string) float64 {
 	t.Helper()
 	code, b, err := crashHTTP(context.Background(), n.address(), w.tok, "GET", "/metrics", nil)
 	if err != nil || code != 200 {
@@ -510,7 +517,7 @@ func (w *pgWorld) metric(t *testing.T, n *pgNode, sample string) float64 {
 
 // journalKeys reads the journal through n: the seqs of each event's
 // idempotency key, and the height.
-func (w *pgWorld) journalKeys(t *testing.T, n *pgNode) (map[string][]uint64, uint64) {
+func (w *nodeWorld) journalKeys(t *testing.T, n *pgNode) (map[string][]uint64, uint64) {
 	t.Helper()
 	code, b, err := crashHTTP(context.Background(), n.address(), w.tok, "GET", "/v1/journal", nil)
 	if err != nil || code != 200 {
@@ -568,7 +575,7 @@ func waitStopped(t *testing.T, pid int) {
 // standby that forwards to the new owner, without a restart.
 func TestFailoverZombieOwner(t *testing.T) {
 	t.Parallel()
-	w := newPGWorld(t, pgtest.Start(t), 2)
+	w := newNodeWorld(t, pgtest.Start(t), 2)
 	a, b := w.nodes[0], w.nodes[1]
 	a.start(t)
 	first, st := w.owner(t, 0)
@@ -664,7 +671,7 @@ func TestFailoverZombieOwner(t *testing.T) {
 func TestFailoverPostgresRestart(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.Start(t)
-	w := newPGWorld(t, pg, 2)
+	w := newNodeWorld(t, pg, 2)
 	for _, n := range w.nodes {
 		n.start(t)
 	}
@@ -705,7 +712,7 @@ func TestFailoverPostgresRestart(t *testing.T) {
 // handed out again.
 func TestFailoverReceipt(t *testing.T) {
 	t.Parallel()
-	w := newPGWorld(t, pgtest.Start(t), 2)
+	w := newNodeWorld(t, pgtest.Start(t), 2)
 	a, b := w.nodes[0], w.nodes[1]
 	a.start(t)
 	_, st := w.owner(t, 0)

@@ -83,7 +83,7 @@ type command struct {
 
 func commands() []*command {
 	return []*command{
-		{"init", "", "create an empty world (store, API token, executor key)",
+		{"init", "", "create an empty world (store, API token, executor key); with --postgres URL, in PostgreSQL (or join the world there)",
 			"aosd init --world /tmp/w", cmdInit},
 		{"build", "[PATH]", "compile the manifest's wasm modules from their Go \"source\" packages and pin each artifact's hash in the manifest",
 			"aosd build examples/manifests/counter", cmdBuild},

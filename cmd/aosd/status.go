@@ -35,6 +35,16 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 			w.row("world", a.world)
 			w.row("world identity", st.World)
 			w.row("via", via)
+			if l := st.Lease; l != nil {
+				switch {
+				case l.SteppedDown != "":
+					w.row("lease", fmt.Sprintf("node %s STEPPED DOWN (epoch %d): %s", l.Node, l.Epoch, l.SteppedDown))
+				case l.Owner:
+					w.row("lease", fmt.Sprintf("node %s owns the world (epoch %d)", l.Node, l.Epoch))
+				default:
+					w.row("lease", fmt.Sprintf("node %s reads without the lease (another node, or none, owns the world)", l.Node))
+				}
+			}
 			if st.ManifestName != "" {
 				w.row("manifest", st.ManifestName)
 			}
