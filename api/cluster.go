@@ -42,12 +42,11 @@ type ClusterStatus struct {
 // as long as the node, across its lives as owner and standby: register
 // them with each registry that serves /metrics (Register).
 type ClusterMetrics struct {
-	Role          *prometheus.GaugeVec
-	Epoch         prometheus.Gauge
-	Takeovers     prometheus.Counter
-	StepDowns     *prometheus.CounterVec
-	RenewFailures prometheus.Counter
-	Forwarded     *prometheus.CounterVec
+	Role      *prometheus.GaugeVec
+	Epoch     prometheus.Gauge
+	Takeovers prometheus.Counter
+	StepDowns *prometheus.CounterVec
+	Forwarded *prometheus.CounterVec
 }
 
 // NewClusterMetrics makes a node's metrics.
@@ -65,9 +64,6 @@ func NewClusterMetrics() *ClusterMetrics {
 		StepDowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aos_cluster_stepdowns_total", Help: "Times this node stopped owning the world, by reason (fenced, failed, shutdown).",
 		}, []string{"reason"}),
-		RenewFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aos_cluster_lease_renew_failures_total", Help: "Lease renewals that did not reach the database (a fenced renewal counts as a step-down instead).",
-		}),
 		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aos_cluster_forwarded_total", Help: "Requests this standby forwarded to the owner, by outcome (ok, unreachable, no_owner, loop).",
 		}, []string{"outcome"}),
@@ -76,7 +72,7 @@ func NewClusterMetrics() *ClusterMetrics {
 
 // Register adds the metrics to r.
 func (m *ClusterMetrics) Register(r *prometheus.Registry) error {
-	for _, c := range []prometheus.Collector{m.Role, m.Epoch, m.Takeovers, m.StepDowns, m.RenewFailures, m.Forwarded} {
+	for _, c := range []prometheus.Collector{m.Role, m.Epoch, m.Takeovers, m.StepDowns, m.Forwarded} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
