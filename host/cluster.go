@@ -145,8 +145,35 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(life, cancel)()
-	h.ServeHTTP(w, r.WithContext(ctx))
+	ow := &answerWriter{ResponseWriter: w}
+	h.ServeHTTP(ow, r.WithContext(ctx))
+	if !ow.wrote && life.Err() != nil && r.Context().Err() == nil {
+		// The API answers nothing to a request whose context ended (it
+		// takes the client for gone), which net/http would send as an
+		// empty 200: say what happened instead.
+		unavailable(w, r, n.co.Lease, fmt.Sprintf("this node (%s) stopped owning the world while the request was in flight; "+
+			"if it was a write, it may or may not have been applied: resend it with the same idempotency key", n.id))
+	}
 }
+
+// answerWriter notes whether the handler answered anything.
+type answerWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (a *answerWriter) WriteHeader(code int) { a.wrote = true; a.ResponseWriter.WriteHeader(code) }
+
+func (a *answerWriter) Write(b []byte) (int, error) { a.wrote = true; return a.ResponseWriter.Write(b) }
+
+// Flush passes a stream's writes on.
+func (a *answerWriter) Flush() {
+	a.wrote = true
+	http.NewResponseController(a.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (a *answerWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // listen starts the node's HTTP server and names this process in
 // daemon.json.

@@ -120,3 +120,43 @@ func TestStandbyMetricsNeedToken(t *testing.T) {
 		}
 	}
 }
+
+// TestStepDownAnswersInFlight: a request in the owner's API when the node
+// steps down ends (its context is cancelled, so stepping down never waits
+// for a stream) and is answered 503 saying the write may or may not have
+// been applied, never the empty 200 net/http sends for a handler that
+// wrote nothing.
+func TestStepDownAnswersInFlight(t *testing.T) {
+	n := standbyNode(t, "o")
+	started := make(chan struct{})
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	n.setRole(api.RoleOwner, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done() // as the API does for a client it takes for gone: answers nothing
+	}), life)
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", "http://"+n.Addr()+"/v1/events", strings.NewReader(`{}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{code: resp.StatusCode, body: string(b)}
+	}()
+	<-started
+	n.setRole(api.RoleStandby, nil, nil)
+	end()
+	a := <-got
+	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "stopped owning the world while the request was in flight") {
+		t.Fatalf("answer %d %q %v", a.code, a.body, a.err)
+	}
+}
