@@ -425,3 +425,34 @@ func TestPostgresStepDownOnRenewal(t *testing.T) {
 		t.Fatalf("journal height %d in the database, want %d: the node that stepped down journaled something", j.Height(), height)
 	}
 }
+
+// TestPostgresOneProcessPerNode: a second process (here a second Host) on
+// the same node directory is refused by the directory's lock, and does not
+// take the node's lease back from the first: the first goes on writing.
+func TestPostgresOneProcessPerNode(t *testing.T) {
+	url, schema := pgURL(t)
+	dir := filepath.Join(t.TempDir(), "a")
+	if _, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openPG(t, dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	applyCounter(t, a.Local())
+	if _, err := openPG(t, dir, time.Minute); !errors.Is(err, host.ErrNodeLocked) {
+		t.Fatalf("a second serve on one node directory: %v, want ErrNodeLocked", err)
+	}
+	_, err = host.Connect(context.Background(), host.Dir(dir), host.ConnectOptions{Direct: true})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeLocked {
+		t.Fatalf("a direct writer on the node directory: %v, want locked", err)
+	}
+	if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 2)}); err != nil {
+		t.Fatalf("the first process after the second was refused: %v", err)
+	}
+	if n := cellCount(t, a.Local(), "k"); n != 2 {
+		t.Fatalf("count %d, want 2", n)
+	}
+}

@@ -1658,4 +1658,8 @@ var mutations = []mutation{
 		from: "if err := refusePostgres(d, \"backup\"); err != nil {",
 		to:   "if err := error(nil); err != nil {",
 		pkg:  "./cmd/aosd", run: "TestPostgresInitPassword"},
+	{name: "pgworld/one-process-per-node", file: "host/pgworld.go",
+		from: "if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {",
+		to:   "if err := error(nil); err != nil {",
+		pkg:  "./host", run: "TestPostgresOneProcessPerNode"},
 }
