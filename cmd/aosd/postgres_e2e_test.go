@@ -275,7 +275,7 @@ func TestPostgresBench(t *testing.T) {
 		t.Fatalf("bench on Postgres: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	var rep struct {
-		Events   int `json:"events"`
+		Events int `json:"events"`
 		Verify struct {
 			OK   bool `json:"ok"`
 			Seqs int  `json:"seqs"`
