@@ -1356,7 +1356,7 @@ var mutations = []mutation{
 		to:   "until := time.Time{}",
 		pkg:  "./cmd/aosd", run: "TestTokenRotate"},
 	{name: "token/reload-refuses-empty-file", file: "host/token.go",
-		from: "if err := checkTokenText(h.dir.Path(TokenFile), tok); err != nil {",
+		from: "if err := checkTokenText(h.store.files.where(TokenFile), tok); err != nil {",
 		to:   "if err := error(nil); err != nil {",
 		pkg:  "./cmd/aosd", run: "TestTokenRotate"},
 	// World identity (kernel/identity.go; DECISIONS "World identity"):
