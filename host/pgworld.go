@@ -21,6 +21,7 @@ import (
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/pgdb"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -303,6 +304,10 @@ func openPostgresDB(pc *PostgresConfig, url string, so StoreOptions, log *slog.L
 	defer cancel()
 	db, err := pgdb.Open(ctx, pgdb.Config{URL: url, Schema: pc.schema(), Logger: log})
 	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000") {
+			return nil, fmt.Errorf("%s: %w (aos keeps no password: give it through PGPASSWORD, PGPASSFILE or ~/.pgpass)", pc.where(), err)
+		}
 		return nil, fmt.Errorf("%s: %w", pc.where(), err)
 	}
 	return &pgStore{cfg: *pc, db: db, ttl: ttl, log: log}, nil

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/pgtest"
@@ -454,5 +456,60 @@ func TestPostgresOneProcessPerNode(t *testing.T) {
 	}
 	if n := cellCount(t, a.Local(), "k"); n != 2 {
 		t.Fatalf("count %d, want 2", n)
+	}
+}
+
+// TestPostgresPasswordFromEnvironment: with password authentication, init
+// connects with the password its URL carries and writes none; a later
+// command without one is refused, saying where aos takes it from; with
+// PGPASSWORD it works.
+func TestPostgresPasswordFromEnvironment(t *testing.T) {
+	cl := pgtest.Start(t)
+	ctx := context.Background()
+	db, err := pgdb.Open(ctx, pgdb.Config{URL: cl.URL(""), Schema: "setup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, cl.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"CREATE ROLE aosuser LOGIN PASSWORD 'pw-not-kept'",
+		"GRANT CREATE ON DATABASE postgres TO aosuser",
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hba := "host all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(cl.Dir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	url := fmt.Sprintf("postgres://aosuser:pw-not-kept@127.0.0.1:%d/postgres?sslmode=disable", cl.Port)
+	dir := filepath.Join(t.TempDir(), "w")
+	c, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url}, kernel.Config{}, host.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PasswordNotWritten {
+		t.Fatal("init did not say the password was not written")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, host.PostgresFile)); strings.Contains(string(b), "pw-not-kept") {
+		t.Fatalf("postgres.json holds the password:\n%s", b)
+	}
+	if _, err := host.Dir(dir).Token(); err == nil || !strings.Contains(err.Error(), "PGPASSWORD") {
+		t.Fatalf("a command without the password: %v; want refused, naming PGPASSWORD", err)
+	}
+	t.Setenv("PGPASSWORD", "pw-not-kept")
+	if tok, err := host.Dir(dir).Token(); err != nil || tok == "" {
+		t.Fatalf("with PGPASSWORD: %q %v", tok, err)
 	}
 }
