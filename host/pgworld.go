@@ -14,12 +14,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/cas"
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/pgdb"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -164,11 +166,13 @@ const (
 // pgStore is a Postgres world's database as this node holds it: as owner,
 // its lease, kept by a goroutine that renews it, or as a reader, none.
 type pgStore struct {
-	cfg PostgresConfig
-	db  *pgdb.DB
-	j   *pgdb.Journal
-	ttl time.Duration
-	log *slog.Logger
+	dir  Dir      // the node's directory ("" while init makes it)
+	lock *os.File // its lock, held by an owner (lockNode)
+	cfg  PostgresConfig
+	db   *pgdb.DB
+	j    *pgdb.Journal
+	ttl  time.Duration
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	lease *pgdb.Lease // nil for a reader
@@ -187,12 +191,40 @@ const pgOpenTimeout = time.Minute
 // openPostgres connects to the world's database and opens its journal: as
 // owner (taking the lease, renewed in the background until close) or as a
 // reader. url overrides pc.URL (init's, which may carry a password).
-func openPostgres(pc *PostgresConfig, url string, so StoreOptions, r role, log *slog.Logger) (*pgStore, error) {
+func openPostgres(d Dir, pc *PostgresConfig, url string, so StoreOptions, r role, log *slog.Logger) (*pgStore, error) {
 	s, err := openPostgresDB(pc, url, so, log)
 	if err != nil {
 		return nil, err
 	}
+	s.dir = d
 	return s, s.open(so, r)
+}
+
+// NodeLockFile is the lock an owning process holds on its node's
+// directory (flock, released when the process ends however it ends).
+const NodeLockFile = "node.lock"
+
+// ErrNodeLocked reports a node directory another process of this machine
+// owns the world through (aosd serve, or a command that writes).
+var ErrNodeLocked = errors.New("host: another process owns the world through this node directory")
+
+// lockNode takes the node directory's lock: two processes on one node
+// directory would hold one lease (the node's identity is the owner), so
+// the second would fence the first behind its back. Badger's directory
+// lock keeps the same rule for a Badger world.
+func lockNode(d Dir) (*os.File, error) {
+	f, err := os.OpenFile(d.Path(NodeLockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", d.Path(NodeLockFile), err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w (%s is locked)", ErrNodeLocked, d.Path(NodeLockFile))
+		}
+		return nil, fmt.Errorf("lock %s: %w", d.Path(NodeLockFile), err)
+	}
+	return f, nil
 }
 
 // open opens the journal of s, as a reader or as owner (taking the lease).
@@ -201,6 +233,18 @@ func (s *pgStore) open(so StoreOptions, r role) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgOpenTimeout)
 	defer cancel()
 	db, pc, log, ttl := s.db, &s.cfg, s.log, s.ttl
+	if r == roleOwner && s.dir != "" {
+		if s.lock, err = lockNode(s.dir); err != nil {
+			db.Close()
+			return err
+		}
+		defer func() {
+			if err != nil {
+				s.lock.Close()
+				s.lock = nil
+			}
+		}()
+	}
 	if r == roleReader {
 		if s.j, err = db.Follow(ctx); err != nil {
 			db.Close()
@@ -260,6 +304,10 @@ func openPostgresDB(pc *PostgresConfig, url string, so StoreOptions, log *slog.L
 	defer cancel()
 	db, err := pgdb.Open(ctx, pgdb.Config{URL: url, Schema: pc.schema(), Logger: log})
 	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000") {
+			return nil, fmt.Errorf("%s: %w (aos keeps no password: give it through PGPASSWORD, PGPASSFILE or ~/.pgpass)", pc.where(), err)
+		}
 		return nil, fmt.Errorf("%s: %w", pc.where(), err)
 	}
 	return &pgStore{cfg: *pc, db: db, ttl: ttl, log: log}, nil
@@ -400,7 +448,11 @@ func (s *pgStore) close() error {
 	if s.j != nil {
 		s.j.Close()
 	}
-	return errors.Join(err, s.db.Close())
+	err = errors.Join(err, s.db.Close())
+	if s.lock != nil {
+		s.lock.Close() // after the lease was released
+	}
+	return err
 }
 
 // pgFiles are a Postgres world's files, in its database.
@@ -437,6 +489,7 @@ func connectPostgres(ctx context.Context, d Dir, pc *PostgresConfig, opt Connect
 	if err != nil {
 		return nil, fmt.Errorf("open world %s: %w", d, err)
 	}
+	pg.dir = d
 	if !opt.Direct {
 		if c, ok := ownerClient(ctx, pg); ok {
 			return &Conn{Backend: c, Remote: true, Addr: strings.TrimPrefix(c.Base, "http://")}, pg.close()
@@ -452,6 +505,9 @@ func connectPostgres(ctx context.Context, d Dir, pc *PostgresConfig, opt Connect
 			return nil, api.Wrap(err, 0, api.CodeLocked, string(d), fmt.Sprintf(
 				"world is owned by node %s (address %q) until %s and it does not answer here; run read-only commands, or wait for it (or its lease to lapse)",
 				owned.Current.Owner, owned.Current.Address, owned.Current.Until.UTC().Format(time.RFC3339)))
+		}
+		if isLocked(err) {
+			return nil, found.openError(d, opt, err)
 		}
 		return nil, fmt.Errorf("open world %s: %w", d, err)
 	}

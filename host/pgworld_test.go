@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/host"
 	"github.com/aos-kernel/aos/internal/pgtest"
@@ -423,5 +425,91 @@ func TestPostgresStepDownOnRenewal(t *testing.T) {
 	defer j.Close()
 	if j.Height() != height {
 		t.Fatalf("journal height %d in the database, want %d: the node that stepped down journaled something", j.Height(), height)
+	}
+}
+
+// TestPostgresOneProcessPerNode: a second process (here a second Host) on
+// the same node directory is refused by the directory's lock, and does not
+// take the node's lease back from the first: the first goes on writing.
+func TestPostgresOneProcessPerNode(t *testing.T) {
+	url, schema := pgURL(t)
+	dir := filepath.Join(t.TempDir(), "a")
+	if _, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openPG(t, dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	applyCounter(t, a.Local())
+	if _, err := openPG(t, dir, time.Minute); !errors.Is(err, host.ErrNodeLocked) {
+		t.Fatalf("a second serve on one node directory: %v, want ErrNodeLocked", err)
+	}
+	_, err = host.Connect(context.Background(), host.Dir(dir), host.ConnectOptions{Direct: true})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeLocked {
+		t.Fatalf("a direct writer on the node directory: %v, want locked", err)
+	}
+	if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 2)}); err != nil {
+		t.Fatalf("the first process after the second was refused: %v", err)
+	}
+	if n := cellCount(t, a.Local(), "k"); n != 2 {
+		t.Fatalf("count %d, want 2", n)
+	}
+}
+
+// TestPostgresPasswordFromEnvironment: with password authentication, init
+// connects with the password its URL carries and writes none; a later
+// command without one is refused, saying where aos takes it from; with
+// PGPASSWORD it works.
+func TestPostgresPasswordFromEnvironment(t *testing.T) {
+	cl := pgtest.Start(t)
+	ctx := context.Background()
+	db, err := pgdb.Open(ctx, pgdb.Config{URL: cl.URL(""), Schema: "setup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, cl.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"CREATE ROLE aosuser LOGIN PASSWORD 'pw-not-kept'",
+		"GRANT CREATE ON DATABASE postgres TO aosuser",
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hba := "host all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(cl.Dir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	url := fmt.Sprintf("postgres://aosuser:pw-not-kept@127.0.0.1:%d/postgres?sslmode=disable", cl.Port)
+	dir := filepath.Join(t.TempDir(), "w")
+	c, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url}, kernel.Config{}, host.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PasswordNotWritten {
+		t.Fatal("init did not say the password was not written")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, host.PostgresFile)); strings.Contains(string(b), "pw-not-kept") {
+		t.Fatalf("postgres.json holds the password:\n%s", b)
+	}
+	if _, err := host.Dir(dir).Token(); err == nil || !strings.Contains(err.Error(), "PGPASSWORD") {
+		t.Fatalf("a command without the password: %v; want refused, naming PGPASSWORD", err)
+	}
+	t.Setenv("PGPASSWORD", "pw-not-kept")
+	if tok, err := host.Dir(dir).Token(); err != nil || tok == "" {
+		t.Fatalf("with PGPASSWORD: %q %v", tok, err)
 	}
 }

@@ -126,7 +126,7 @@ func openStoreAs(d Dir, so StoreOptions, r role, log *slog.Logger) (*store, erro
 	if pc == nil {
 		return openStoreAt(d.Store(), so)
 	}
-	pg, err := openPostgres(pc, "", so, r, log)
+	pg, err := openPostgres(d, pc, "", so, r, log)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,9 @@ func openStoreAt(path string, so StoreOptions) (*store, error) {
 }
 
 // isLocked says whether err is a store held by another process.
-func isLocked(err error) bool { return errors.Is(err, badgerdb.ErrLocked) }
+func isLocked(err error) bool {
+	return errors.Is(err, badgerdb.ErrLocked) || errors.Is(err, ErrNodeLocked)
+}
 
 // wasmCache is where the world in d keeps compiled wasm code.
 func (so StoreOptions) wasmCache(d Dir) string {

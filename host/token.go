@@ -137,6 +137,7 @@ func rotatePostgresToken(ctx context.Context, d Dir, pc *PostgresConfig, opt Con
 	if err != nil {
 		return nil, fmt.Errorf("world %s: %w", d, err)
 	}
+	pg.dir = d
 	if !opt.Direct {
 		if c, ok := ownerClient(ctx, pg); ok {
 			pg.close()

@@ -97,7 +97,11 @@
 // failure, fail-stop: the world refuses work and journals nothing for the
 // turn that met it. An append whose commit is unknown was never
 // acknowledged; if it did commit, the next owner's journal holds it, as a
-// Badger journal holds a frame made durable just before a crash.
+// Badger journal holds a frame made durable just before a crash. The
+// owner's host hears of a fenced append through OnFenced (before the
+// Append returns), and fails the journal itself with Fail when it learns
+// of the new owner otherwise (a renewal refused): it then stops before its
+// next append reaches the database.
 //
 // The expected-height check refuses (ErrConflict) an append by a second
 // handle on the same lease whose view of the journal is stale; the frames'

@@ -29,6 +29,8 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (default: --world's token, or the started world's)")
 	start := fs.String("start", "", "start a daemon of its own on a fresh world in DIR (DIR/world, DIR/manifest, DIR/serve.log) and stop it after")
 	manifest := fs.String("manifest", "", "with --start: the built manifest to apply (default: examples/manifests/counter, built into DIR/manifest; needs the Go toolchain and the repository, as demo does)")
+	pgURL := fs.String("postgres", "", "with --start: make the fresh world in PostgreSQL at this postgres:// URL (as aosd init --postgres; the schema must hold no world)")
+	pgSchema := fs.String("schema", "", "with --start --postgres: the PostgreSQL schema (default aos)")
 	events := fs.Int("events", 20_000, "measured events")
 	warmup := fs.Int("warmup", 1_000, "events sent first and left out of every figure (they are verified)")
 	batch := fs.Int("batch", 1, "events per request (1: one event object per POST /v1/events; more: an array)")
@@ -63,6 +65,12 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		if *start != "" && *addr != "" {
 			return usagef("--start and --addr: give one (bench starts its own daemon, or drives a running one)")
 		}
+		if (*pgURL != "" || *pgSchema != "") && *start == "" {
+			return usagef("--postgres and --schema are for --start (bench makes the world it starts)")
+		}
+		if *pgSchema != "" && *pgURL == "" {
+			return usagef("--schema %s: only with --postgres", *pgSchema)
+		}
 		if *manifest != "" && *start == "" {
 			return usagef("--manifest is for --start (a running daemon already has its manifest)")
 		}
@@ -70,7 +78,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		var err error
 		switch {
 		case *start != "":
-			cfg.Base, cfg.Token, stop, err = a.startBenchWorld(*start, *manifest, *effects, *batch)
+			cfg.Base, cfg.Token, stop, err = a.startBenchWorld(*start, *manifest, *effects, *batch, *pgURL, *pgSchema)
 		case *addr != "":
 			cfg.Base = "http://" + *addr
 		default:
@@ -83,16 +91,19 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 		if err != nil {
 			return err
 		}
-		if cfg.Token == "" {
-			tf := *tokenFile
-			if tf == "" {
-				tf = host.Dir(a.world).Path(host.TokenFile)
-			}
-			b, terr := os.ReadFile(tf)
+		if cfg.Token == "" && *tokenFile != "" {
+			b, terr := os.ReadFile(*tokenFile)
 			if terr != nil {
 				return fmt.Errorf("read token: %w", terr)
 			}
 			cfg.Token = strings.TrimSpace(string(b))
+		} else if cfg.Token == "" {
+			// The world's token: its file, or its database's.
+			tok, terr := host.Dir(a.world).Token()
+			if terr != nil {
+				return terr
+			}
+			cfg.Token = tok
 		}
 		rep, err := loadgen.Run(a.ctx, cfg)
 		if stop != nil {
@@ -117,7 +128,7 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 // startBenchWorld makes a fresh world in dir, applies the manifest and
 // starts `aosd serve` on it (this binary), returning its address, token
 // and how to stop it.
-func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (base, token string, stop func() error, err error) {
+func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int, pgURL, pgSchema string) (base, token string, stop func() error, err error) {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return "", "", nil, usagef("--start %s: not empty; give a new or empty directory (bench makes a fresh world)", dir)
 	}
@@ -150,7 +161,14 @@ func (a *app) startBenchWorld(dir, manifest string, effects bool, batch int) (ba
 			return "", "", nil, err
 		}
 	}
-	if err := step("init", "--world", world); err != nil {
+	initArgs := []string{"init", "--world", world}
+	if pgURL != "" {
+		initArgs = append(initArgs, "--postgres", pgURL)
+		if pgSchema != "" {
+			initArgs = append(initArgs, "--schema", pgSchema)
+		}
+	}
+	if err := step(initArgs...); err != nil {
 		return "", "", nil, err
 	}
 	if err := step("apply", manifest, "--world", world); err != nil {

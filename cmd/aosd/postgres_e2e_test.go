@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -263,5 +264,35 @@ func TestPostgresSecondServe(t *testing.T) {
 	jsonOut(t, a, &show, "cells", "show", counterWF, "a")
 	if show.State["count"] != 5 {
 		t.Fatalf("count %d on the owner, want 5", show.State["count"])
+	}
+}
+
+// TestPostgresBench: aosd bench --start --postgres runs the load against a
+// fresh world on PostgreSQL and verifies it (every event counted once).
+func TestPostgresBench(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.Start(t)
+	dir := filepath.Join(t.TempDir(), "bench")
+	cmd := exec.Command(aosdBin, "bench", "--start", dir, "--manifest", built.Path(t, "counter"), "--postgres", cl.URL(""), "--schema", "bench",
+		"--events", "300", "--warmup", "20", "--concurrency", "8", "--keys", "10", "--json")
+	r := runCmd(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("bench on Postgres: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var rep struct {
+		Events int `json:"events"`
+		Verify struct {
+			OK   bool `json:"ok"`
+			Seqs int  `json:"seqs"`
+		} `json:"verify"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if rep.Events != 300 || !rep.Verify.OK || rep.Verify.Seqs != 320 {
+		t.Fatalf("bench report: %+v\n%s", rep, r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "world", "postgres.json")); err != nil {
+		t.Fatalf("the bench world is not on PostgreSQL: %v", err)
 	}
 }
