@@ -206,14 +206,49 @@ func (n *Node) listen(listen string) error {
 // run is the node's life: a standby until it takes the lease, then the
 // owner until it loses it (fenced, or its world failed), then a standby
 // again, until ctx ends.
-func (n *Node) run(ctx context.Context) {
+// h, when not nil, is the world the node serves already (first, become:
+// end ends its requests).
+func (n *Node) run(ctx context.Context, h *Host, end context.CancelFunc) {
 	for ctx.Err() == nil {
-		h, ok := n.standby(ctx)
-		if !ok {
-			return
+		if h == nil {
+			var ok bool
+			if h, ok = n.standby(ctx); !ok {
+				return
+			}
+			end = n.become(h)
 		}
-		n.stepDown(h, n.own(ctx, h))
+		n.stepDown(h, n.own(ctx, h, end))
+		h = nil
 	}
+	if h != nil {
+		end()
+		n.stepDown(h, "shutdown")
+	}
+}
+
+// first is the node's first look at the lease, before it says it serves:
+// a node that finds the lease free or its own opens the world at once, so
+// the first request it answers finds the owner (nil: a standby).
+func (n *Node) first(ctx context.Context) *Host {
+	cctx, cancel := context.WithTimeout(ctx, n.co.Lease)
+	cur, err := n.lease.Current(cctx)
+	cancel()
+	if err != nil {
+		n.log.Warn("could not read the lease; starting as a standby", "err", err)
+		return nil
+	}
+	n.setView(cur)
+	if cur.Held && cur.Owner != n.id {
+		return nil
+	}
+	h, err := n.open(ctx)
+	if err != nil {
+		if !errors.Is(err, ErrOwnedElsewhere) {
+			n.log.Error("the lease was free but the world did not open; starting as a standby", "err", err)
+		}
+		return nil
+	}
+	return h
 }
 
 // standby forwards requests to the owner and, every Renew, reads who holds
@@ -257,20 +292,8 @@ func (n *Node) standby(ctx context.Context) (*Host, bool) {
 // until the lease passed to another node ("fenced"), the world stopped on
 // a storage failure ("failed": an append refused, or whose outcome is
 // unknown, as when the database restarted), or ctx ends ("shutdown").
-func (n *Node) own(ctx context.Context, h *Host) string {
-	life, end := context.WithCancel(context.Background())
+func (n *Node) own(ctx context.Context, h *Host, end context.CancelFunc) string {
 	defer end()
-	srv := h.apiServer(n.lim)
-	srv.Cluster = n.status
-	if err := n.metrics.Register(h.metrics.Registry); err != nil {
-		n.log.Warn("cluster metrics not served with the world's", "err", err)
-	}
-	n.metrics.Takeovers.Inc()
-	if l, _ := h.store.pg.status(); l != nil {
-		n.setView(pgdb.Current{Lease: *l, Held: true})
-	}
-	n.setRole(api.RoleOwner, srv.Handler(), life)
-	n.log.Info("owner: serving the world", "epoch", n.status().Epoch, "replayed", h.Kernel().OpenInfo().Replayed)
 	t := time.NewTicker(n.co.Renew)
 	defer t.Stop()
 	for {
@@ -283,6 +306,24 @@ func (n *Node) own(ctx context.Context, h *Host) string {
 			return reason
 		}
 	}
+}
+
+// become makes the node the owner serving h's API; end ends the life of
+// the requests in it (stepping down).
+func (n *Node) become(h *Host) (end context.CancelFunc) {
+	life, end := context.WithCancel(context.Background())
+	srv := h.apiServer(n.lim)
+	srv.Cluster = n.status
+	if err := n.metrics.Register(h.metrics.Registry); err != nil {
+		n.log.Warn("cluster metrics not served with the world's", "err", err)
+	}
+	n.metrics.Takeovers.Inc()
+	if l, _ := h.store.pg.status(); l != nil {
+		n.setView(pgdb.Current{Lease: *l, Held: true})
+	}
+	n.setRole(api.RoleOwner, srv.Handler(), life)
+	n.log.Info("owner: serving the world", "epoch", n.status().Epoch, "replayed", h.Kernel().OpenInfo().Replayed)
+	return end
 }
 
 // lost says whether the owner must step down: "fenced" once its lease

@@ -52,13 +52,6 @@ func RunNode(ctx context.Context, dir string, opts Options, co ClusterOptions) e
 	n.standbyMetrics = newNodeMetrics(n.metrics)
 	n.proxy = newForwarder(n)
 	n.metrics.SetRole(api.RoleStandby)
-	// Read who owns the world before answering anything, so that a node
-	// joining a world that has an owner forwards from its first request.
-	cctx, ccancel := context.WithTimeout(ctx, co.Lease)
-	if cur, err := n.lease.Current(cctx); err == nil {
-		n.setView(cur)
-	}
-	ccancel()
 	if err := n.listen(opts.Listen); err != nil {
 		return err
 	}
@@ -66,6 +59,14 @@ func RunNode(ctx context.Context, dir string, opts Options, co ClusterOptions) e
 	wopts.Listen, wopts.Create, wopts.Ready, wopts.Reload = "", false, nil, nil
 	wopts.Store.Advertise, wopts.Store.LeaseTTL = n.co.Advertise, co.Lease
 	n.open = func(ctx context.Context) (*Host, error) { return Open(ctx, dir, wopts) }
+	// Before saying it serves, the node reads who owns the world (a node
+	// joining a world that has an owner forwards from its first request)
+	// and, when no one does, opens it (the first request finds the owner).
+	h := n.first(ctx)
+	var end context.CancelFunc
+	if h != nil {
+		end = n.become(h)
+	}
 	if opts.Ready != nil {
 		opts.Ready(n.addr)
 	}
@@ -73,7 +74,7 @@ func RunNode(ctx context.Context, dir string, opts Options, co ClusterOptions) e
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		n.run(rctx)
+		n.run(rctx, h, end)
 	}()
 	var serr error
 	select {
