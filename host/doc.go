@@ -11,6 +11,15 @@
 // ctx, Close); package aos (the repository root) embeds the same Host, so
 // a daemon and an embedded world are wired once, here.
 //
+// A world on PostgreSQL is served by nodes (cluster.go, cluster_run.go:
+// RunNode is `aosd serve` on such a world): each listens for its whole
+// life, owns the world while it holds the lease (a Host opened without a
+// listener of its own, its API behind the node's), and is otherwise a
+// standby whose requests are forwarded to the owner (cluster_forward.go).
+// A standby opens the world when the lease is free or its own; an owner
+// that lost the lease, or whose world stopped on a storage failure, closes
+// it and becomes a standby.
+//
 // It also reaches a world from outside (Connect: through the daemon that
 // serves it, or by opening its store when none does), and does what needs
 // the world's store or directory rather than its API: backups and restores
@@ -29,7 +38,10 @@
 //   - A world on PostgreSQL has one owner: the node holding its lease, which
 //     serve and writing commands take (claimWorld) and reads never do; an
 //     owner that learns another took it (a fenced append, a refused
-//     renewal) fails its journal and writes nothing more.
+//     renewal) fails its journal and writes nothing more, and a node then
+//     serves as a standby.
+//   - A standby answers nothing for the world itself: it forwards (reads
+//     too), and never forwards a request that was forwarded to it.
 //   - Two processes never open one Badger directory: Connect uses the daemon
 //     when daemon.json names a live process that answers, and a direct open
 //     of a world held by another process fails with badgerdb.ErrLocked,
