@@ -104,12 +104,17 @@ type Node struct {
 	served chan struct{}
 	srvErr error
 
-	mu     sync.RWMutex
-	role   string
-	api    http.Handler    // the owner's API; nil while standby
-	life   context.Context // ends when the owner steps down
-	view   pgdb.Current    // the lease as last read (or held)
-	active sync.WaitGroup  // requests in the owner's API
+	mu   sync.RWMutex
+	role string
+	api  http.Handler    // the owner's API; nil while standby
+	life context.Context // ends when the owner steps down
+	view pgdb.Current    // the lease as last read (or held)
+	// viewed ends when the owner in view changes: requests forwarded to
+	// the owner before end then (one that stopped answering, a zombie
+	// whose socket still accepts).
+	viewed    context.Context
+	endViewed context.CancelFunc
+	active    sync.WaitGroup // requests in the owner's API
 }
 
 // status is the node's view of the world's ownership.
@@ -378,6 +383,12 @@ func (n *Node) setRole(role string, handler http.Handler, life context.Context) 
 // setView records the lease as last read.
 func (n *Node) setView(c pgdb.Current) {
 	n.mu.Lock()
+	if n.viewed == nil || c.Epoch != n.view.Epoch || c.Owner != n.view.Owner || c.Address != n.view.Address || c.Held != n.view.Held {
+		if n.endViewed != nil {
+			n.endViewed()
+		}
+		n.viewed, n.endViewed = context.WithCancel(context.Background())
+	}
 	n.view = c
 	n.mu.Unlock()
 	n.metrics.Epoch.Set(float64(c.Epoch))
@@ -385,13 +396,14 @@ func (n *Node) setView(c pgdb.Current) {
 
 // ownerAddress is who owns the world and where it serves, as last read;
 // addr is "" when no node holds the lease or this one does.
-func (n *Node) ownerAddress() (owner, addr string) {
+// viewed ends once the owner in view changes.
+func (n *Node) ownerAddress() (owner, addr string, viewed context.Context) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	if !n.view.Held || n.view.Owner == n.id {
-		return n.view.Owner, ""
+		return n.view.Owner, "", n.viewed
 	}
-	return n.view.Owner, n.view.Address
+	return n.view.Owner, n.view.Address, n.viewed
 }
 
 // close stops the HTTP server and removes daemon.json.

@@ -50,6 +50,9 @@ func newForwarder(n *Node) *forwarder {
 		},
 		// Streams (journal follow, claim long polls) pass each write on.
 		FlushInterval: -1,
+		// Many clients forward through one standby: keep their connections
+		// to the owner (net/http's default keeps 2 idle per host).
+		Transport: forwardTransport(),
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.Request.URL.Path == "/v1/status" && resp.StatusCode == http.StatusOK {
 				return f.withClusterView(resp)
@@ -58,12 +61,20 @@ func newForwarder(n *Node) *forwarder {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			n.metrics.Forwarded.WithLabelValues("unreachable").Inc()
-			owner, addr := n.ownerAddress()
+			owner, addr, _ := n.ownerAddress()
 			unavailable(w, r, n.co.Lease, fmt.Sprintf("this node (%s) is a standby and the owner %s at %s did not answer (%v); "+
 				"if the request was a write, it may or may not have been applied: resend it with the same idempotency key", n.id, owner, addr, err))
 		},
 	}
 	return f
+}
+
+// forwardTransport is net/http's default transport keeping up to 256 idle
+// connections to the owner.
+func forwardTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 256
+	return t
 }
 
 // targetKey carries a request's destination to the proxy's Rewrite.
@@ -89,7 +100,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unavailable(w, r, n.co.Lease, fmt.Sprintf("this node (%s) is not the owner (any more); %s forwarded the request here while it took it for the owner: resend it", n.id, by))
 		return
 	}
-	owner, addr := n.ownerAddress()
+	owner, addr, viewed := n.ownerAddress()
 	if addr == "" {
 		n.metrics.Forwarded.WithLabelValues("no_owner").Inc()
 		msg := fmt.Sprintf("this node (%s) is a standby and no node owns the world now (a failover is under way); resend the request", n.id)
@@ -101,7 +112,15 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	n.metrics.Forwarded.WithLabelValues("ok").Inc()
 	target := &url.URL{Scheme: "http", Host: addr}
-	f.proxy.ServeHTTP(w, r.WithContext(contextWith(r, target)))
+	// A forwarded request ends when the owner in view changes: an owner
+	// that stopped (SIGSTOP, a stalled machine) still accepts connections
+	// and would hold it until it wakes, fenced.
+	ctx, cancel := context.WithCancel(contextWith(r, target))
+	defer cancel()
+	if viewed != nil {
+		defer context.AfterFunc(viewed, cancel)()
+	}
+	f.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // withClusterView replaces the "cluster" member of the owner's status with

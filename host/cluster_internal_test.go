@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -157,6 +158,53 @@ func TestStepDownAnswersInFlight(t *testing.T) {
 	end()
 	a := <-got
 	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "stopped owning the world while the request was in flight") {
+		t.Fatalf("answer %d %q %v", a.code, a.body, a.err)
+	}
+}
+
+// TestForwardEndsWhenOwnerChanges: a request forwarded to an owner that
+// accepts connections but never answers (stopped) is answered 503 as soon
+// as the standby reads that another node owns the world, so the client
+// resends it to the new owner instead of waiting for the zombie.
+func TestForwardEndsWhenOwnerChanges(t *testing.T) {
+	zombie, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := zombie.Accept(); err == nil {
+			accepted <- c // held open, never answered
+		}
+	}()
+	n := standbyNode(t, "s")
+	n.setView(pgdb.Current{Lease: pgdb.Lease{Epoch: 5, Owner: "z", Address: zombie.Addr().String()}, Held: true})
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+n.Addr()+"/v1/events", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{code: resp.StatusCode, body: string(b)}
+	}()
+	c := <-accepted // the request reached the zombie
+	defer c.Close()
+	n.setView(pgdb.Current{Lease: pgdb.Lease{Epoch: 6, Owner: "new", Address: "127.0.0.1:1"}, Held: true})
+	a := <-got
+	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "did not answer") {
 		t.Fatalf("answer %d %q %v", a.code, a.body, a.err)
 	}
 }
