@@ -790,3 +790,22 @@ func TestFailoverReceipt(t *testing.T) {
 	a.stop(t)
 	b.stop(t)
 }
+
+// TestServeLeaseFlags: a standby poll not shorter than the lease, or a
+// lease or poll of 0, is a usage error naming the flags, before anything
+// is opened.
+func TestServeLeaseFlags(t *testing.T) {
+	t.Parallel()
+	w := filepath.Join(t.TempDir(), "w")
+	for _, args := range [][]string{
+		{"--lease", "1s", "--standby-poll", "1s"},
+		{"--lease", "1s", "--standby-poll", "2s"},
+		{"--lease", "0s"},
+		{"--standby-poll", "0s"},
+	} {
+		r := aosd(t, w, append([]string{"serve"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--lease") || !strings.Contains(r.stderr, "--standby-poll") {
+			t.Errorf("serve %v: exit %d\n%s", args, r.code, r.stderr)
+		}
+	}
+}
