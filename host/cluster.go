@@ -60,10 +60,10 @@ func (o ClusterOptions) WithDefaults() ClusterOptions {
 // Check refuses options that could not keep a lease.
 func (o ClusterOptions) Check() error {
 	if o.Lease <= 0 || o.Renew <= 0 {
-		return fmt.Errorf("cluster: lease %s and renew interval %s must be above 0", o.Lease, o.Renew)
+		return fmt.Errorf("cluster: the lease (%s) and the standby poll (%s) must be above 0", o.Lease, o.Renew)
 	}
 	if o.Renew >= o.Lease {
-		return fmt.Errorf("cluster: renew interval %s must be shorter than the lease %s, or a standby looks less often than the lease lapses", o.Renew, o.Lease)
+		return fmt.Errorf("cluster: the standby poll (%s) must be shorter than the lease (%s), or a standby looks less often than a lease lapses", o.Renew, o.Lease)
 	}
 	return nil
 }
