@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type mutation struct {
 func main() {
 	jobs := flag.Int("j", runtime.NumCPU()+1, "mutations checked at once (many of their tests mostly wait)")
 	times := flag.Bool("times", false, "print the build and test time summed per package at the end")
+	schemata := flag.Bool("schemata", true, "build the mutations of one package that a schema can hold once, behind a switch (false: each its own build)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./internal/mutcheck [-j N] [name-substring]")
 		flag.PrintDefaults()
@@ -71,34 +73,106 @@ func main() {
 	if len(todo) == 0 {
 		fatal(fmt.Errorf("no mutation matches %q", only))
 	}
-	// The end-to-end ones go first: they take longest, and started last
-	// they would leave the other workers idle at the end.
-	sort.SliceStable(todo, func(i, j int) bool { return slow(todo[i]) && !slow(todo[j]) })
 	type result struct {
 		m               mutation
 		verdict, detail string
 		took, built     time.Duration
 	}
-	work := make(chan mutation)
 	results := make(chan result)
+	q := newQueue()
+	var single func(m mutation) func()
+	single = func(m mutation) func() {
+		return func() {
+			t0 := time.Now()
+			var built time.Duration
+			verdict, detail := check(root, m, &built)
+			results <- result{m, verdict, detail, time.Since(t0), built}
+		}
+	}
+	// schemaTask builds s once, then queues each member's tests (first in
+	// line: the binary is there), and checks one by one what the schema
+	// could not hold or did not catch.
+	schemaTask := func(s *schema) func() {
+		return func() {
+			var ones []func()
+			defer func() { q.pushFront(ones...) }()
+			dir, err := os.MkdirTemp("", "mutcheck-schema-")
+			if err != nil {
+				fatal(err)
+			}
+			ov, left, err := s.write(root, dir)
+			for _, m := range left {
+				ones = append(ones, single(m))
+			}
+			bin, env, took, _, detail := "", []string(nil), time.Duration(0), "", ""
+			if err == nil {
+				bin, env, took, _, detail = buildTest(root, dir, s.pkg, ov)
+			} else {
+				detail = err.Error()
+			}
+			results <- result{m: mutation{name: fmt.Sprintf("(%d in one build)", len(s.members)), pkg: s.pkg}, verdict: "schema", detail: firstLineOf(detail), took: took, built: took}
+			if bin == "" {
+				os.RemoveAll(dir)
+				for _, m := range s.members {
+					ones = append(ones, single(m))
+				}
+				return
+			}
+			var wg sync.WaitGroup
+			var runs []func()
+			for _, m := range s.members {
+				wg.Add(1)
+				runs = append(runs, func() {
+					defer wg.Done()
+					t0 := time.Now()
+					verdict, detail := runTest(root, bin, append(slices.Clip(env), mutantEnv+"="+m.name), m)
+					if verdict != "caught" {
+						q.pushFront(single(m)) // said only by the ordinary check
+						return
+					}
+					results <- result{m, verdict, detail, time.Since(t0), 0}
+				})
+			}
+			go func() { wg.Wait(); os.RemoveAll(dir) }()
+			ones = append(ones, runs...)
+		}
+	}
+	// The end-to-end ones go first: they take longest, and started last
+	// they would leave the other workers idle at the end; and schemas
+	// before single mutations, since each one's build releases many runs.
+	var groups []*schema
+	singles := todo
+	if *schemata {
+		groups, singles = schemas(root, todo)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].pkg == "./cmd/aosd" && groups[j].pkg != "./cmd/aosd" })
+	sort.SliceStable(singles, func(i, j int) bool { return slow(singles[i]) && !slow(singles[j]) })
+	var tasks []func()
+	for len(groups) > 0 || len(singles) > 0 {
+		switch {
+		case len(groups) > 0 && (groups[0].pkg == "./cmd/aosd" || len(singles) == 0 || !slow(singles[0])):
+			tasks, groups = append(tasks, schemaTask(groups[0])), groups[1:]
+		default:
+			tasks, singles = append(tasks, single(singles[0])), singles[1:]
+		}
+	}
+	q.pushBack(tasks...)
 	var wg sync.WaitGroup
 	for i := 0; i < max(*jobs, 1); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for m := range work {
-				t0 := time.Now()
-				var built time.Duration
-				verdict, detail := check(root, m, &built)
-				results <- result{m, verdict, detail, time.Since(t0), built}
+			for {
+				task, ok := q.pop()
+				if !ok {
+					return
+				}
+				task()
+				q.done()
 			}
 		}()
 	}
 	go func() {
-		for _, m := range todo {
-			work <- m
-		}
-		close(work)
 		wg.Wait()
 		close(results)
 	}()
@@ -107,6 +181,16 @@ func main() {
 	perPkg := map[string]*pkgTime{}
 	for r := range results {
 		fmt.Printf("%-8s %-48s %5.1fs (build %4.1fs)  %s\n", r.verdict, r.m.name, r.took.Seconds(), r.built.Seconds(), r.detail)
+		if r.verdict == "schema" {
+			// A build several mutations share, not a mutation.
+			pt := perPkg[r.m.pkg]
+			if pt == nil {
+				pt = &pkgTime{pkg: r.m.pkg}
+				perPkg[r.m.pkg] = pt
+			}
+			pt.built += r.built
+			continue
+		}
 		if r.verdict != "caught" {
 			failed = append(failed, r.verdict+" "+r.m.name)
 		}
@@ -189,31 +273,48 @@ func check(root string, m mutation, built *time.Duration) (verdict, detail strin
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
-	// The overlay goes in GOFLAGS, not on the command line, so it also
-	// reaches the go commands the tests run themselves: cmd/aosd's
-	// end-to-end tests build the aosd binary they drive with `go build`.
-	// -vet=off: the unmutated tree passes go vet in CI already, and vet of
-	// the mutated package is not what decides a catch.
-	// -failfast: the first failing test is the catch; the tests after it
-	// would only run with the guard still off (a budget check disabled
-	// lets the next test's cascade run for minutes).
-	// The test binary is built first and run apart, so the two times can
-	// be told apart (most of a mutation's cost is building: the mutated
-	// package and everything above it in the test binary recompile).
-	// -ldflags=-w: no DWARF, which only a debugger reads; it makes each
-	// link (two for cmd/aosd, whose tests build aosd too) a third faster.
-	env := append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov+" -ldflags=-w"))
-	bin := filepath.Join(dir, "mutant.test")
+	bin, env, b, verdict, detail := buildTest(root, dir, m.pkg, ov)
+	*built = b
+	if bin == "" {
+		return verdict, detail
+	}
+	return runTest(root, bin, env, m)
+}
+
+// buildTest builds the test binary of pkg into dir with the overlay file
+// ov, and says the environment its tests must run with; bin is "" when it
+// does not build (verdict and detail then say why).
+//
+// The overlay goes in GOFLAGS, not on the command line, so it also reaches
+// the go commands the tests run themselves: cmd/aosd's end-to-end tests
+// build the aosd binary they drive with `go build`. -vet=off: the
+// unmutated tree passes go vet in CI already, and vet of the mutated
+// package is not what decides a catch. The test binary is built first and
+// run apart, so the two times can be told apart (most of a mutation's cost
+// is building: the mutated package and everything above it in the test
+// binary recompile). -ldflags=-w: no DWARF, which only a debugger reads;
+// it makes each link (two for cmd/aosd, whose tests build aosd too) a
+// third faster.
+func buildTest(root, dir, pkg, ov string) (bin string, env []string, took time.Duration, verdict, detail string) {
+	env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov+" -ldflags=-w"))
+	bin = filepath.Join(dir, "mutant.test")
 	t0 := time.Now()
-	build := exec.Command("go", "test", "-c", "-vet=off", "-o", bin, m.pkg)
+	build := exec.Command("go", "test", "-c", "-vet=off", "-o", bin, pkg)
 	build.Env = env
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return "ERROR", "the mutated code does not build:\n" + string(out)
+		return "", nil, time.Since(t0), "ERROR", "the mutated code does not build:\n" + string(out)
 	}
-	*built = time.Since(t0)
-	// Run as go test runs it: in the package's directory, with go test's
-	// default timeout and its check that a test does not call os.Exit(0).
+	return bin, env, time.Since(t0), "", ""
+}
+
+// runTest runs m's tests in the test binary bin, as go test runs it: in
+// the package's directory, with go test's default timeout and its check
+// that a test does not call os.Exit(0). -failfast: the first failing test
+// is the catch; the tests after it would only run with the guard still
+// off (a budget check disabled lets the next test's cascade run for
+// minutes).
+func runTest(root, bin string, env []string, m mutation) (verdict, detail string) {
 	cmd := exec.Command(bin, "-test.run", m.run, "-test.failfast", "-test.timeout=10m", "-test.paniconexit0")
 	cmd.Env = env
 	cmd.Dir = filepath.Join(root, m.pkg)
