@@ -19,8 +19,15 @@
 //
 // Mutations are checked several at once, each through its own overlay and
 // temporary directory: the tree is shared and never written, and go's build
-// cache is safe to share. Results print as they finish; the ones not caught
-// are listed again at the end.
+// cache is safe to share. Results print as they finish, each with the time
+// its build took; the ones not caught are listed again at the end.
+//
+// Building is most of the cost, so the mutations of one package that only
+// change an if's condition share one build, a mutant schema (schema.go):
+// each is behind a switch the test binary reads from AOS_MUTANT. Those a
+// schema cannot hold, and any a schema does not catch, are built alone.
+//
+//	go run ./internal/mutcheck -schemata=false   # every mutation its own build
 package main
 
 import (
