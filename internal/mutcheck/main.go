@@ -43,6 +43,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -125,14 +126,18 @@ func main() {
 				}
 				return
 			}
-			var wg sync.WaitGroup
+			// The last run removes the binary, before its result is sent:
+			// the check ends only when every result is in.
+			var running atomic.Int64
+			running.Store(int64(len(s.members)))
 			var runs []func()
 			for _, m := range s.members {
-				wg.Add(1)
 				runs = append(runs, func() {
-					defer wg.Done()
 					t0 := time.Now()
 					verdict, detail := runTest(root, bin, append(slices.Clip(env), mutantEnv+"="+m.name), m)
+					if running.Add(-1) == 0 {
+						os.RemoveAll(dir)
+					}
 					if verdict != "caught" {
 						q.pushFront(single(m)) // said only by the ordinary check
 						return
@@ -140,7 +145,6 @@ func main() {
 					results <- result{m, verdict, detail, time.Since(t0), 0}
 				})
 			}
-			go func() { wg.Wait(); os.RemoveAll(dir) }()
 			ones = append(ones, runs...)
 		}
 	}
