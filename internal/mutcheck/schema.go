@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ import (
 //	if COND {      ->   if COND2 {
 //	if INIT; COND {  ->   if INIT; COND2 {
 //
-// (the first line changed, any lines after it the same) is instead written
+// (that line changed, any lines around it the same) is instead written
 // into the source once, beside the others of its package, behind a switch:
 //
 //	if (mutcheckOn("name") && (COND2)) || (!mutcheckOn("name") && (COND)) {
@@ -53,13 +54,26 @@ func schemaText(m mutation) (string, bool) {
 	if !strings.HasSuffix(m.file, ".go") || strings.HasSuffix(m.file, "_test.go") {
 		return "", false
 	}
-	fl, frest := firstLine(m.from)
-	tl, trest := firstLine(m.to)
-	if frest != trest {
+	// Exactly one line differs, an if's first line; the lines around it
+	// are the same.
+	fls, tls := strings.Split(m.from, "\n"), strings.Split(m.to, "\n")
+	if len(fls) != len(tls) {
 		return "", false
 	}
-	fp, fc, ok1 := ifCond(fl)
-	tp, tc, ok2 := ifCond(tl)
+	at := -1
+	for i := range fls {
+		if fls[i] != tls[i] {
+			if at >= 0 {
+				return "", false
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		return "", false
+	}
+	fp, fc, ok1 := ifCond(fls[at])
+	tp, tc, ok2 := ifCond(tls[at])
 	if !ok1 || !ok2 || fp != tp {
 		return "", false
 	}
@@ -69,7 +83,9 @@ func schemaText(m mutation) (string, bool) {
 		return "", false
 	}
 	on := fmt.Sprintf("mutcheckOn(%q)", m.name)
-	return fmt.Sprintf("%sif %s(%s && (%s)) || (!%s && (%s)) {%s", fp, finit, on, texpr, on, fexpr, frest), true
+	out := slices.Clone(fls)
+	out[at] = fmt.Sprintf("%sif %s(%s && (%s)) || (!%s && (%s)) {", fp, finit, on, texpr, on, fexpr)
+	return strings.Join(out, "\n"), true
 }
 
 func firstLine(s string) (line, rest string) {
