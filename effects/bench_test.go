@@ -221,6 +221,7 @@ type errSink struct {
 	mu       sync.Mutex
 	errs     []error
 	answered chan struct{}
+	failed   chan struct{} // closed at the first error
 }
 
 func (s *errSink) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) (kernel.ReceiptResult, error) {
@@ -228,6 +229,9 @@ func (s *errSink) SubmitReceipt(ctx context.Context, sr receipts.SignedReceipt) 
 	if err != nil {
 		s.mu.Lock()
 		s.errs = append(s.errs, err)
+		if len(s.errs) == 1 && s.failed != nil {
+			close(s.failed)
+		}
 		s.mu.Unlock()
 	}
 	s.answered <- struct{}{}
@@ -253,7 +257,7 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 	}
 	d := effects.New(effects.Config{Key: builtinKey, Executors: map[string]effects.Executor{"com.test/charge@1": instant{}}})
 	const n = 400
-	sink := &errSink{answered: make(chan struct{}, n)}
+	sink := &errSink{answered: make(chan struct{}, n), failed: make(chan struct{})}
 	w, err := kernel.Open(storesOf(db), kernel.Config{Builtins: benchCharger(), Keyring: kr, Publisher: d})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +288,25 @@ func TestBuiltinReceiptsAdmitted(t *testing.T) {
 	wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := w.WaitQuiescent(ctx); err != nil {
+	// A refused receipt leaves its intent open, so the world would not
+	// settle before the deadline: the first refusal fails the test at once.
+	settle, settled := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-sink.failed:
+			settled()
+		case <-settle.Done():
+		}
+	}()
+	err = w.WaitQuiescent(settle)
+	settled()
+	sink.mu.Lock()
+	errs := sink.errs
+	sink.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("a receipt was refused before the world settled: %v", errs[0])
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {

@@ -125,8 +125,18 @@ func stateOf(t *testing.T, c compatCell) map[string]any {
 // daemon on it takes new events and settles with new receipts an intent the
 // old version opened and a new one. With -write-compat NAME it first writes
 // a new world there with the code under test.
+//
+// Under -race it runs only with AOS_LONG=1: it took 213 s of CI's race
+// step (its daemons, replays and checks are ten times slower there, and
+// what it checks is formats, not concurrency: the daemon's concurrent paths
+// run under -race in every other end-to-end test), against 20 s without.
+// .ci/run's long step runs it without -race, so CI still opens every
+// world; plain `go test ./...` runs it too.
 func TestCompatWorlds(t *testing.T) {
 	t.Parallel()
+	if raceEnabled && os.Getenv("AOS_LONG") == "" && *writeCompat == "" {
+		t.Skip("20 s without -race, minutes with it: .ci/run's long step runs it without -race (AOS_LONG=1)")
+	}
 	if *writeCompat != "" {
 		writeCompatWorld(t, *writeCompat)
 	}

@@ -85,10 +85,19 @@ func TestTokenRotate(t *testing.T) {
 	if c := statusWith(t, d, t2); c != 401 {
 		t.Fatalf("the token before the reload: %d, want 401", c)
 	}
-	// An empty file: the daemon keeps the token it has.
+	// An empty file: the daemon keeps the token it has. A reload that
+	// took it would log "token reloaded" once more: that fails at once
+	// rather than after waitFor's minute.
+	// (The daemon logs the reload just after it takes the token, so the
+	// line is waited for before the next reload.)
+	waitFor(t, "the reload's log line", func() bool { return strings.Contains(d.errb.String(), "token reloaded") })
+	reloads := strings.Count(d.errb.String(), "token reloaded")
 	os.WriteFile(filepath.Join(w, "token"), []byte("\n"), 0o600)
 	d.cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, "the refused reload's log line", func() bool {
+		if strings.Count(d.errb.String(), "token reloaded") > reloads {
+			t.Fatalf("the daemon reloaded an empty token file:\n%s", d.errb.String())
+		}
 		return strings.Contains(d.errb.String(), "token not reloaded; the API keeps accepting the token it had")
 	})
 	if c := statusWith(t, d, handmade); c != 200 {

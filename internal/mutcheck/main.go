@@ -15,11 +15,19 @@
 //	go run ./internal/mutcheck            # every mutation
 //	go run ./internal/mutcheck budget     # those whose name contains "budget"
 //	go run ./internal/mutcheck -j 1       # one at a time (default: cores+1)
+//	go run ./internal/mutcheck -times     # and the build and test time per package
 //
 // Mutations are checked several at once, each through its own overlay and
 // temporary directory: the tree is shared and never written, and go's build
-// cache is safe to share. Results print as they finish; the ones not caught
-// are listed again at the end.
+// cache is safe to share. Results print as they finish, each with the time
+// its build took; the ones not caught are listed again at the end.
+//
+// Building is most of the cost, so the mutations of one package that only
+// change an if's condition share one build, a mutant schema (schema.go):
+// each is behind a switch the test binary reads from AOS_MUTANT. Those a
+// schema cannot hold, and any a schema does not catch, are built alone.
+//
+//	go run ./internal/mutcheck -schemata=false   # every mutation its own build
 package main
 
 import (
@@ -31,9 +39,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,6 +60,8 @@ type mutation struct {
 
 func main() {
 	jobs := flag.Int("j", runtime.NumCPU()+1, "mutations checked at once (many of their tests mostly wait)")
+	times := flag.Bool("times", false, "print the build and test time summed per package at the end")
+	schemata := flag.Bool("schemata", true, "build the mutations of one package that a schema can hold once, behind a switch (false: each its own build)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./internal/mutcheck [-j N] [name-substring]")
 		flag.PrintDefaults()
@@ -69,43 +81,141 @@ func main() {
 	if len(todo) == 0 {
 		fatal(fmt.Errorf("no mutation matches %q", only))
 	}
-	// The end-to-end ones go first: they take longest, and started last
-	// they would leave the other workers idle at the end.
-	sort.SliceStable(todo, func(i, j int) bool { return slow(todo[i]) && !slow(todo[j]) })
 	type result struct {
 		m               mutation
 		verdict, detail string
-		took            time.Duration
+		took, built     time.Duration
 	}
-	work := make(chan mutation)
 	results := make(chan result)
+	q := newQueue()
+	var single func(m mutation) func()
+	single = func(m mutation) func() {
+		return func() {
+			t0 := time.Now()
+			var built time.Duration
+			verdict, detail := check(root, m, &built)
+			results <- result{m, verdict, detail, time.Since(t0), built}
+		}
+	}
+	// schemaTask builds s once, then queues each member's tests (first in
+	// line: the binary is there), and checks one by one what the schema
+	// could not hold or did not catch.
+	schemaTask := func(s *schema) func() {
+		return func() {
+			var ones []func()
+			defer func() { q.pushFront(ones...) }()
+			dir, err := os.MkdirTemp("", "mutcheck-schema-")
+			if err != nil {
+				fatal(err)
+			}
+			ov, left, err := s.write(root, dir)
+			for _, m := range left {
+				ones = append(ones, single(m))
+			}
+			bin, env, took, _, detail := "", []string(nil), time.Duration(0), "", ""
+			if err == nil {
+				bin, env, took, _, detail = buildTest(root, dir, s.pkg, ov)
+			} else {
+				detail = err.Error()
+			}
+			results <- result{m: mutation{name: fmt.Sprintf("(%d in one build)", len(s.members)), pkg: s.pkg}, verdict: "schema", detail: firstLineOf(detail), took: took, built: took}
+			if bin == "" {
+				os.RemoveAll(dir)
+				for _, m := range s.members {
+					ones = append(ones, single(m))
+				}
+				return
+			}
+			// The last run removes the binary, before its result is sent:
+			// the check ends only when every result is in.
+			var running atomic.Int64
+			running.Store(int64(len(s.members)))
+			var runs []func()
+			for _, m := range s.members {
+				runs = append(runs, func() {
+					t0 := time.Now()
+					verdict, detail := runTest(root, bin, append(slices.Clip(env), mutantEnv+"="+m.name), m)
+					if running.Add(-1) == 0 {
+						os.RemoveAll(dir)
+					}
+					if verdict != "caught" {
+						q.pushFront(single(m)) // said only by the ordinary check
+						return
+					}
+					results <- result{m, verdict, detail, time.Since(t0), 0}
+				})
+			}
+			ones = append(ones, runs...)
+		}
+	}
+	// The end-to-end ones go first: they take longest, and started last
+	// they would leave the other workers idle at the end; and schemas
+	// before single mutations, since each one's build releases many runs.
+	var groups []*schema
+	singles := todo
+	if *schemata {
+		groups, singles = schemas(root, todo)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].pkg == "./cmd/aosd" && groups[j].pkg != "./cmd/aosd" })
+	sort.SliceStable(singles, func(i, j int) bool { return slow(singles[i]) && !slow(singles[j]) })
+	var tasks []func()
+	for len(groups) > 0 || len(singles) > 0 {
+		switch {
+		case len(groups) > 0 && (groups[0].pkg == "./cmd/aosd" || len(singles) == 0 || !slow(singles[0])):
+			tasks, groups = append(tasks, schemaTask(groups[0])), groups[1:]
+		default:
+			tasks, singles = append(tasks, single(singles[0])), singles[1:]
+		}
+	}
+	q.pushBack(tasks...)
 	var wg sync.WaitGroup
 	for i := 0; i < max(*jobs, 1); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for m := range work {
-				t0 := time.Now()
-				verdict, detail := check(root, m)
-				results <- result{m, verdict, detail, time.Since(t0)}
+			for {
+				task, ok := q.pop()
+				if !ok {
+					return
+				}
+				task()
+				q.done()
 			}
 		}()
 	}
 	go func() {
-		for _, m := range todo {
-			work <- m
-		}
-		close(work)
 		wg.Wait()
 		close(results)
 	}()
 	t0 := time.Now()
 	var failed []string
+	perPkg := map[string]*pkgTime{}
 	for r := range results {
-		fmt.Printf("%-8s %-48s %5.1fs  %s\n", r.verdict, r.m.name, r.took.Seconds(), r.detail)
+		fmt.Printf("%-8s %-48s %5.1fs (build %4.1fs)  %s\n", r.verdict, r.m.name, r.took.Seconds(), r.built.Seconds(), r.detail)
+		if r.verdict == "schema" {
+			// A build several mutations share, not a mutation.
+			pt := perPkg[r.m.pkg]
+			if pt == nil {
+				pt = &pkgTime{pkg: r.m.pkg}
+				perPkg[r.m.pkg] = pt
+			}
+			pt.built += r.built
+			continue
+		}
 		if r.verdict != "caught" {
 			failed = append(failed, r.verdict+" "+r.m.name)
 		}
+		pt := perPkg[r.m.pkg]
+		if pt == nil {
+			pt = &pkgTime{pkg: r.m.pkg}
+			perPkg[r.m.pkg] = pt
+		}
+		pt.n++
+		pt.built += r.built
+		pt.tested += r.took - r.built
+	}
+	if *times {
+		printTimes(perPkg)
 	}
 	if len(failed) > 0 {
 		// Said again at the end, where a log cut to its tail still shows it.
@@ -117,10 +227,37 @@ func main() {
 	fmt.Printf("all %d mutations caught (%s, -j %d)\n", len(todo), time.Since(t0).Round(time.Second), *jobs)
 }
 
+// pkgTime is where a package's mutations spent their time.
+type pkgTime struct {
+	pkg           string
+	n             int
+	built, tested time.Duration
+}
+
+// printTimes prints the time per package, the costliest first: where a
+// faster mutation check would come from.
+func printTimes(per map[string]*pkgTime) {
+	var all []*pkgTime
+	for _, pt := range per {
+		all = append(all, pt)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		ti, tj := all[i].built+all[i].tested, all[j].built+all[j].tested
+		return ti > tj || ti == tj && all[i].pkg < all[j].pkg
+	})
+	fmt.Printf("%-22s %5s %9s %9s %9s\n", "package", "n", "build s", "test s", "s each")
+	for _, pt := range all {
+		fmt.Printf("%-22s %5d %9.0f %9.0f %9.1f\n", pt.pkg, pt.n, pt.built.Seconds(), pt.tested.Seconds(),
+			(pt.built+pt.tested).Seconds()/float64(pt.n))
+	}
+}
+
 // slow is whether m's tests are end-to-end: they build and drive aosd.
 func slow(m mutation) bool { return m.pkg == "./cmd/aosd" }
 
-func check(root string, m mutation) (verdict, detail string) {
+// check applies m and runs its tests; *built is set to the time spent
+// building the mutated code (the rest of the time was its tests).
+func check(root string, m mutation, built *time.Duration) (verdict, detail string) {
 	path := filepath.Join(root, m.file)
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -136,7 +273,7 @@ func check(root string, m mutation) (verdict, detail string) {
 	defer os.RemoveAll(dir)
 	mutatedSrc := bytes.Replace(src, []byte(m.from), []byte(m.to), 1)
 	if strings.HasSuffix(m.file, ".ts") {
-		return checkNode(root, dir, m, mutatedSrc)
+		return checkNode(root, dir, m, mutatedSrc, built)
 	}
 	mutated := filepath.Join(dir, filepath.Base(m.file))
 	if err := os.WriteFile(mutated, mutatedSrc, 0o644); err != nil {
@@ -147,23 +284,55 @@ func check(root string, m mutation) (verdict, detail string) {
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
-	// The overlay goes in GOFLAGS, not on the command line, so it also
-	// reaches the go commands the tests run themselves: cmd/aosd's
-	// end-to-end tests build the aosd binary they drive with `go build`.
-	// -vet=off: the unmutated tree passes go vet in CI already, and vet of
-	// the mutated package is not what decides a catch.
-	// -failfast: the first failing test is the catch; the tests after it
-	// would only run with the guard still off (a budget check disabled
-	// lets the next test's cascade run for minutes).
-	cmd := exec.Command("go", "test", "-count=1", "-vet=off", "-failfast", "-run", m.run, m.pkg)
-	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov))
-	cmd.Dir = root
+	bin, env, b, verdict, detail := buildTest(root, dir, m.pkg, ov)
+	*built = b
+	if bin == "" {
+		return verdict, detail
+	}
+	return runTest(root, bin, env, m)
+}
+
+// buildTest builds the test binary of pkg into dir with the overlay file
+// ov, and says the environment its tests must run with; bin is "" when it
+// does not build (verdict and detail then say why).
+//
+// The overlay goes in GOFLAGS, not on the command line, so it also reaches
+// the go commands the tests run themselves: cmd/aosd's end-to-end tests
+// build the aosd binary they drive with `go build`. -vet=off: the
+// unmutated tree passes go vet in CI already, and vet of the mutated
+// package is not what decides a catch. The test binary is built first and
+// run apart, so the two times can be told apart (most of a mutation's cost
+// is building: the mutated package and everything above it in the test
+// binary recompile). -ldflags=-w: no DWARF, which only a debugger reads;
+// it makes each link (two for cmd/aosd, whose tests build aosd too) a
+// third faster.
+func buildTest(root, dir, pkg, ov string) (bin string, env []string, took time.Duration, verdict, detail string) {
+	env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+ov+" -ldflags=-w"))
+	bin = filepath.Join(dir, "mutant.test")
+	t0 := time.Now()
+	build := exec.Command("go", "test", "-c", "-vet=off", "-o", bin, pkg)
+	build.Env = env
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", nil, time.Since(t0), "ERROR", "the mutated code does not build:\n" + string(out)
+	}
+	return bin, env, time.Since(t0), "", ""
+}
+
+// runTest runs m's tests in the test binary bin, as go test runs it: in
+// the package's directory, with go test's default timeout and its check
+// that a test does not call os.Exit(0). -failfast: the first failing test
+// is the catch; the tests after it would only run with the guard still
+// off (a budget check disabled lets the next test's cascade run for
+// minutes).
+func runTest(root, bin string, env []string, m mutation) (verdict, detail string) {
+	cmd := exec.Command(bin, "-test.run", m.run, "-test.failfast", "-test.timeout=10m", "-test.paniconexit0")
+	cmd.Env = env
+	cmd.Dir = filepath.Join(root, m.pkg)
 	out, err := cmd.CombinedOutput()
 	switch {
 	case err == nil:
 		return "SURVIVED", "tests " + m.run + " passed with the check disabled"
-	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
-		return "ERROR", "the mutated code does not build:\n" + string(out)
 	case (bytes.HasPrefix(out, []byte("panic: ")) || bytes.Contains(out, []byte("\npanic: "))) && !bytes.Contains(out, []byte("--- FAIL")):
 		// A test binary that panics fails its test: the check was needed
 		// even to keep the kernel from crashing.
@@ -174,7 +343,7 @@ func check(root string, m mutation) (verdict, detail string) {
 		// can.
 		return "caught", "a test died: " + firstLineAfter(out, "fatal error: ")
 	case !bytes.Contains(out, []byte("--- FAIL")):
-		return "ERROR", "go test failed without a failing test:\n" + string(out)
+		return "ERROR", "the tests failed without a failing test:\n" + string(out)
 	}
 	return "caught", firstFail(out)
 }
@@ -185,7 +354,7 @@ var nodeFiles = []string{"docs/receipt-vectors.json"}
 // checkNode copies the package m.pkg into dir (node_modules linked, not
 // copied; its build output left behind), writes the mutated file there,
 // compiles the package, and runs its compiled node tests m.run.
-func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail string) {
+func checkNode(root, dir string, m mutation, mutated []byte, built *time.Duration) (verdict, detail string) {
 	pkg := filepath.Join(root, m.pkg)
 	if _, err := os.Stat(filepath.Join(pkg, "node_modules")); err != nil {
 		return "ERROR", fmt.Sprintf("%s: run npm ci there first: %v", m.pkg, err)
@@ -236,11 +405,13 @@ func checkNode(root, dir string, m mutation, mutated []byte) (verdict, detail st
 	if err := os.WriteFile(filepath.Join(copyDir, rel), mutated, 0o644); err != nil {
 		return "ERROR", err.Error()
 	}
+	t0 := time.Now()
 	build := exec.Command("npm", "run", "--silent", "build")
 	build.Dir = copyDir
 	if out, err := build.CombinedOutput(); err != nil {
 		return "ERROR", "the mutated code does not type-check (npm run build):\n" + string(out)
 	}
+	*built = time.Since(t0)
 	// A mutation that makes the code wait forever (a retry loop that never
 	// gives up) fails by the per-test timeout instead of hanging the check.
 	cmd := exec.Command("node", append([]string{"--test", "--test-timeout=20000"}, strings.Fields(m.run)...)...)
