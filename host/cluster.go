@@ -222,7 +222,10 @@ func (n *Node) run(ctx context.Context, h *Host, end context.CancelFunc) {
 			}
 			end = n.become(h)
 		}
-		n.stepDown(h, n.own(ctx, h, end))
+		t := time.NewTicker(n.co.Renew)
+		reason := n.own(ctx, h, end, t.C)
+		t.Stop()
+		n.stepDown(h, reason)
 		h = nil
 	}
 	if h != nil {
@@ -293,19 +296,18 @@ func (n *Node) standby(ctx context.Context) (*Host, bool) {
 }
 
 // own serves the world h, which holds the lease (its store renews it),
-// checking every Renew that it still does and that the world still serves,
-// until the lease passed to another node ("fenced"), the world stopped on
-// a storage failure ("failed": an append refused, or whose outcome is
-// unknown, as when the database restarted), or ctx ends ("shutdown").
-func (n *Node) own(ctx context.Context, h *Host, end context.CancelFunc) string {
+// checking at each tick (run's: every Renew) that it still does and that
+// the world still serves, until the lease passed to another node
+// ("fenced"), the world stopped on a storage failure ("failed": an append
+// refused, or whose outcome is unknown, as when the database restarted),
+// or ctx ends ("shutdown").
+func (n *Node) own(ctx context.Context, h *Host, end context.CancelFunc, tick <-chan time.Time) string {
 	defer end()
-	t := time.NewTicker(n.co.Renew)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return "shutdown"
-		case <-t.C:
+		case <-tick:
 		}
 		if reason := n.lost(ctx, h); reason != "" {
 			return reason

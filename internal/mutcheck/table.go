@@ -1640,7 +1640,7 @@ var mutations = []mutation{
 	{name: "cluster/standby-status-view", file: "host/cluster_forward.go",
 		from: "return f.withClusterView(resp)",
 		to:   "return nil",
-		pkg:  "./cmd/aosd", run: "TestFailoverZombieOwner"},
+		pkg:  "./host", run: "TestStandbyStatusCarriesItsView"},
 	{name: "cluster/in-flight-at-step-down", file: "host/cluster.go",
 		from: "if !ow.wrote && life.Err() != nil && r.Context().Err() == nil {",
 		to:   "if false {",
@@ -1656,7 +1656,7 @@ var mutations = []mutation{
 	{name: "cluster/owner-steps-down", file: "host/cluster.go",
 		from: "if reason := n.lost(ctx, h); reason != \"\" {",
 		to:   "if reason := n.lost(ctx, h); false && reason != \"\" {",
-		pkg:  "./cmd/aosd", run: "TestFailoverZombieOwner"},
+		pkg:  "./host", run: "TestOwnerStepsDownWhenFenced"},
 	// A world on PostgreSQL (host/pgworld.go, pgdb/files.go): its files
 	// are written only under the current lease; an owner that learns it
 	// lost the lease (a fenced append, a refused renewal) steps down and
