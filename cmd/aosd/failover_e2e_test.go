@@ -791,6 +791,73 @@ func TestFailoverReceipt(t *testing.T) {
 	b.stop(t)
 }
 
+// TestFailoverTimer: a durable timer set before a failover fires once,
+// after it, from the new owner: the reminder's timer intent is opened by
+// the first owner, which is SIGKILLed long before it is due; the new
+// owner's open republishes it and its built-in timer executor delivers it.
+// fired_at_ns is the delivery's wall-clock time (the built-in timer's
+// receipt), so a reminder fired after the kill was fired by the new owner.
+func TestFailoverTimer(t *testing.T) {
+	t.Parallel()
+	w := newNodeWorld(t, pgtest.Start(t), 2)
+	a, b := w.nodes[0], w.nodes[1]
+	a.start(t)
+	_, st := w.owner(t, 0)
+	b.start(t)
+	ok(t, a.dir, "apply", built.Path(t, "reminders"))
+	ctx := context.Background()
+	const reminderWF = "com.example/reminder.step@1"
+	body := []byte(`{"schema":"com.example/ReminderSet@1","value":{"reminder_id":"r-1","text":"after the failover","delay_ms":10000}}`)
+	if code, ans, err := crashHTTP(ctx, b.address(), w.tok, "POST", "/v1/events", body); err != nil || code != 200 {
+		t.Fatalf("reminder through the standby: %d %v %s", code, err, ans)
+	}
+	type reminder struct {
+		State struct {
+			Status    string  `json:"status"`
+			DueNs     uint64  `json:"due_ns"`
+			FiredAtNs *uint64 `json:"fired_at_ns"`
+		} `json:"state"`
+	}
+	read := func(n *pgNode) reminder {
+		t.Helper()
+		var r reminder
+		code, rb, err := crashHTTP(ctx, n.address(), w.tok, "GET", "/v1/cells/"+url.PathEscape(reminderWF)+"/r-1", nil)
+		if err != nil || code != 200 || json.Unmarshal(rb, &r) != nil {
+			t.Fatalf("reminder r-1 through %s: %d %v %s", n.dir, code, err, rb)
+		}
+		return r
+	}
+	if r := read(a); r.State.Status != "scheduled" {
+		t.Fatalf("reminder before the failover: %+v, want scheduled", r.State)
+	}
+	killedAt := uint64(time.Now().UnixNano())
+	a.kill(t)
+	if next, _ := w.owner(t, st.Cluster.Epoch); next != b {
+		t.Fatal("the killed node owns the world")
+	}
+	deadline := time.Now().Add(failoverWait)
+	r := read(b)
+	for r.State.Status != "fired" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
+		r = read(b)
+	}
+	if r.State.Status != "fired" || r.State.FiredAtNs == nil {
+		t.Fatalf("reminder %s after the failover: %+v, want fired\n%s", failoverWait, r.State, b.logs())
+	}
+	if *r.State.FiredAtNs < killedAt || *r.State.FiredAtNs < r.State.DueNs {
+		t.Fatalf("reminder fired at %d: the first owner was killed at %d and it was due at %d", *r.State.FiredAtNs, killedAt, r.State.DueNs)
+	}
+	code, jb, err := crashHTTP(ctx, b.address(), w.tok, "GET", "/v1/journal?kind=receipt", nil)
+	if err != nil || code != 200 {
+		t.Fatalf("journal: %d %v", code, err)
+	}
+	if n := strings.Count(strings.TrimSpace(string(jb)), "\n") + 1; n != 1 || !strings.Contains(string(jb), "sys/timer.set@1") {
+		t.Fatalf("receipts in the journal: %d, want the timer's alone\n%s", n, jb)
+	}
+	pgChecks(t, b.dir)
+	b.stop(t)
+}
+
 // TestServeLeaseFlags: a standby poll not shorter than the lease, or a
 // lease or poll of 0, is a usage error naming the flags, before anything
 // is opened.
