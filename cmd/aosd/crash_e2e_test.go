@@ -95,6 +95,7 @@ type crashState struct {
 	reposted int               // receipts posted again after a 200, as an executor retrying after a timeout
 	claimed  map[string]uint64 // intent hash -> emitted_at it was handed out with
 	problems []string          // answers no crash explains
+	open     []string          // charge intents without a receipt at the drain's last look (chargesSettled)
 	early    int               // claimed intents missing from the journal after a restart
 }
 
@@ -666,7 +667,12 @@ func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.P
 			return
 		}
 	}
-	t.Fatalf("drain: after 2000 claims the journal does not settle a charge for each of the %d acknowledged orders", orders)
+	// What the world holds, for whoever reads the failure: the charge
+	// intents still open, and the world's own count of what is in flight.
+	n := s.chargesSettled(t, addr, tok)
+	_, st, _ := crashHTTP(ctx, addr, tok, "GET", "/v1/status", nil)
+	t.Fatalf("drain: after 2000 claims the journal does not settle a charge for each of the %d acknowledged orders "+
+		"(settled charges: %d, -1 while any is open; open: %v; status: %s)", orders, n, s.open, st)
 }
 
 // chargesSettled is the number of charge intents in the journal, if each
@@ -703,11 +709,15 @@ func (s *crashState) chargesSettled(t *testing.T, addr, tok string) int {
 		}
 	}
 	n := 0
-	for _, o := range open {
+	s.open = s.open[:0]
+	for h, o := range open {
 		if o {
-			return -1
+			s.open = append(s.open, h)
 		}
 		n++
+	}
+	if len(s.open) > 0 {
+		return -1
 	}
 	return n
 }
