@@ -259,8 +259,9 @@ func (n *Node) first(ctx context.Context) *Host {
 	return h
 }
 
-// standby forwards requests to the owner and, every Renew, reads who holds
-// the lease; once it is free (released, or lapsed by the database's clock)
+// standby forwards requests to the owner and, every Renew (or just after
+// the lease lapses, when that is sooner: nextLook), reads who holds the
+// lease; once it is free (released, or lapsed by the database's clock)
 // or this node's own, it opens the world as its owner, which takes the
 // lease with the next epoch. It returns the open world, or false once ctx
 // ended.
@@ -289,10 +290,26 @@ func (n *Node) standby(ctx context.Context) (*Host, bool) {
 				n.log.Error("standby: the lease was free but the world did not open; trying again", "err", err)
 			}
 		}
-		if !sleep(ctx, n.co.Renew) {
+		if !sleep(ctx, nextLook(cur, err, n.co.Renew)) {
 			return nil, false
 		}
 	}
+}
+
+// lapseMargin is how long after a lease's lapse (by the database's clock)
+// a standby looks again: enough that the lapse has happened when the look
+// reaches the database, whatever the round trip.
+const lapseMargin = 5 * time.Millisecond
+
+// nextLook is how long a standby waits before it reads the lease again
+// after reading cur (err: the read failed): every renew, or sooner when
+// the lease lapses before that, so an owner that died is replaced just
+// after its lease ends rather than up to a renew later.
+func nextLook(cur pgdb.Current, err error, renew time.Duration) time.Duration {
+	if err != nil || !cur.Held || cur.Left+lapseMargin >= renew {
+		return renew
+	}
+	return cur.Left + lapseMargin
 }
 
 // own serves the world h, which holds the lease (its store renews it),

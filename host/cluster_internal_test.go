@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -206,5 +207,29 @@ func TestForwardEndsWhenOwnerChanges(t *testing.T) {
 	a := <-got
 	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "did not answer") {
 		t.Fatalf("answer %d %q %v", a.code, a.body, a.err)
+	}
+}
+
+// TestStandbyLooksJustAfterTheLapse: a standby reads the lease every renew,
+// but when the owner's lease lapses sooner (an owner that died stops
+// renewing) it looks again just after the lapse, by the database's clock,
+// not up to a renew later; a failed read or a free lease keeps the pace.
+func TestStandbyLooksJustAfterTheLapse(t *testing.T) {
+	renew := time.Second
+	for _, c := range []struct {
+		name string
+		cur  pgdb.Current
+		err  error
+		want time.Duration
+	}{
+		{"held for longer than a renew", pgdb.Current{Held: true, Left: 2500 * time.Millisecond}, nil, renew},
+		{"lapsing within a renew", pgdb.Current{Held: true, Left: 300 * time.Millisecond}, nil, 300*time.Millisecond + lapseMargin},
+		{"lapsing at once", pgdb.Current{Held: true, Left: time.Microsecond}, nil, time.Microsecond + lapseMargin},
+		{"free", pgdb.Current{}, nil, renew},
+		{"read failed", pgdb.Current{Held: true, Left: 300 * time.Millisecond}, errors.New("db away"), renew},
+	} {
+		if got := nextLook(c.cur, c.err, renew); got != c.want {
+			t.Errorf("%s: next look in %s, want %s", c.name, got, c.want)
+		}
 	}
 }

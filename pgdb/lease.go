@@ -40,6 +40,10 @@ type Current struct {
 	// Held is false once the lease was released, or lapsed (by the
 	// database's clock), or was never taken.
 	Held bool
+	// Left is how long the lease had left when it was read, by the
+	// database's clock (0 unless Held): a standby reading it can look
+	// again just after the lapse, whatever its own clock says.
+	Left time.Duration
 }
 
 // Acquire takes the lease with the next epoch (the old epoch + 1), which
@@ -124,13 +128,19 @@ func (d *DB) Current(ctx context.Context) (Current, error) {
 	var c Current
 	var until *time.Time
 	var epoch int64
+	var leftUs *int64
 	err := d.pool.QueryRow(ctx, `
-SELECT epoch, owner, address, lease_until, owner <> '' AND lease_until > now()
-FROM partitions WHERE part = $1`, part).Scan(&epoch, &c.Owner, &c.Address, &until, &c.Held)
+SELECT epoch, owner, address, lease_until, owner <> '' AND lease_until > now(),
+	CASE WHEN owner <> '' AND lease_until > now()
+		THEN (extract(epoch FROM lease_until - now()) * 1000000)::bigint END
+FROM partitions WHERE part = $1`, part).Scan(&epoch, &c.Owner, &c.Address, &until, &c.Held, &leftUs)
 	if err != nil {
 		return Current{}, fmt.Errorf("pgdb: read the lease of partition %d: %w", part, err)
 	}
 	c.Epoch = uint64(epoch)
+	if leftUs != nil {
+		c.Left = time.Duration(*leftUs) * time.Microsecond
+	}
 	if until != nil {
 		c.Until = *until
 	}

@@ -47,6 +47,11 @@ func TestLeaseLifecycle(t *testing.T) {
 	if err != nil || r.Epoch != 2 || !r.Until.After(a2.Until) {
 		t.Fatalf("Renew of epoch 2 by an hour = %+v, %v; want epoch 2 lasting past %s", r, err, a2.Until)
 	}
+	// Left is the time the lease has by the database's clock: a renewal
+	// by an hour leaves close to an hour (not the minute acquired with).
+	if cur, err := db.Current(ctx); err != nil || cur.Left <= 59*time.Minute || cur.Left > time.Hour {
+		t.Fatalf("Current after a renewal by an hour = %+v, %v; want Left in (59m, 1h]", cur, err)
+	}
 	if err := db.Release(ctx, a1); !errors.Is(err, pgdb.ErrFenced) {
 		t.Fatalf("Release of epoch 1: %v, want ErrFenced", err)
 	}
@@ -55,6 +60,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 	if cur, _ := db.Current(ctx); cur.Held || cur.Epoch != 3 || cur.Owner != "" {
 		t.Fatalf("after Release: %+v; want epoch 3 (the released epoch fenced), not held", cur)
+	} else if cur.Left != 0 {
+		t.Fatalf("after Release Left = %s, want 0 (no lease to lapse)", cur.Left)
 	}
 	if _, err := db.Renew(ctx, a2, time.Minute); !errors.Is(err, pgdb.ErrFenced) {
 		t.Fatalf("Renew of a released lease: %v, want ErrFenced", err)
