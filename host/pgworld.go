@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -183,6 +184,14 @@ type pgStore struct {
 
 	stop context.CancelFunc
 	done chan struct{}
+
+	// renewFailures counts renewals that failed for a reason other than
+	// another owner (the database away, slow or refusing); renewedAt is
+	// when the last renewal succeeded, by this node's clock (unix ns; 0
+	// before the first). Both are for the metrics: an operator alerts
+	// before the lease lapses, not after.
+	renewFailures atomic.Uint64
+	renewedAt     atomic.Int64
 }
 
 // pgOpenTimeout bounds opening the database and taking the lease.
@@ -261,10 +270,16 @@ func (s *pgStore) open(so StoreOptions, r role) (err error) {
 		return err
 	}
 	if s.j, err = db.Journal(ctx, l); err != nil {
+		// Give the lease back, so another node need not wait for it to
+		// lapse: this one never wrote with it.
+		if rerr := db.Release(ctx, l); rerr != nil && !errors.Is(rerr, pgdb.ErrFenced) {
+			err = errors.Join(err, fmt.Errorf("release the lease taken: %w", rerr))
+		}
 		db.Close()
 		return err
 	}
 	s.lease = &l
+	s.renewedAt.Store(time.Now().UnixNano())
 	s.j.OnFenced(func(err error) { s.stepDown(err, false) })
 	log.Info("took the world's lease", "node", pc.Node, "epoch", l.Epoch, "address", l.Address, "until", l.Until)
 	kctx, kcancel := context.WithCancel(context.Background())
@@ -363,12 +378,14 @@ func (s *pgStore) keep(ctx context.Context) {
 			s.mu.Lock()
 			s.lease = &nl
 			s.mu.Unlock()
+			s.renewedAt.Store(time.Now().UnixNano())
 		case errors.Is(err, pgdb.ErrFenced):
 			s.stepDown(err, true)
 			return
 		case ctx.Err() != nil:
 			return
 		default:
+			s.renewFailures.Add(1)
 			s.log.Warn("could not renew the world's lease; retrying (the lease may lapse, and another node take it)", "epoch", l.Epoch, "err", err)
 		}
 	}
@@ -562,6 +579,12 @@ func watchLease(pg *pgStore, m *api.Metrics) {
 				}
 				return 0
 			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "aos_lease_renewal_failures_total",
+			Help: "Renewals of this node's lease that failed for a reason other than another node owning the world (the database away, slow or refusing); the lease lapses if they go on for its term."},
+			func() float64 { return float64(pg.renewFailures.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aos_lease_renewed_timestamp_seconds",
+			Help: "When this node last took or renewed its lease, by its own clock (unix seconds; 0 before the first renewal): alert when time() minus this nears the lease's term."},
+			func() float64 { return float64(pg.renewedAt.Load()) / 1e9 }),
 	)
 }
 

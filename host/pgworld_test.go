@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -511,5 +512,85 @@ func TestPostgresPasswordFromEnvironment(t *testing.T) {
 	t.Setenv("PGPASSWORD", "pw-not-kept")
 	if tok, err := host.Dir(dir).Token(); err != nil || tok == "" {
 		t.Fatalf("with PGPASSWORD: %q %v", tok, err)
+	}
+}
+
+// TestPostgresRenewalMetrics: while the database cannot renew the owner's
+// lease (another session holds its row locked, so each renewal times out),
+// aos_lease_renewal_failures_total counts the failures; once it can again,
+// aos_lease_renewed_timestamp_seconds moves past the stall, and the node
+// still owns the world (a failed renewal is not a lost lease).
+func TestPostgresRenewalMetrics(t *testing.T) {
+	url, schema := pgURL(t)
+	dir := filepath.Join(t.TempDir(), "a")
+	if _, err := host.InitPostgres(host.Dir(dir), host.PostgresInit{URL: url, Schema: schema}, kernel.Config{}, host.StoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openPG(t, dir, 3*time.Second) // renewed every second, each renewal given a second
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	metric := func(name string) float64 {
+		t.Helper()
+		m, err := httpGet(a, "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(m, "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+				v, err := strconv.ParseFloat(f[1], 64)
+				if err != nil {
+					t.Fatalf("%s: %v", l, err)
+				}
+				return v
+			}
+		}
+		t.Fatalf("no %s in the metrics:\n%s", name, grepLines(m, "aos_lease"))
+		return 0
+	}
+	if f := metric("aos_lease_renewal_failures_total"); f != 0 {
+		t.Fatalf("renewal failures before any stall: %v", f)
+	}
+	taken := metric("aos_lease_renewed_timestamp_seconds")
+	if taken == 0 {
+		t.Fatal("aos_lease_renewed_timestamp_seconds is 0 after the lease was taken")
+	}
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "partitions"}.Sanitize()+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (bounded) for a renewal to fail on the lock: the next one,
+	// within two seconds, times out after one.
+	deadline := time.Now().Add(15 * time.Second)
+	for metric("aos_lease_renewal_failures_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("15 s with the lease's row locked and no renewal failure counted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stalled := metric("aos_lease_renewed_timestamp_seconds")
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for metric("aos_lease_renewed_timestamp_seconds") <= stalled {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease's row unlocked, and no renewal succeeded since")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if metric("aos_lease_owned") != 1 {
+		t.Fatal("the node no longer owns the world after renewals failed and resumed")
 	}
 }
