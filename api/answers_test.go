@@ -497,6 +497,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "metrics", route: "GET /metrics", path: "/metrics", status: 200, says: "aos_journal_height"},
 		{name: "backup", route: "GET /v1/backup", path: "/v1/backup", status: 200},
 		{name: "backup without a store", route: "GET /v1/backup", path: "/v1/backup", base: aw.bare, status: 503, code: "unavailable"},
+		{name: "backup of a world on PostgreSQL", route: "GET /v1/backup", path: "/v1/backup", base: aw.pgLike, status: 501, code: "unsupported", says: "pg_dump"},
 		{name: "token rotate", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":60000}`, status: 200, says: `"grace_ms":60000`},
 		{name: "token rotate negative grace", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":-1}`, status: 400, code: "invalid_input", says: "grace_ms"},
 		{name: "token rotate grace over a day", route: "POST /v1/token/rotate", path: "/v1/token/rotate", body: `{"grace_ms":86400001}`, status: 400, code: "invalid_input", says: "grace_ms"},

@@ -113,7 +113,10 @@ type answersWorld struct {
 	url, bare, token string
 	// short serves as url does, with a body timeout short enough to
 	// provoke 408 (shortBodyTimeout).
-	short      string
+	short string
+	// pgLike serves as a world on PostgreSQL does: no backup through the
+	// API (NoBackup; host sets it, TestPostgresWorld checks).
+	pgLike     string
 	dir        host.Dir
 	w          *kernel.World
 	log        *storefault.Journal
@@ -182,15 +185,17 @@ func newAnswersWorld(t *testing.T) *answersWorld {
 	bare := httptest.NewServer((&api.Server{Backend: local, Token: tok}).Handler())
 	short := httptest.NewServer((&api.Server{Backend: local, Token: tok, BodyTimeout: shortBodyTimeout,
 		Executors: &api.Executors{W: w, Dispatcher: disp, Keyring: kr}}).Handler())
+	pgLike := httptest.NewServer((&api.Server{Backend: local, Token: tok, NoBackup: "a world on PostgreSQL: back it up with pg_dump"}).Handler())
 	t.Cleanup(func() {
 		hs.Close()
 		bare.Close()
 		short.Close()
+		pgLike.Close()
 		w.Close()
 		disp.Stop()
 		db.Close()
 	})
-	aw.url, aw.bare, aw.short, aw.token, aw.w = hs.URL, bare.URL, short.URL, tok, w
+	aw.url, aw.bare, aw.short, aw.pgLike, aw.token, aw.w = hs.URL, bare.URL, short.URL, pgLike.URL, tok, w
 	if aw.builtinKey, err = dir.LoadExecutorKey(); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,10 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) error {
 // backupRoute is GET /v1/backup: the world's backup, streamed as it is
 // read from one consistent view of the store while the world goes on.
 func (s *Server) backupRoute(w http.ResponseWriter, r *http.Request) {
+	if s.NoBackup != "" {
+		writeError(w, newError(http.StatusNotImplemented, CodeUnsupported, "backup", "%s", s.NoBackup))
+		return
+	}
 	if s.Backup == nil {
 		writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, "backup", "this server has no store to back up"))
 		return

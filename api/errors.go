@@ -42,6 +42,10 @@ const (
 	// CodeTruncated: a journal read from a seq that retention dropped (410
 	// Gone); the message names the first seq the journal still holds.
 	CodeTruncated = "truncated"
+	// CodeUnsupported: what was asked is not done for this world, and
+	// asking again will not change that (GET /v1/backup of a world on
+	// PostgreSQL); the message says what to do instead.
+	CodeUnsupported = "unsupported"
 )
 
 // HeaderJournalFirst is the response header of GET /v1/journal that names

@@ -90,6 +90,10 @@ type Server struct {
 	// Backup, when set, writes the world's backup (BackupFormat) for GET
 	// /v1/backup; without it that route answers 503.
 	Backup func(w io.Writer) error
+	// NoBackup, when set, is why this world is not backed up through
+	// GET /v1/backup at all (a world on PostgreSQL: its database's own
+	// tools back it up); that route then answers 501 with it.
+	NoBackup string
 	// Tokens, when set, are the bearer tokens accepted instead of Token,
 	// so the token can be rotated while the server runs; RotateToken, when
 	// set, serves POST /v1/token/rotate (without it that route answers 503).

@@ -237,13 +237,16 @@ func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.
 // apiServer is the HTTP API over the host's world, with the limits lim.
 func (h *Host) apiServer(lim api.HTTPLimits) *api.Server {
 	var backup func(w io.Writer) error
+	var noBackup string
 	if h.store.bdb != nil {
 		backup = func(w io.Writer) error { return WriteBackup(h.dir, h.store.bdb, w) }
+	} else if err := refusePostgres(h.dir, "GET /v1/backup"); err != nil {
+		noBackup = err.Error()
 	}
 	return &api.Server{Backend: h.local, Token: h.token, Logger: h.log, Metrics: h.metrics.Registry,
 		Executors: &api.Executors{W: h.k, Dispatcher: h.disp, Keyring: h.kr},
-		Backup:    backup,
-		Tokens:    h.tokens, RotateToken: h.rotateToken,
+		Backup:    backup, NoBackup: noBackup,
+		Tokens: h.tokens, RotateToken: h.rotateToken,
 		BodyTimeout: lim.BodyTimeout, MaxBatchEvents: lim.MaxBatchEvents}
 }
 

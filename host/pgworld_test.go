@@ -194,6 +194,20 @@ func TestPostgresWorld(t *testing.T) {
 	if hb.Kernel().Identity() != c.World {
 		t.Fatalf("identity %s, want %s", hb.Kernel().Identity(), c.World)
 	}
+	// Its backup is PostgreSQL's to make: the API says so for good (501),
+	// naming the schema and the tool, rather than "try again" (503).
+	req, _ := http.NewRequest("GET", "http://"+hb.Addr()+"/v1/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+hb.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "unsupported") ||
+		!strings.Contains(string(body), "pg_dump --schema="+schema) {
+		t.Fatalf("GET /v1/backup of a world on PostgreSQL: %d %s; want 501 unsupported naming pg_dump --schema=%s", resp.StatusCode, body, schema)
+	}
 }
 
 func builtinsOf(t *testing.T, ms ...modules.Builtin) *modules.Builtins {
