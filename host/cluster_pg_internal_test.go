@@ -209,3 +209,39 @@ func TestOwnerStepsDownWhenFenced(t *testing.T) {
 		t.Fatal("the owner's requests go on living after it stepped down")
 	}
 }
+
+// TestOneNodeProcessPerDirectory: a second `aosd serve` on a node
+// directory another process serves as a standby (holding no lease) is
+// refused at once, naming the lock, rather than running beside it as a
+// second standby that finds the directory locked whenever the lease is free.
+func TestOneNodeProcessPerDirectory(t *testing.T) {
+	dirs, _, _ := pgWorld(t, 2)
+	owner, err := Open(context.Background(), dirs[1], Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, dirs[0], Options{Listen: "127.0.0.1:0", Ready: func(addr string) { ready <- addr }}, ClusterOptions{})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the first node ended before serving: %v", err)
+	}
+	// Bounded: without the lock the second process would run as a standby
+	// until this ends, and return no error.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	err = RunNode(sctx, dirs[0], Options{Listen: "127.0.0.1:0"}, ClusterOptions{})
+	if !errors.Is(err, ErrNodeLocked) || !strings.Contains(err.Error(), NodeLockFile) {
+		t.Errorf("a second node process on the same directory: %v; want ErrNodeLocked naming %s", err, NodeLockFile)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the first node: %v", err)
+	}
+}

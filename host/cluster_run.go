@@ -33,6 +33,14 @@ func RunNode(ctx context.Context, dir string, opts Options, co ClusterOptions) e
 	if pc == nil {
 		return fmt.Errorf("%s: not a world on PostgreSQL (no %s): serve it alone", d, PostgresFile)
 	}
+	// One process per node directory, for the node's whole life: a second
+	// one is refused here, not each time it would take the lease (it
+	// would only find the directory locked then).
+	lock, lerr := lockNode(d)
+	if lerr != nil {
+		return lerr
+	}
+	defer lock.Close()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -57,7 +65,7 @@ func RunNode(ctx context.Context, dir string, opts Options, co ClusterOptions) e
 	}
 	wopts := opts
 	wopts.Listen, wopts.Create, wopts.Ready, wopts.Reload = "", false, nil, nil
-	wopts.Store.Advertise, wopts.Store.LeaseTTL = n.co.Advertise, co.Lease
+	wopts.Store.Advertise, wopts.Store.LeaseTTL, wopts.Store.NodeLocked = n.co.Advertise, co.Lease, true
 	n.open = func(ctx context.Context) (*Host, error) { return Open(ctx, dir, wopts) }
 	// Before saying it serves, the node reads who owns the world (a node
 	// joining a world that has an owner forwards from its first request)

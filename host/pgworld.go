@@ -242,7 +242,7 @@ func (s *pgStore) open(so StoreOptions, r role) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgOpenTimeout)
 	defer cancel()
 	db, pc, log, ttl := s.db, &s.cfg, s.log, s.ttl
-	if r == roleOwner && s.dir != "" {
+	if r == roleOwner && s.dir != "" && !so.NodeLocked {
 		if s.lock, err = lockNode(s.dir); err != nil {
 			db.Close()
 			return err

@@ -62,6 +62,10 @@ type StoreOptions struct {
 	// Advertise is the address the lease names for this node (where other
 	// nodes and clients reach its API); default: the address it serves on.
 	Advertise string
+	// NodeLocked says the caller holds the node directory's lock already
+	// (RunNode holds it for the node's whole life, standby or owner), so
+	// opening the world as owner does not take it again.
+	NodeLocked bool
 }
 
 // files is where a world keeps its small named files: the API token, the
