@@ -428,7 +428,7 @@ func TestPostgresStepDownOnRenewal(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("20 s after another node took the lease, the owner has not stepped down: %+v", st.Lease)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
 	}
 	if _, err := a.Local().Send(context.Background(), []api.Event{count("k", 1)}); err == nil || !strings.Contains(err.Error(), "stepped down") {
 		t.Fatalf("send after stepping down: %v; want refused, saying it stepped down", err)
@@ -591,7 +591,7 @@ func TestPostgresRenewalMetrics(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("15 s with the lease's row locked and no renewal failure counted")
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
 	}
 	stalled := metric("aos_lease_renewed_timestamp_seconds")
 	if err := tx.Rollback(ctx); err != nil {
@@ -602,7 +602,7 @@ func TestPostgresRenewalMetrics(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the lease's row unlocked, and no renewal succeeded since")
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
 	}
 	if metric("aos_lease_owned") != 1 {
 		t.Fatal("the node no longer owns the world after renewals failed and resumed")

@@ -364,30 +364,8 @@ func (s *crashState) executor(e *crashEpoch, addr, tok string, priv ed25519.Priv
 // and waits for it itself.
 func crashDaemon(t *testing.T, world string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(aosdBin, "serve", "--listen", "127.0.0.1:0", "--world", world)
-	cmd.Env = append(os.Environ(), "AOS_SNAPSHOT_EVERY="+strconv.Itoa(crashSnapEvery))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errb := &syncBuffer{}
-	cmd.Stderr = errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("serve did not start: %v\n%s", err, errb.String())
-	}
-	t.Cleanup(func() { // a test that failed midway leaves no daemon behind
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	return cmd, strings.TrimPrefix(strings.TrimSpace(line), "listening on http://"), errb
+	return launch(t, aosdBin, []string{"serve", "--listen", "127.0.0.1:0", "--world", world},
+		[]string{"AOS_SNAPSHOT_EVERY=" + strconv.Itoa(crashSnapEvery)})
 }
 
 // crashManifest is one world with the counter and orders examples: keyed

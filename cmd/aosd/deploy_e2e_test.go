@@ -79,24 +79,7 @@ func serveArgs(t *testing.T, args []string, world string) []string {
 // with sig and requires a clean exit within limit.
 func runServe(t *testing.T, bin string, args []string, world string, sig syscall.Signal, limit time.Duration, check func(d *daemon)) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "AOS_WORLD="+world)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errb := &syncBuffer{}
-	cmd.Stderr = errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("%q did not start: %v\n%s", args, err, errb.String())
-	}
-	addr := strings.TrimPrefix(strings.TrimSpace(line), "listening on http://")
+	cmd, addr, errb := launch(t, bin, args, []string{"AOS_WORLD=" + world})
 	d := &daemon{cmd: cmd, addr: addr, errb: errb}
 	if c := statusWith(t, d, token(t, world)); c != 200 {
 		t.Errorf("GET /v1/status with the world's token: %d", c)

@@ -246,7 +246,20 @@ func startDaemon(t *testing.T, world string) *daemon {
 // daemon's environment and args added to serve's flags.
 func startDaemonEnv(t *testing.T, world string, env []string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(aosdBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--world", world}, args...)...)
+	cmd, addr, errb := launch(t, aosdBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--world", world}, args...), env)
+	d := &daemon{cmd: cmd, addr: addr, errb: errb}
+	t.Cleanup(func() { d.stop(t, world) })
+	return d
+}
+
+// launch starts bin with args (a serve) and env (NAME=VALUE, added to the
+// test's environment), and reads the address serve prints once it listens
+// (daemon.json is written before that line). A serve that does not start
+// fails the test with its stderr; one still running when the test ends is
+// killed (SIGCONT first, in case the test stopped it).
+func launch(t testing.TB, bin string, args, env []string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -254,8 +267,8 @@ func startDaemonEnv(t *testing.T, world string, env []string, args ...string) *d
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, errb: &syncBuffer{}}
-	cmd.Stderr = d.errb
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,11 +276,16 @@ func startDaemonEnv(t *testing.T, world string, env []string, args ...string) *d
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("serve did not start: %v\n%s", err, d.errb.String())
+		t.Fatalf("%q did not start: %v\n%s", args, err, errb.String())
 	}
-	d.addr = strings.TrimPrefix(strings.TrimSpace(line), "listening on http://")
-	t.Cleanup(func() { d.stop(t, world) })
-	return d
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGCONT)
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, strings.TrimPrefix(strings.TrimSpace(line), "listening on http://"), errb
 }
 
 func (d *daemon) stop(t *testing.T, world string) {

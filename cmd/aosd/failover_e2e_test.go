@@ -123,38 +123,14 @@ func (n *pgNode) start(t testing.TB, extra ...string) {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--world", n.dir,
 		"--lease", failoverLease.String(), "--standby-poll", failoverPoll.String()}, extra...)
-	cmd := exec.Command(aosdBin, args...)
 	env := n.env
 	if env == nil {
 		env = []string{"AOS_SNAPSHOT_EVERY=300"}
 	}
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errb := &syncBuffer{}
-	cmd.Stderr = errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("serve %s did not start: %v\n%s", n.dir, err, errb.String())
-	}
+	cmd, addr, errb := launch(t, aosdBin, args, env)
 	n.mu.Lock()
-	n.cmd, n.errb = cmd, errb
-	n.addr = strings.TrimPrefix(strings.TrimSpace(line), "listening on http://")
+	n.cmd, n.errb, n.addr = cmd, errb, addr
 	n.mu.Unlock()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGCONT)
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
 }
 
 // kill SIGKILLs the node and waits for it.
@@ -342,7 +318,7 @@ func (l *load) waitAcks(t *testing.T, n int64) {
 		if time.Now().After(deadline) {
 			t.Fatalf("clients stalled: %d acknowledgments, waiting for %d", l.n.Load(), target)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
 	}
 }
 
@@ -562,7 +538,7 @@ func waitStopped(t *testing.T, pid int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d not stopped: %s", pid, b)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
 	}
 }
 
@@ -633,7 +609,7 @@ func TestFailoverZombieOwner(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the old owner did not step down: %+v %v\n%s", ast.Cluster, err, a.logs())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
 	}
 	if f, g := w.metric(t, a, `aos_cluster_stepdowns_total{reason="fenced"}`), w.metric(t, a, `aos_cluster_stepdowns_total{reason="failed"}`); f != 1 || g != 0 {
 		t.Errorf("the old owner's step-downs: fenced %v, failed %v; want 1 fenced\n%s", f, g, a.logs())
