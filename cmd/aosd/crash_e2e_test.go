@@ -523,7 +523,7 @@ func TestCrashHarness(t *testing.T) {
 		go func() { defer wg.Done(); s.client(e, addr, tok) }()
 	}
 	wg.Wait()
-	s.drainCharges(t, addr, tok, priv)
+	s.drainCharges(t, addr, tok, priv, errb)
 	if len(s.retry) != 0 {
 		t.Fatalf("%d events still unacknowledged after the drain", len(s.retry))
 	}
@@ -652,7 +652,7 @@ func (s *crashState) sideRequest(e *crashEpoch, addr, tok string) {
 // the ledger can no longer change: the drain gives up after drainStill such
 // looks in a row and says which reading holds (chargeLedger.explain).
 // drainMaxClaims bounds it all the same.
-func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.PrivateKey) {
+func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.PrivateKey, errb *syncBuffer) {
 	t.Helper()
 	ctx := context.Background()
 	still := 0
@@ -685,7 +685,7 @@ func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.P
 		}
 		if still >= drainStill || i >= drainMaxClaims {
 			t.Fatalf("drain: after %d claims (%d of them empty in a row, with nothing running or queued) the journal does not settle "+
-				"exactly one charge for each of the %d acknowledged orders:\n%s", i+1, still, len(l.orders), l.explain())
+				"exactly one charge for each of the %d acknowledged orders:\n%s\nthe daemon's log:\n%s", i+1, still, len(l.orders), l.explain(), errb.String())
 		}
 	}
 }
@@ -699,6 +699,7 @@ const (
 // orders, read in one pass, with the world's status.
 type chargeLedger struct {
 	orders  map[string]uint64   // order id -> seq its event was acknowledged at
+	events  map[uint64]string   // seq -> the idempotency key of the event journaled there
 	charges map[string][]string // order id (the intent's origin key) -> its charge intents
 	open    map[string]uint64   // charge intent -> emitted_at, with no receipt in the journal
 	steps   map[uint64]string   // input seq -> what the journal holds for it (step or fault)
@@ -739,7 +740,11 @@ func (l *chargeLedger) explain() string {
 			if held == "" {
 				held = "no step and no fault: the step is lost"
 			}
-			a = append(a, fmt.Sprintf("order %s (event at seq %d): %s", o, seq, held))
+			ev := "its event is there"
+			if k, want := l.events[seq], "ev-"+strings.TrimPrefix(o, "o-"); k != want {
+				ev = fmt.Sprintf("the journal holds no event %s there (%q): the event is lost", want, k)
+			}
+			a = append(a, fmt.Sprintf("order %s (acknowledged at seq %d; %s): %s", o, seq, ev, held))
 		case n > 1:
 			b = append(b, fmt.Sprintf("order %s has %d charge intents: %v", o, n, l.charges[o]))
 		}
@@ -774,7 +779,7 @@ func (l *chargeLedger) explain() string {
 func (s *crashState) chargeLedger(t *testing.T, addr, tok string) *chargeLedger {
 	t.Helper()
 	l := &chargeLedger{orders: map[string]uint64{}, charges: map[string][]string{}, open: map[string]uint64{},
-		steps: map[uint64]string{}, answers: map[string]string{}}
+		events: map[uint64]string{}, steps: map[uint64]string{}, answers: map[string]string{}}
 	s.mu.Lock()
 	for id, seq := range s.acked {
 		if schema, v := crashEvent(id); schema == orderCreated {
@@ -791,7 +796,7 @@ func (s *crashState) chargeLedger(t *testing.T, addr, tok string) *chargeLedger 
 	if err != nil || code != 200 || json.Unmarshal(b, &l.status) != nil {
 		t.Fatalf("status: %d %v %s", code, err, b)
 	}
-	code, b, err = crashHTTP(context.Background(), addr, tok, "GET", "/v1/journal?kind=step,fault,module,intent,receipt", nil)
+	code, b, err = crashHTTP(context.Background(), addr, tok, "GET", "/v1/journal?kind=event,step,fault,module,intent,receipt", nil)
 	if err != nil || code != 200 {
 		t.Fatalf("journal: %d %v", code, err)
 	}
@@ -821,11 +826,14 @@ func (s *crashState) chargeLedger(t *testing.T, addr, tok string) *chargeLedger 
 				IntentHash string `json:"intent_hash"`
 				Effect     string `json:"effect"`
 			} `json:"receipt"`
+			IdempotencyKey string `json:"idempotency_key"`
 		}
 		if err := json.Unmarshal(r.Raw, &body); err != nil {
 			t.Fatalf("journal seq %d: %v", r.Seq, err)
 		}
 		switch r.Kind {
+		case "event":
+			l.events[r.Seq] = body.IdempotencyKey
 		case "step":
 			if body.Workflow == orderWF {
 				l.steps[body.Input] = fmt.Sprintf("step at seq %d opened %d intents, none a charge", r.Seq, len(body.Intents))
