@@ -39,8 +39,11 @@ type Options struct {
 	// of its steps in a row timed out (kernel.Config documents both).
 	InputTimeout  time.Duration
 	SetAsideAfter int
-	Clock         kernel.Clock   // ingress time (default: the system clock)
-	Entropy       kernel.Entropy // ingress entropy (default: crypto/rand)
+	// InstantiateTimeout bounds building a wasm module's fresh instance,
+	// apart from the step's and the input's limits, which start after it.
+	InstantiateTimeout time.Duration
+	Clock              kernel.Clock   // ingress time (default: the system clock)
+	Entropy            kernel.Entropy // ingress entropy (default: crypto/rand)
 	// WasmCacheDir keeps compiled wasm code across restarts (default:
 	// wasm-cache in the world directory). Worlds may share one.
 	WasmCacheDir string
@@ -61,7 +64,7 @@ func Open(ctx context.Context, dir string, opts Options) (*World, error) {
 		Listen: opts.Listen, Logger: opts.Logger, Modules: opts.Modules, Create: true,
 		Kernel: kernel.Config{
 			Limits: opts.Limits, Cells: opts.Cells, StepTimeout: opts.StepTimeout,
-			InputTimeout: opts.InputTimeout, SetAsideAfter: opts.SetAsideAfter,
+			InputTimeout: opts.InputTimeout, SetAsideAfter: opts.SetAsideAfter, InstantiateTimeout: opts.InstantiateTimeout,
 			Clock: opts.Clock, Entropy: opts.Entropy,
 		},
 		Store: host.StoreOptions{WasmCacheDir: opts.WasmCacheDir},

@@ -117,6 +117,16 @@ type Config struct {
 	// what it decides is journaled as environmental and adopted by replay,
 	// which runs with no wall-clock limit at all.
 	InputTimeout time.Duration
+	// InstantiateTimeout bounds building a wasm module's fresh instance
+	// (instantiation and _initialize) before a step (default 30s, or none
+	// when StepTimeout is negative; negative: none). It is apart from the
+	// step's limits: the step's StepTimeout and the input's InputTimeout
+	// start after it, because an instance costs about a thousand steps
+	// (90 ms under -race against 30-130 µs for a step of the counter), so
+	// on a loaded machine a limit sized for steps stopped the first step
+	// after every start or snapshot and failed its instance. An
+	// instantiation it stops is an environmental fault, as a step's.
+	InstantiateTimeout time.Duration
 	// SetAsideAfter sets a wasm module aside once this many of its steps
 	// in a row were stopped by a wall-clock limit (default 3; negative:
 	// never). Its workflows' inputs are then parked, not stepped, until an
@@ -214,6 +224,12 @@ func (c Config) withDefaults() Config {
 			// A world that asked for no wall-clock limit on its steps
 			// gets none on its inputs either, unless it asks.
 			c.InputTimeout = -1
+		}
+	}
+	if c.InstantiateTimeout == 0 {
+		c.InstantiateTimeout = 30 * time.Second
+		if c.StepTimeout < 0 {
+			c.InstantiateTimeout = -1
 		}
 	}
 	if c.StepTimeout == 0 {

@@ -36,9 +36,12 @@
 // its world record; replay adopts it.
 //
 // Wall time. What rests on wall time (a step's StepTimeout, an input's
-// InputTimeout, setting aside a module whose steps keep timing out) is
-// decided live only and journaled as environmental: replay adopts those
-// records and never consults a clock. A loop turn's time (MaxTurnTime) only
+// InputTimeout, building a wasm instance under InstantiateTimeout, setting
+// aside a module whose steps keep timing out) is decided live only and
+// journaled as environmental: replay adopts those records and never
+// consults a clock. Building an instance is judged apart: the step's and
+// the input's limits start once it is ready (modules.Preparer), since it
+// costs about a thousand steps and a loaded host stretches it. A loop turn's time (MaxTurnTime) only
 // decides when a slow request lets others go first, never what is journaled
 // for an input.
 //

@@ -143,6 +143,14 @@ func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fa
 	ctx := context.Background()
 	var fromInput bool
 	if !st.replaying {
+		// The instance first, under its own limit: the step's limits
+		// start once it is ready (Config.InstantiateTimeout says why).
+		// Replay instantiates inside Step, with no limit at all.
+		if p, ok := rt.mod.runner.(modules.Preparer); ok {
+			if fault, env := st.prepare(rt, p); fault != "" || env != nil {
+				return nil, fault, env
+			}
+		}
 		// Replay runs with no wall-clock limit: a step that finished live
 		// finishes again, and one the limit stopped live is adopted from its
 		// journaled environmental fault without running. The limit is
@@ -175,6 +183,36 @@ func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fa
 	}
 	// Anything else is the host's failure too: never judged as the workflow's.
 	return nil, "", &modules.EnvError{Module: rt.mod.def.Name, Cause: "host", Err: err}
+}
+
+// prepare makes rt's module instance ready before a live step, under
+// Config.InstantiateTimeout, and moves the input's wall-clock deadline by
+// the time it took: building an instance is the host's work, not the
+// input's. A fault (what the guest's _initialize did) is the step's
+// business fault, as when Step instantiates inline in replay.
+func (st *state) prepare(rt *wfRuntime, p modules.Preparer) (fault string, env *modules.EnvError) {
+	ctx := context.Background()
+	if d := st.w.cfg.InstantiateTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	t0 := time.Now()
+	err := p.Prepare(ctx)
+	if w := &st.work; !w.deadline.IsZero() {
+		w.deadline = w.deadline.Add(time.Since(t0))
+	}
+	if err == nil {
+		return "", nil
+	}
+	var f modules.Fault
+	if errors.As(err, &f) {
+		return string(f), nil
+	}
+	if errors.As(err, &env) {
+		return "", env
+	}
+	return "", &modules.EnvError{Module: rt.mod.def.Name, Cause: "host", Err: err}
 }
 
 func callStep(fn modules.StepFunc, in *modules.Input) (out *modules.Output, fault string) {

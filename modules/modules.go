@@ -217,6 +217,19 @@ type Runner interface {
 	Reset()
 }
 
+// Preparer is implemented by a Runner whose fresh instance costs far more
+// than a step (a wasm module's instantiation and _initialize: about 1,000
+// steps of the counter example). Prepare makes the warm instance ready, if
+// there is none, under ctx; the kernel calls it before it starts the step's
+// wall-clock limit, so the host building an instance (slowly, on a loaded
+// machine) is never judged as the step's running time. What Prepare returns
+// is what the Step would have returned for the same instantiation: a Fault
+// for what the guest did, an *EnvError when ctx stopped it or the host
+// failed. After an error there is no warm instance.
+type Preparer interface {
+	Prepare(ctx context.Context) error
+}
+
 // Compiler turns a wasm artifact into a Runner. Compiling the same hash again
 // reuses the compiled code; every Runner it returns has its own instance.
 type Compiler interface {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
@@ -84,19 +85,19 @@ func crashIdemKey(id int) string { return fmt.Sprintf("ev-%06d", id) }
 // crashState is what the clients and executors were told, across epochs.
 type crashState struct {
 	mu       sync.Mutex
-	next     int               // the next new event id
-	retry    []int             // ids sent without an answer: resent under the same key
-	draining bool              // no new ids; only resends
-	acked    map[int]uint64    // event id -> seq of its first acknowledgment
-	dupAcks  int               // acknowledgments with duplicate: true
-	reseq    []string          // an id acknowledged again at another seq
-	rcpts    map[string]uint64 // intent hash -> seq of its 200 receipt answer
-	rcpt409  int               // receipts answered 409 duplicate (settled before a kill, or posted twice)
-	reposted int               // receipts posted again after a 200, as an executor retrying after a timeout
-	claimed  map[string]uint64 // intent hash -> emitted_at it was handed out with
-	problems []string          // answers no crash explains
-	open     []string          // charge intents without a receipt at the drain's last look (chargesSettled)
-	early    int               // claimed intents missing from the journal after a restart
+	next     int                 // the next new event id
+	retry    []int               // ids sent without an answer: resent under the same key
+	draining bool                // no new ids; only resends
+	acked    map[int]uint64      // event id -> seq of its first acknowledgment
+	dupAcks  int                 // acknowledgments with duplicate: true
+	reseq    []string            // an id acknowledged again at another seq
+	rcpts    map[string]uint64   // intent hash -> seq of its 200 receipt answer
+	rcpt409  int                 // receipts answered 409 duplicate (settled before a kill, or posted twice)
+	reposted int                 // receipts posted again after a 200, as an executor retrying after a timeout
+	claimed  map[string]uint64   // intent hash -> emitted_at it was handed out with
+	problems []string            // answers no crash explains
+	answers  map[string][]string // intent hash -> the drain's claims and receipt answers for it (its report)
+	early    int                 // claimed intents missing from the journal after a restart
 }
 
 // crashEpoch is one life of the daemon.
@@ -266,6 +267,9 @@ func (s *crashState) claim(ctx context.Context, e *crashEpoch, addr, tok string,
 			s.problems = append(s.problems, fmt.Sprintf("intent %s handed out emitted at %d, later at %d", it.Hash, old, it.EmittedAt))
 		}
 		s.claimed[it.Hash] = it.EmittedAt
+		if e == nil { // the drain
+			s.answers[it.Hash] = append(s.answers[it.Hash], "handed out")
+		}
 		if _, ok := s.rcpts[it.Hash]; ok {
 			s.problems = append(s.problems, fmt.Sprintf("intent %s handed out again after its receipt was acknowledged", it.Hash))
 		}
@@ -300,6 +304,9 @@ func (s *crashState) settle(ctx context.Context, e *crashEpoch, addr, tok string
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e == nil { // the drain: its report says what each receipt was answered
+		s.answers[it.Hash] = append(s.answers[it.Hash], fmt.Sprintf("receipt answered %d %s", code, bytes.TrimSpace(b)))
+	}
 	var ans struct {
 		Seq      uint64 `json:"seq"`
 		Rejected string `json:"rejected"`
@@ -458,7 +465,7 @@ func TestCrashHarness(t *testing.T) {
 	ok(t, world, "apply", crashManifest(t))
 	tok := token(t, world)
 
-	s := &crashState{acked: map[int]uint64{}, rcpts: map[string]uint64{}, claimed: map[string]uint64{}}
+	s := &crashState{acked: map[int]uint64{}, rcpts: map[string]uint64{}, claimed: map[string]uint64{}, answers: map[string][]string{}}
 	modeCount := map[string]int{}
 	sideOutstanding := 0
 	for k := 0; k < kills; k++ {
@@ -494,7 +501,7 @@ func TestCrashHarness(t *testing.T) {
 		go func() { defer wg.Done(); s.client(e, addr, tok) }()
 	}
 	wg.Wait()
-	s.drainCharges(t, addr, tok, priv)
+	s.drainCharges(t, addr, tok, priv, errb)
 	if len(s.retry) != 0 {
 		t.Fatalf("%d events still unacknowledged after the drain", len(s.retry))
 	}
@@ -614,21 +621,21 @@ func (s *crashState) sideRequest(e *crashEpoch, addr, tok string) {
 	s.killLocked(e)
 }
 
-// drainCharges settles every open charge intent in the last life. It
-// claims until a claim finds nothing and the journal holds a charge intent
-// for every acknowledged order, each with a receipt: the order steps run
-// after their events are acknowledged, so an empty claim alone does not
-// mean every charge was opened yet. (If one never is, verify names it.)
-func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.PrivateKey) {
+// drainCharges settles every open charge intent in the last life: it
+// claims and settles until the journal holds, for every acknowledged order,
+// exactly one charge intent, settled by a receipt. Every acknowledged event's
+// steps have run (or failed, or been parked) before its answer, and only the
+// drain claims now, so once a claim finds nothing, the world runs nothing
+// (status: no instance running) and hands out nothing (no effect queued),
+// the ledger can no longer change: the drain gives up after drainStill such
+// looks in a row and says which reading holds (chargeLedger.explain).
+// drainMaxClaims bounds it all the same.
+func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.PrivateKey, errb *syncBuffer) {
 	t.Helper()
 	ctx := context.Background()
-	orders := 0
-	for id := range s.acked {
-		if id%3 == 2 {
-			orders++
-		}
-	}
-	for i := 0; i < 2000; i++ {
+	still := 0
+	var last string
+	for i := 0; ; i++ {
 		its, err := s.claim(ctx, nil, addr, tok, 500)
 		if err != nil {
 			t.Fatalf("drain: %v (%v)", err, s.problems)
@@ -641,63 +648,195 @@ func (s *crashState) drainCharges(t *testing.T, addr, tok string, priv ed25519.P
 		if len(s.problems) > 0 {
 			t.Fatalf("answers no crash explains: %v", s.problems)
 		}
-		if len(its) == 0 && s.chargesSettled(t, addr, tok) == orders {
+		if len(its) > 0 {
+			still = 0
+			continue
+		}
+		l := s.chargeLedger(t, addr, tok)
+		if l.settled() {
 			return
 		}
+		if now := l.explain(); now == last && l.status.Instances["running"] == 0 && l.status.QueuedEffects == 0 {
+			still++
+		} else {
+			still, last = 0, now
+		}
+		if still >= drainStill || i >= drainMaxClaims {
+			t.Fatalf("drain: after %d claims (%d of them empty in a row, with nothing running or queued) the journal does not settle "+
+				"exactly one charge for each of the %d acknowledged orders:\n%s\nthe daemon's log:\n%s", i+1, still, len(l.orders), l.explain(), errb.String())
+		}
 	}
-	// What the world holds, for whoever reads the failure: the charge
-	// intents still open, and the world's own count of what is in flight.
-	n := s.chargesSettled(t, addr, tok)
-	_, st, _ := crashHTTP(ctx, addr, tok, "GET", "/v1/status", nil)
-	t.Fatalf("drain: after 2000 claims the journal does not settle a charge for each of the %d acknowledged orders "+
-		"(settled charges: %d, -1 while any is open; open: %v; status: %s)", orders, n, s.open, st)
 }
 
-// chargesSettled is the number of charge intents in the journal, if each
-// has a receipt there, else -1.
-func (s *crashState) chargesSettled(t *testing.T, addr, tok string) int {
+const (
+	drainStill     = 6    // empty claims in a row with nothing running or queued and the ledger unchanged
+	drainMaxClaims = 2000 // a hang guard, not a pass condition
+)
+
+// chargeLedger is what the journal says of the charges of the acknowledged
+// orders, read in one pass, with the world's status.
+type chargeLedger struct {
+	orders  map[string]uint64   // order id -> seq its event was acknowledged at
+	events  map[uint64]string   // seq -> the idempotency key of the event journaled there
+	charges map[string][]string // order id (the intent's origin key) -> its charge intents
+	open    map[string]uint64   // charge intent -> emitted_at, with no receipt in the journal
+	steps   map[uint64]string   // input seq -> what the journal holds for it (step or fault)
+	aside   []string            // module records: modules set aside (their workflows' inputs parked)
+	answers map[string]string   // intent -> the drain's receipt answers for it (crashState.answers)
+	status  status
+}
+
+// settled: every acknowledged order has exactly one charge intent, settled,
+// and no charge intent belongs to an order no client had acknowledged.
+func (l *chargeLedger) settled() bool {
+	if len(l.open) > 0 || len(l.charges) != len(l.orders) {
+		return false
+	}
+	for o := range l.orders {
+		if len(l.charges[o]) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// explain names the orders and intents that keep the ledger from settling,
+// by the reading each supports: (a) an acknowledged order whose step opened
+// no charge (with what the journal holds for its event: a step without the
+// charge, a fault and its reason, or nothing, i.e. the step was lost);
+// (b) an order with more than one charge, or a charge for an order no client
+// had acknowledged (the harness's count would be wrong); (c) a charge open
+// in the journal that no claim hands out (with the drain's receipt answers
+// for it). Sorted, so two looks at an unchanged world read the same.
+func (l *chargeLedger) explain() string {
+	var a, b, c []string
+	for _, o := range slices.Sorted(maps.Keys(l.orders)) {
+		seq := l.orders[o]
+		switch n := len(l.charges[o]); {
+		case n == 0:
+			held := l.steps[seq]
+			if held == "" {
+				held = "no step and no fault: the step is lost"
+			}
+			ev := "its event is there"
+			if k, want := l.events[seq], "ev-"+strings.TrimPrefix(o, "o-"); k != want {
+				ev = fmt.Sprintf("the journal holds no event %s there (%q): the event is lost", want, k)
+			}
+			a = append(a, fmt.Sprintf("order %s (acknowledged at seq %d; %s): %s", o, seq, ev, held))
+		case n > 1:
+			b = append(b, fmt.Sprintf("order %s has %d charge intents: %v", o, n, l.charges[o]))
+		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(l.charges)) {
+		if _, ok := l.orders[o]; !ok {
+			b = append(b, fmt.Sprintf("charge intents %v for order %s, which no client had acknowledged", l.charges[o], o))
+		}
+	}
+	for _, h := range slices.Sorted(maps.Keys(l.open)) {
+		ans := l.answers[h]
+		if ans == "" {
+			ans = "never handed out in the last life"
+		}
+		c = append(c, fmt.Sprintf("intent %s (emitted at %d) has no receipt: %s", h, l.open[h], ans))
+	}
+	list := func(name string, xs []string) string {
+		if len(xs) == 0 {
+			return name + ": none\n"
+		}
+		return fmt.Sprintf("%s: %d\n  %s\n", name, len(xs), strings.Join(xs, "\n  "))
+	}
+	return list("(a) acknowledged orders with no charge intent", a) +
+		list("(b) orders with more than one charge intent, or charges for no acknowledged order", b) +
+		list("(c) charge intents open in the journal that no claim hands out", c) +
+		fmt.Sprintf("modules set aside: %v; status: instances %v, inflight %d, queued_effects %d, journal height %d",
+			l.aside, l.status.Instances, l.status.Inflight, l.status.QueuedEffects, l.status.JournalHeight)
+}
+
+// chargeLedger reads the journal's steps, faults, module records, charge
+// intents and receipts, and the status.
+func (s *crashState) chargeLedger(t *testing.T, addr, tok string) *chargeLedger {
 	t.Helper()
-	code, b, err := crashHTTP(context.Background(), addr, tok, "GET", "/v1/journal?kind=intent,receipt", nil)
+	l := &chargeLedger{orders: map[string]uint64{}, charges: map[string][]string{}, open: map[string]uint64{},
+		events: map[uint64]string{}, steps: map[uint64]string{}, answers: map[string]string{}}
+	s.mu.Lock()
+	for id, seq := range s.acked {
+		if schema, v := crashEvent(id); schema == orderCreated {
+			l.orders[v["order_id"].(string)] = seq
+		}
+	}
+	for h, a := range s.answers {
+		l.answers[h] = strings.Join(a, "; ")
+	}
+	s.mu.Unlock()
+	// The status first: an order stepped after it is in the journal read
+	// after it, so a look never pairs "nothing running" with a stale journal.
+	code, b, err := crashHTTP(context.Background(), addr, tok, "GET", "/v1/status", nil)
+	if err != nil || code != 200 || json.Unmarshal(b, &l.status) != nil {
+		t.Fatalf("status: %d %v %s", code, err, b)
+	}
+	code, b, err = crashHTTP(context.Background(), addr, tok, "GET", "/v1/journal?kind=event,step,fault,module,intent,receipt", nil)
 	if err != nil || code != 200 {
 		t.Fatalf("journal: %d %v", code, err)
 	}
-	open := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		var r struct {
-			Kind string `json:"kind"`
-			Body struct {
-				Hash, Effect string
-				// A receipt record holds the signed receipt as posted.
-				Receipt struct {
-					IntentHash string `json:"intent_hash"`
-					Effect     string `json:"effect"`
-				} `json:"receipt"`
-			} `json:"body"`
+			Seq  uint64          `json:"seq"`
+			Kind string          `json:"kind"`
+			Raw  json.RawMessage `json:"body"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("journal line %q: %v", sc.Text(), err)
 		}
-		switch {
-		case r.Kind == "intent" && r.Body.Effect == chargeEffect:
-			open[r.Body.Hash] = true
-		case r.Kind == "receipt" && r.Body.Receipt.Effect == chargeEffect:
-			open[r.Body.Receipt.IntentHash] = false
+		var body struct {
+			Input     uint64          `json:"input"`
+			Workflow  string          `json:"workflow"`
+			Key       json.RawMessage `json:"key"`
+			Intents   []string        `json:"intents"`
+			Reason    string          `json:"reason"`
+			Class     string          `json:"class"`
+			Hash      string          `json:"hash"`
+			Effect    string          `json:"effect"`
+			OriginKey string          `json:"origin_key"`
+			EmittedAt uint64          `json:"emitted_at"`
+			Receipt   struct {
+				IntentHash string `json:"intent_hash"`
+				Effect     string `json:"effect"`
+			} `json:"receipt"`
+			IdempotencyKey string `json:"idempotency_key"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil {
+			t.Fatalf("journal seq %d: %v", r.Seq, err)
+		}
+		switch r.Kind {
+		case "event":
+			l.events[r.Seq] = body.IdempotencyKey
+		case "step":
+			if body.Workflow == orderWF {
+				l.steps[body.Input] = fmt.Sprintf("step at seq %d opened %d intents, none a charge", r.Seq, len(body.Intents))
+			}
+		case "fault":
+			if body.Workflow == orderWF {
+				l.steps[body.Input] = fmt.Sprintf("fault at seq %d (class %q): %s", r.Seq, body.Class, body.Reason)
+			}
+		case "module":
+			l.aside = append(l.aside, fmt.Sprintf("seq %d %s", r.Seq, r.Raw))
+		case "intent":
+			if body.Effect == chargeEffect {
+				l.charges[body.OriginKey] = append(l.charges[body.OriginKey], body.Hash)
+				l.open[body.Hash] = body.EmittedAt
+			}
+		case "receipt":
+			if body.Receipt.Effect == chargeEffect {
+				delete(l.open, body.Receipt.IntentHash)
+			}
 		}
 	}
-	n := 0
-	s.open = s.open[:0]
-	for h, o := range open {
-		if o {
-			s.open = append(s.open, h)
-		}
-		n++
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
 	}
-	if len(s.open) > 0 {
-		return -1
-	}
-	return n
+	return l
 }
 
 // checkClaimedDurable runs right after a restart, before any client or

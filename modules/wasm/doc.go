@@ -33,6 +33,11 @@
 //   - A warm instance lives until Reset, Close or a failed step. After any
 //     error, the instance is discarded and the next Step starts a fresh one,
 //     so the kernel can replace instances at journaled points only.
+//   - Prepare (modules.Preparer) makes the warm instance ready, adopting
+//     the spare or instantiating, under a context of its own: the kernel
+//     calls it before a live step and starts the step's wall-clock limit
+//     after it, since an instance costs about a thousand steps. It reports
+//     what the Step would have reported for that instantiation.
 //   - Reset of a module that has been stepping builds the next fresh
 //     instance (instantiation and _initialize) at once on a goroutine of its
 //     own, the spare, so that the next Step, on the kernel's loop, only

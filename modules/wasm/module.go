@@ -145,6 +145,18 @@ func (m *Module) Step(ctx context.Context, entrypoint string, in *modules.Input)
 	return out, err
 }
 
+// Prepare makes the warm instance ready under ctx when there is none: it
+// adopts the spare, or instantiates the module (running _initialize). The
+// Step after it then only runs the entrypoint. It returns what that Step
+// would have returned for the instantiation (modules.Preparer).
+func (m *Module) Prepare(ctx context.Context) error {
+	err := m.s.prepare(ctx)
+	runtime.KeepAlive(m)
+	return err
+}
+
+var _ modules.Preparer = (*Module)(nil)
+
 // Reset discards the warm instance: the next Step starts on a fresh one.
 // The kernel calls it at journaled points. If the module had an instance,
 // Reset starts building the fresh one in the background, so that the next
@@ -186,6 +198,18 @@ func (s *moduleState) run(ctx context.Context, entrypoint string, in *modules.In
 		s.discard()
 	}
 	return out, err
+}
+
+func (s *moduleState) prepare(ctx context.Context) error {
+	switch {
+	case s.closed:
+		return &modules.EnvError{Module: s.name, Cause: "host", Err: ErrClosed}
+	case s.inst != nil:
+		return nil
+	case ctx.Err() != nil:
+		return s.stopped(ctx) // as run: a spare stays
+	}
+	return s.instantiate(ctx)
 }
 
 func (s *moduleState) close() {
