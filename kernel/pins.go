@@ -58,7 +58,7 @@ type liveManifest struct {
 	wfs    map[string]*wfRuntime
 	mods   map[string]*boundModule
 	text   string // m.Hash.String(), which every step's context carries
-	seq    uint64 // the manifest record that applied it (0: not known after a snapshot; see Manifests)
+	seq    uint64 // the manifest record that applied it
 }
 
 // PinnedError is an event refused at ingress because a target is pinned to
@@ -213,23 +213,22 @@ func (st *state) underPins(lm *liveManifest, schema string, value []byte, target
 // routedUnder is t as manifest tm routes the event, or why tm cannot take
 // it for t's instance.
 func routedUnder(tm *liveManifest, schema string, value []byte, t routing.Target) (routing.Target, string) {
-	name := fmt.Sprintf("manifest %s (%s)", tm.m.Name, tm.text)
 	if !tm.m.Registry.Has(schema) {
-		return t, fmt.Sprintf("%s has no schema %s", name, schema)
+		return t, fmt.Sprintf("that manifest has no schema %s", schema)
 	}
 	if err := tm.m.Registry.Validate(schema, value); err != nil {
-		return t, fmt.Sprintf("the value does not validate against %s of %s: %v", schema, name, err)
+		return t, fmt.Sprintf("the value does not validate against %s of that manifest: %v", schema, err)
 	}
 	ts, err := tm.router.Route(schema, value)
 	if err != nil {
-		return t, fmt.Sprintf("%s cannot route it: %v", name, err)
+		return t, fmt.Sprintf("that manifest cannot route it: %v", err)
 	}
 	for _, u := range ts {
 		if u.Workflow == t.Workflow && string(u.Key) == string(t.Key) {
 			return u, ""
 		}
 	}
-	return t, fmt.Sprintf("%s does not route %s to workflow %s key %s", name, schema, t.Workflow, keyText(t.Key))
+	return t, fmt.Sprintf("that manifest does not route %s to workflow %s", schema, t.Workflow)
 }
 
 // undeliverableUnder is undeliverable (recover.go) against lm.
@@ -283,6 +282,8 @@ func (st *state) adoptLive(lm *liveManifest, pin bool) {
 			closeModules(prev.mods)
 		}
 	}
+	st.live = append(st.live, lm)
+	st.cur = lm
 	if old != nil && old.m.Hash != lm.m.Hash {
 		for _, in := range st.instances {
 			if in.pin == nil && in.inFlight() {
@@ -290,8 +291,6 @@ func (st *state) adoptLive(lm *liveManifest, pin bool) {
 			}
 		}
 	}
-	st.live = append(st.live, lm)
-	st.cur = lm
 	for _, in := range st.instances {
 		if in.pin == lm {
 			st.pinTo(in, nil, "")
@@ -457,14 +456,6 @@ func (w *World) Manifests(ctx context.Context) ([]ManifestInfo, error) {
 	})
 	if err != nil {
 		return nil, err
-	}
-	if n := len(out); n > 0 && out[n-1].Seq == 0 {
-		// Reopened from a snapshot with one live manifest: the newest
-		// manifest record applied it.
-		_ = w.journal.Marks(journal.KindManifest, func(seq uint64) (bool, error) {
-			out[n-1].Seq = seq
-			return false, nil
-		})
 	}
 	return out, nil
 }

@@ -126,6 +126,10 @@ type CellInfo struct {
 	Status     string
 	LastActive uint64 // logical ns of the cell's last write
 	Reason     string
+	// Pin is the older live manifest the instance steps under ("" on the
+	// current one), and PinReason why one at rest stays there (pins.go).
+	Pin       string
+	PinReason string
 }
 
 // CellView is one cell with its instance. Key and State are canonical CBOR
@@ -145,6 +149,10 @@ type CellView struct {
 	// holds it ("" when none).
 	Parked      uint64
 	AsideModule string
+	// Pin is the older live manifest the instance steps under ("" on the
+	// current one), and PinReason why one at rest stays there (pins.go).
+	Pin       string
+	PinReason string
 }
 
 // ErrNoCell reports a cell that does not exist.
@@ -180,6 +188,7 @@ func (w *World) Cell(ctx context.Context, workflow string, key []byte) (*CellVie
 		}
 		if in != nil {
 			v.Status, v.Reason, v.Parked = in.status(), in.reason, uint64(len(in.parked))
+			v.Pin, v.PinReason = st.pinText(in), in.pinWhy
 			for h := range in.inflight {
 				v.Inflight = append(v.Inflight, h.String())
 			}

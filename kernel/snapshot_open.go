@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
@@ -109,6 +110,18 @@ func (st *state) restore(s *snapshot.State) error {
 		st.man, st.router, st.manText = lm.m, lm.router, lm.text
 		st.cur = lm
 		st.live = append(st.live, lm)
+		// The snapshot does not name the record that applied it (a world
+		// with no pins keeps its snapshot bytes): the journal's index of
+		// manifest records does, the newest at or before the checkpoint.
+		if err := st.w.journal.Marks(journal.KindManifest, func(seq uint64) (bool, error) {
+			if seq <= s.Height {
+				lm.seq = seq
+				return false, nil
+			}
+			return true, nil
+		}); err != nil {
+			return bad("find the manifest record: %v", err)
+		}
 		st.w.current.Store(&installed{m: lm.m, r: lm.router})
 	}
 	for _, wf := range s.Workflows {
