@@ -155,7 +155,9 @@ func TestPinnedApplyWhileOrdersWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(cell.Inflight, func(a, b string) int { return strings.Compare(strings.TrimPrefix(a, charge), strings.TrimPrefix(b, charge)) }) // the charge first
+	slices.SortFunc(cell.Inflight, func(a, b string) int {
+		return strings.Compare(strings.TrimPrefix(a, charge), strings.TrimPrefix(b, charge))
+	}) // the charge first
 	for _, it := range cell.Inflight {
 		h, err := schemas.ParseHash(it)
 		if err != nil {
