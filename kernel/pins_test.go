@@ -258,6 +258,11 @@ func TestPinnedUpgrade(t *testing.T) {
 	if rr, err := h.w.Retire(ctx, v1); !errors.Is(err, kernel.ErrNotDrained) || len(rr.BlockedBy) != 1 || rr.BlockedBy[0].Reason == "" {
 		t.Fatalf("retire v1 while b stays on it: %+v, %v", rr, err)
 	}
+	// A plain apply waits for b too: it would leave b no manifest.
+	if res, err := h.w.Apply(ctx, loadManifest(t, pinManifest(3)), false); !errors.Is(err, kernel.ErrNotQuiescent) ||
+		len(res.BlockedBy) != 1 || res.BlockedBy[0].Kind != "pinned" || !strings.Contains(res.BlockedBy[0].Reason, "must be <= 50") {
+		t.Fatalf("plain apply with b pinned at rest: %+v, %v", res, err)
+	}
 	h.reopen() // from the snapshot, then the tail
 	if c := pinCell(t, h, "b"); c.Pin != v1.String() {
 		t.Fatalf("b after reopen: pin %q", c.Pin)

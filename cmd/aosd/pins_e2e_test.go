@@ -89,6 +89,16 @@ func TestPinnedApplyWhileOrdersWait(t *testing.T) {
 		t.Fatalf("manifests after apply --pin: %+v", ms)
 	}
 	v1Hash := ms.Manifests[0].Hash
+	if out := ok(t, world, "manifests"); !strings.Contains(out, "com.example/orders ") || !strings.Contains(out, "pinned") ||
+		!strings.Contains(out, "current") || !strings.Contains(out, "2 live manifest(s)") {
+		t.Fatalf("manifests table:\n%s", out)
+	}
+	if out := ok(t, world, "cells", "show", orderWF, "o1"); !strings.Contains(out, "pinned to") || !strings.Contains(out, v1Hash) {
+		t.Fatalf("cells show o1:\n%s", out)
+	}
+	if out := ok(t, world, "status"); !strings.Contains(out, "pinned manifest com.example/orders") || !strings.Contains(out, "1 instance(s) pinned") {
+		t.Fatalf("status:\n%s", out)
+	}
 
 	// New orders run on v2; o1 stays on v1, which refuses a 0-cent order.
 	ok(t, world, "send", "com.example/OrderCreated@1", `{"order_id":"o2","amount_cents":700,"customer":"bob"}`)
