@@ -282,6 +282,9 @@ func (c *checker) record(r journal.Record) {
 	case *records.ModuleRec:
 		c.needManifest(r.Seq, "a module record")
 		c.moduleRec(r.Seq, rec)
+	case *records.RetireRec:
+		c.needManifest(r.Seq, "a retire")
+		c.idle(r.Seq, "a retire")
 	}
 }
 
@@ -337,7 +340,9 @@ func (c *checker) end() {
 }
 
 func (c *checker) manifestRec(seq uint64, rec *records.ManifestRec) {
-	if c.hasManifest {
+	// An apply --pin (rec.Pin) is made whatever is in flight: what is in
+	// flight stays on the manifest it was on (kernel/pins.go).
+	if c.hasManifest && !rec.Pin {
 		var running []string
 		for _, id := range c.busyIDs() {
 			in := c.busy[id]
@@ -623,6 +628,8 @@ func describe(v any) string {
 		return "a snapshot record"
 	case *records.ModuleRec:
 		return "a module record"
+	case *records.RetireRec:
+		return "a retire"
 	}
 	return fmt.Sprintf("a %T", v)
 }

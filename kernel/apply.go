@@ -24,6 +24,8 @@ type Blocker struct {
 	Status   string
 	Intent   string
 	Effect   string
+	// Reason says why an instance at rest stays pinned (Kind "pinned").
+	Reason string
 }
 
 // ApplyResult says what an apply did or would do.
@@ -35,12 +37,32 @@ type ApplyResult struct {
 	Diff         manifest.Changes
 	BlockedBy    []Blocker
 	Seq          uint64
+	// Pinned: an apply --pin; PinnedNow counts the instances in flight it
+	// left on the manifest it replaced.
+	Pinned    bool
+	PinnedNow int
+}
+
+// ApplyOptions are Apply's choices.
+type ApplyOptions struct {
+	DryRun bool
+	// Pin makes the manifest current at once whatever is in flight: every
+	// instance in flight stays on (is pinned to) the manifest it was on
+	// (pins.go). Without it, apply waits for no one: it is refused unless
+	// the world is quiescent.
+	Pin bool
 }
 
 // Apply makes m the world's manifest if the world is quiescent. When it is
 // not, the result lists the blockers and the error wraps ErrNotQuiescent;
 // nothing changes. With dryRun nothing changes either way.
 func (w *World) Apply(ctx context.Context, m *manifest.Manifest, dryRun bool) (*ApplyResult, error) {
+	return w.ApplyWith(ctx, m, ApplyOptions{DryRun: dryRun})
+}
+
+// ApplyWith is Apply with options: with Pin, m becomes current whatever is
+// in flight, and what is in flight stays on its manifest (pins.go).
+func (w *World) ApplyWith(ctx context.Context, m *manifest.Manifest, opt ApplyOptions) (*ApplyResult, error) {
 	// Compile wasm modules here, in the caller's goroutine: compiling a
 	// module can take seconds, and the loop then finds the code compiled
 	// (held by these runners until the loop is done with the request).
@@ -57,12 +79,15 @@ func (w *World) Apply(ctx context.Context, m *manifest.Manifest, dryRun bool) (*
 			pre[n] = b
 		}
 	}
-	res, err := w.send(ctx, request{apply: m, dryRun: dryRun})
+	res, err := w.send(ctx, request{apply: m, dryRun: opt.DryRun, pin: opt.Pin})
 	return res.applied, err
 }
 
-func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) {
-	res := &ApplyResult{ManifestHash: m.Hash, Diff: manifest.Diff(st.man, m), BlockedBy: st.blockers()}
+func (st *state) apply(m *manifest.Manifest, dryRun, pin bool) (*ApplyResult, error) {
+	res := &ApplyResult{ManifestHash: m.Hash, Diff: manifest.Diff(st.man, m), BlockedBy: []Blocker{}, Pinned: pin}
+	if !pin {
+		res.BlockedBy = st.blockers()
+	}
 	if st.man != nil {
 		h := st.man.Hash
 		res.Previous = &h
@@ -90,7 +115,9 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 			}
 		}
 		lim := st.limits
-		res.Seq = st.installManifest(m, wfs, mods, &lim, st.newStateChange(m))
+		before := st.pinned
+		res.Seq = st.installManifest(m, wfs, mods, &lim, st.newStateChange(m), pin)
+		res.PinnedNow = max(st.pinned-before, 0)
 		res.Applied = true
 		st.resumeReplaced(m) // modules set aside that m replaces run again (aside.go)
 		return res, st.stopped
@@ -106,17 +133,23 @@ func (st *state) apply(m *manifest.Manifest, dryRun bool) (*ApplyResult, error) 
 // replaying a journal that predates journaled limits). So is sc, the
 // workflows whose state schema m changes (nil likewise for a journal that
 // predates that check); their schema epochs start here (schema_epoch.go).
-func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule, lim *Limits, sc *records.StateChangeRec) uint64 {
-	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&records.ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source, Limits: lim, StateChange: sc}))
+//
+// With pin (an apply --pin) the manifest it replaces stays live, with its
+// modules, for the instances in flight, which are pinned to it (pins.go).
+func (st *state) installManifest(m *manifest.Manifest, wfs map[string]*wfRuntime, mods map[string]*boundModule, lim *Limits, sc *records.StateChangeRec, pin bool) uint64 {
+	seq := st.emit(journal.KindManifest, schemas.MustMarshal(&records.ManifestRec{Hash: m.Hash, Name: m.Name, Source: m.Source, Limits: lim, StateChange: sc, Pin: pin}))
 	st.installStateChange(m, sc)
 	router, err := routing.New(m)
 	if err != nil {
 		panic(fmt.Sprintf("kernel: router for loaded manifest: %v", err))
 	}
-	closeModules(st.mods)
+	if !pin || (st.cur != nil && st.cur.m.Hash == m.Hash) {
+		closeModules(st.mods)
+	}
 	resetModules(mods)
 	st.adoptRuntimes(wfs, mods)
 	st.man, st.manText, st.router = m, m.Hash.String(), router
+	st.adoptLive(&liveManifest{m: m, router: router, wfs: wfs, mods: mods, text: st.manText, seq: seq}, pin)
 	st.w.current.Store(&installed{m: m, r: router})
 	return seq
 }
@@ -189,6 +222,22 @@ func (st *state) blockers() []Blocker {
 	for h, it := range st.inflight {
 		out = append(out, Blocker{Kind: "intent", Workflow: it.OriginWorkflow, Key: it.OriginKey, Intent: h.String(), Effect: it.Effect})
 	}
+	if st.pinned > 0 {
+		// Instances pinned to an older manifest (at rest, with a state the
+		// current one does not accept): a plain apply would leave them no
+		// manifest to step under.
+		for _, lm := range st.live {
+			if lm != st.cur {
+				out = append(out, st.pinBlockers(lm)...)
+			}
+		}
+	}
+	sortBlockers(out)
+	return out
+}
+
+// sortBlockers orders blockers by kind, workflow, key and intent.
+func sortBlockers(out []Blocker) {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Kind != b.Kind {
@@ -202,5 +251,4 @@ func (st *state) blockers() []Blocker {
 		}
 		return a.Intent < b.Intent
 	})
-	return out
 }

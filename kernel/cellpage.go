@@ -120,7 +120,7 @@ func (w *World) CellPage(ctx context.Context, workflow, after string, limit int)
 	rows := mergeRows(khs, insts, limit+1)
 	page := &CellPage{Cells: make([]CellInfo, 0, min(len(rows), limit))}
 	for _, r := range rows[:min(len(rows), limit)] {
-		ci := CellInfo{Status: r.status, Reason: r.reason}
+		ci := CellInfo{Status: r.status, Reason: r.reason, Pin: r.pin, PinReason: r.pinWhy}
 		if r.cell >= 0 {
 			e := &es[r.cell]
 			ci.Key, ci.StateHash, ci.Size, ci.LastActive = e.Key, e.StateHash, e.Size, e.LastActive
@@ -167,6 +167,8 @@ type cellRow struct {
 	key    []byte // the instance's key, when cell is -1
 	status string
 	reason string
+	pin    string // the older manifest it is pinned to ("" on the current one)
+	pinWhy string
 }
 
 // pageInstances returns, in key-hash order, the workflow's listed
@@ -190,9 +192,9 @@ func (st *state) pageInstances(workflow string, from *schemas.Hash, khs []schema
 			return false
 		}
 		if j, ok := slices.BinarySearchFunc(khs, kh, compareHash); ok {
-			out = append(out, cellRow{kh: kh, cell: j, status: in.status(), reason: in.reason})
+			out = append(out, cellRow{kh: kh, cell: j, status: in.status(), reason: in.reason, pin: st.pinText(in), pinWhy: in.pinWhy})
 		} else if s := in.status(); s != StatusCompleted {
-			out = append(out, cellRow{kh: kh, cell: -1, key: in.key, status: s, reason: in.reason})
+			out = append(out, cellRow{kh: kh, cell: -1, key: in.key, status: s, reason: in.reason, pin: st.pinText(in), pinWhy: in.pinWhy})
 			extra++
 		}
 		return extra < n
@@ -284,7 +286,7 @@ func (w *World) InstancePage(ctx context.Context, workflow, after string, limit 
 		}
 		list.Ascend(from, func(kh schemas.Hash, in *instance) bool {
 			if s := in.status(); slices.Contains(statuses, s) {
-				rows = append(rows, cellRow{kh: kh, cell: -1, key: in.key, status: s, reason: in.reason})
+				rows = append(rows, cellRow{kh: kh, cell: -1, key: in.key, status: s, reason: in.reason, pin: st.pinText(in), pinWhy: in.pinWhy})
 			}
 			return len(rows) <= limit
 		})
@@ -297,7 +299,7 @@ func (w *World) InstancePage(ctx context.Context, workflow, after string, limit 
 	}
 	page := &CellPage{Cells: make([]CellInfo, 0, min(len(rows), limit))}
 	for _, r := range rows[:min(len(rows), limit)] {
-		ci := CellInfo{Key: r.key, Status: r.status, Reason: r.reason}
+		ci := CellInfo{Key: r.key, Status: r.status, Reason: r.reason, Pin: r.pin, PinReason: r.pinWhy}
 		e, ok, err := head.Lookup(r.key)
 		if err != nil {
 			return nil, fmt.Errorf("workflow %s: read cell %s: %w", workflow, keyText(r.key), err)

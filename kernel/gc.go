@@ -170,8 +170,8 @@ func (st *state) gcRoots() (*cas.Collection, []snapshot.Pins, error) {
 		}
 		p.Objects = append(p.Objects, h.Spilled()...)
 	}
-	if st.man != nil {
-		hs, _ := artifactsOf(st.man)
+	for _, lm := range st.live { // the current manifest and those kept for pins
+		hs, _ := artifactsOf(lm.m)
 		p.Objects = append(p.Objects, hs...)
 	}
 	return col, []snapshot.Pins{p}, nil

@@ -163,6 +163,10 @@ func (st *state) ingestExternal(ev *ingressEvent) (uint64, []Target, error) {
 	if in, n, _ := st.fullTarget(targets, nil); in != nil {
 		return 0, nil, st.refuseParked(ev.schema, in, n)
 	}
+	targets, perr := st.underPins(st.cur, ev.schema, ev.value, targets)
+	if perr != nil {
+		return 0, nil, perr
+	}
 	st.beginInput()
 	rec := &records.EventRec{Schema: ev.schema, Value: ev.value, Stamp: st.newStamp(), IdempotencyKey: ev.key}
 	seq, parked := st.emitEvent(rec, targets, 0)

@@ -49,7 +49,7 @@ func (nopPublisher) Publish([]OpenIntent, []schemas.Hash) {}
 func (st *state) openIntent(it *records.IntentRec) OpenIntent {
 	oi := OpenIntent{World: st.world, Hash: it.Hash, Effect: it.Effect, Params: it.Params, OriginWorkflow: it.OriginWorkflow,
 		OriginKey: it.OriginKey, IssuerRef: it.IssuerRef, EmittedAt: it.EmittedAt}
-	if def := st.effectDef(it.Effect); def != nil {
+	if def := st.effectDef(it); def != nil {
 		oi.Retry = def.Retry
 	}
 	return oi

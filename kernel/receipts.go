@@ -140,10 +140,11 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *records.Stamp)
 		s := st.newStamp()
 		stamp = &s
 	}
-	def := st.effectDef(it.Effect)
+	lm := st.intentManifest(it) // its origin's manifest (pins.go)
+	def := lm.m.Effects[it.Effect]
 	rejected := ""
 	if sr.Status == receipts.StatusOK {
-		if err := st.man.Registry.Validate(def.Receipt, sr.Payload); err != nil {
+		if err := lm.m.Registry.Validate(def.Receipt, sr.Payload); err != nil {
 			rejected = fmt.Sprintf("payload does not validate against %s: %v", def.Receipt, err)
 		}
 	} else if err := schemas.CheckCanonical(sr.Payload); err != nil {
@@ -162,7 +163,7 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *records.Stamp)
 		st.settle(in)
 		return res, nil
 	}
-	rt := st.wfs[it.OriginWorkflow]
+	rt := lm.wfs[it.OriginWorkflow]
 	var schema string
 	var value []byte
 	if rejected == "" {
@@ -176,7 +177,7 @@ func (st *state) ingestReceipt(sr *receipts.SignedReceipt, stamp *records.Stamp)
 		value = schemas.MustMarshal(&sys.ReceiptRejected{OriginWorkflow: it.OriginWorkflow, OriginKey: it.OriginKey,
 			IntentHash: it.Hash.String(), Effect: it.Effect, Error: rejected, EmittedAtSeq: it.EmittedAt})
 	}
-	delivered, ok := st.asWorkflowEvent(rt, schema, value)
+	delivered, ok := st.asWorkflowEvent(lm, rt, schema, value)
 	if !ok {
 		reason := fmt.Sprintf("receipt for intent %s rejected (%s) and the workflow's event %s cannot carry %s",
 			it.Hash, rejected, rt.def.Event, schema)
@@ -263,9 +264,10 @@ func (st *state) ingestFrame(f *Frame, stamp *records.Stamp) (uint64, error) {
 	st.frameSeq[f.Intent] = f.Seq
 	st.fence.noteFrame(f.Intent)
 	in := st.instance(it.OriginWorkflow, it.OriginKey)
-	rt := st.wfs[it.OriginWorkflow]
+	lm := st.manifestOf(in)
+	rt := lm.wfs[it.OriginWorkflow]
 	value := schemas.MustMarshal(&sys.StreamFrame{IntentHash: f.Intent.String(), Seq: f.Seq, Executor: f.Executor, Payload: f.Payload})
-	if delivered, ok := st.asWorkflowEvent(rt, sys.SchemaStreamFrame, value); ok && !in.failed {
+	if delivered, ok := st.asWorkflowEvent(lm, rt, sys.SchemaStreamFrame, value); ok && !in.failed {
 		st.deliver(in, delivery{seq: seq, schema: rt.def.Event, value: delivered, stamp: stamp, eventHash: schemas.HashBytes(body)})
 	}
 	return seq, nil
@@ -273,14 +275,14 @@ func (st *state) ingestFrame(f *Frame, stamp *records.Stamp) (uint64, error) {
 
 // asWorkflowEvent shapes a value of schema as rt's event: as is when the
 // event is that schema, wrapped when it is an arm of the event's variant.
-func (st *state) asWorkflowEvent(rt *wfRuntime, schema string, value []byte) ([]byte, bool) {
+func (st *state) asWorkflowEvent(lm *liveManifest, rt *wfRuntime, schema string, value []byte) ([]byte, bool) {
 	if rt == nil {
 		return nil, false
 	}
 	if rt.def.Event == schema {
 		return value, true
 	}
-	for _, a := range st.man.Registry.Arms(rt.def.Event) {
+	for _, a := range lm.m.Registry.Arms(rt.def.Event) {
 		if a.Schema == schema {
 			return routing.Wrap(a.Tag, value), true
 		}
@@ -354,7 +356,7 @@ func (st *state) failDelivery(in *instance, input uint64, d *delivery, reason, c
 	reason = capReason(reason)
 	seq := st.emit(journal.KindFault, schemas.MustMarshal(&records.FaultRec{Input: input, Workflow: in.wf, Key: in.key, Reason: reason, Class: class}))
 	if class == FaultEnvironmental {
-		if rt := st.wfs[in.wf]; rt != nil && rt.mod != nil && rt.mod.runner != nil {
+		if rt := st.manifestOf(in).wfs[in.wf]; rt != nil && rt.mod != nil && rt.mod.runner != nil {
 			rt.mod.runner.Reset()
 		}
 	}

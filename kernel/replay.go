@@ -151,7 +151,11 @@ func (st *state) drive(it *replayItem) error {
 		if mr.Limits != nil {
 			st.setLimits(*mr.Limits)
 		}
-		st.installManifest(m, wfs, mods, mr.Limits, st.replayStateChange(m, mr.StateChange))
+		st.installManifest(m, wfs, mods, mr.Limits, st.replayStateChange(m, mr.StateChange), mr.Pin)
+	case journal.KindRetire:
+		if err := st.replayRetire(r); err != nil {
+			return err
+		}
 	case journal.KindConfig:
 		var cr records.ConfigRec
 		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
@@ -174,6 +178,10 @@ func (st *state) drive(it *replayItem) error {
 		targets, err := st.router.Route(ev.Schema, ev.Value)
 		if err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		targets, perr := st.underPins(st.cur, ev.Schema, ev.Value, targets)
+		if perr != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: perr.Workflow, Key: perr.Key, Msg: perr.Error()}
 		}
 		if err := st.idem.fresh(ev.IdempotencyKey); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}

@@ -131,13 +131,16 @@ func (st *state) installStateChange(m *manifest.Manifest, sc *records.StateChang
 // written before the workflow's state schema last changed, the state must
 // validate against the current schema; fault says why it does not, and the
 // step must not run. err is a cell store failure.
-func (st *state) readState(rt *wfRuntime, in *instance, d *delivery) (prev []byte, exists bool, fault string, err error) {
+//
+// An instance pinned to an older manifest steps under it (pins.go): its
+// state was written under that manifest's schema, and nothing is checked.
+func (st *state) readState(lm *liveManifest, rt *wfRuntime, in *instance, d *delivery) (prev []byte, exists bool, fault string, err error) {
 	if d.stamp.LogicalNs > st.epochs.maxRun {
 		st.epochs.maxRun = d.stamp.LogicalNs
 	}
 	prev, exists, err = rt.head.Get(in.key)
 	ep := st.epochs.epochs[in.wf]
-	if err != nil || ep == nil || !exists {
+	if err != nil || ep == nil || !exists || lm != st.cur {
 		return prev, exists, "", err
 	}
 	e, ok, err := rt.head.Lookup(in.key)

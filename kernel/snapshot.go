@@ -11,6 +11,7 @@ import (
 
 	"github.com/aos-kernel/aos/cells"
 	"github.com/aos-kernel/aos/journal"
+	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/records"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/snapshot"
@@ -72,7 +73,8 @@ type snapJob struct {
 	checkpoint uint64
 	state      *snapshot.State // tables captured at the checkpoint; Workflows filled by run
 	heads      []snapHead
-	source     []byte // the manifest's Source, written with the object
+	source     []byte   // the manifest's Source, written with the object
+	sources    [][]byte // the older live manifests' Sources likewise (pins.go)
 	dirty      int
 	started    time.Time
 	pause      time.Duration
@@ -141,6 +143,11 @@ func (st *state) checkpoint(reason string) (*snapJob, error) {
 	if st.man != nil {
 		job.source = st.man.Source
 	}
+	for _, lm := range st.live {
+		if lm != st.cur {
+			job.sources = append(job.sources, lm.m.Source)
+		}
+	}
 	for _, n := range slices.Sorted(maps.Keys(st.heads)) {
 		h := st.heads[n]
 		sh := snapHead{name: n, keyed: st.keyedHead(n)}
@@ -167,7 +174,9 @@ func (st *state) checkpoint(reason string) (*snapJob, error) {
 // instance, live and on replay alike.
 func (st *state) emitCheckpoint(reason string) uint64 {
 	seq := st.emit(journal.KindCheckpoint, schemas.MustMarshal(&records.CheckpointRec{Reason: reason}))
-	resetModules(st.mods)
+	for _, lm := range st.live {
+		resetModules(lm.mods) // the current manifest's are st.mods
+	}
 	st.lastCheckpoint = seq
 	return seq
 }
@@ -218,6 +227,11 @@ func (job *snapJob) write(w *World) error {
 	if job.source != nil {
 		if _, err := w.cas.Put(job.source); err != nil {
 			return fmt.Errorf("write the manifest source: %w", err)
+		}
+	}
+	for _, src := range job.sources {
+		if _, err := w.cas.Put(src); err != nil {
+			return fmt.Errorf("write the source of a live manifest: %w", err)
 		}
 	}
 	data, err := snapshot.Encode(s)
@@ -288,12 +302,13 @@ func (st *state) captureTables() *snapshot.State {
 		Workflows: []snapshot.Workflow{}, Instances: []snapshot.Instance{}, Intents: []snapshot.Intent{},
 		Settled: []snapshot.Settled{}, Idempotency: []snapshot.Idem{}}
 	if m := st.man; m != nil {
-		hs, _ := artifactsOf(m)
-		sort.Slice(hs, func(i, j int) bool { return string(hs[i][:]) < string(hs[j][:]) })
-		if hs == nil {
-			hs = []schemas.Hash{}
+		s.Manifest = snapManifest(m)
+	}
+	for _, lm := range st.live {
+		if lm != st.cur {
+			sm := snapManifest(lm.m)
+			s.Live = append(s.Live, snapshot.LiveManifest{Hash: sm.Hash, Source: sm.Source, Artifacts: sm.Artifacts, Seq: lm.seq})
 		}
-		s.Manifest = &snapshot.Manifest{Hash: m.Hash, Source: schemas.HashBytes(m.Source), Artifacts: hs}
 	}
 	for _, in := range st.instances {
 		var si snapshot.Instance
@@ -310,8 +325,17 @@ func (st *state) captureTables() *snapshot.State {
 			si = snapshot.Instance{Workflow: in.wf, Key: in.key, Status: snapshot.StatusWaiting}
 		case StatusParked:
 			si = snapshot.Instance{Workflow: in.wf, Key: in.key, Status: snapshot.StatusParked}
+		case StatusCompleted:
+			if in.pin == nil {
+				continue // at rest
+			}
+			si = snapshot.Instance{Workflow: in.wf, Key: in.key, Status: snapshot.StatusPinned}
 		default:
-			continue // at rest (or, impossible at a checkpoint, running)
+			continue // impossible at a checkpoint: running
+		}
+		if in.pin != nil {
+			h := in.pin.m.Hash
+			si.Pin, si.PinWhy = &h, in.pinWhy
 		}
 		for i := range in.parked {
 			si.Parked = append(si.Parked, snapDelivery(&in.parked[i]))
@@ -356,6 +380,16 @@ func (st *state) captureTables() *snapshot.State {
 			From: snapshot.SchemaID{Name: e.from.name, Hash: e.from.hash}, To: snapshot.SchemaID{Name: e.to.name, Hash: e.to.hash}})
 	}
 	return s
+}
+
+// snapManifest names m in a snapshot: its hash, its source's, its artifacts.
+func snapManifest(m *manifest.Manifest) *snapshot.Manifest {
+	hs, _ := artifactsOf(m)
+	sort.Slice(hs, func(i, j int) bool { return string(hs[i][:]) < string(hs[j][:]) })
+	if hs == nil {
+		hs = []schemas.Hash{}
+	}
+	return &snapshot.Manifest{Hash: m.Hash, Source: schemas.HashBytes(m.Source), Artifacts: hs}
 }
 
 // maybeCheckpoint takes a snapshot at the end of a loop turn once

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/cells"
+	"github.com/aos-kernel/aos/journal"
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/routing"
 	"github.com/aos-kernel/aos/schemas"
@@ -41,6 +42,33 @@ func (st *state) loadSnapshot(info *OpenInfo) (*snapshot.State, error) {
 	return f.State, err
 }
 
+// restoreManifest rebuilds a manifest a snapshot names, with its router and
+// runtimes (its modules fresh, as at the checkpoint).
+func (st *state) restoreManifest(sm snapshot.Manifest) (*liveManifest, error) {
+	src, err := st.w.cas.Get(sm.Source)
+	if err != nil {
+		return nil, fmt.Errorf("manifest source: %v", err)
+	}
+	m, err := manifest.FromSource(src, st.artifact)
+	if err != nil {
+		return nil, fmt.Errorf("reload manifest: %v", err)
+	}
+	if m.Hash != sm.Hash {
+		return nil, fmt.Errorf("manifest source %s rebuilds manifest %s, the snapshot says %s", sm.Source, m.Hash, sm.Hash)
+	}
+	wfs, mods, err := st.runtimes(m)
+	if err != nil {
+		return nil, err
+	}
+	router, err := routing.New(m)
+	if err != nil {
+		closeModules(mods)
+		return nil, fmt.Errorf("router: %v", err)
+	}
+	resetModules(mods)
+	return &liveManifest{m: m, router: router, wfs: wfs, mods: mods, text: m.Hash.String()}, nil
+}
+
 // restore loads a snapshot's state into an empty loop state. Module
 // instances start fresh, as the live world's did at the checkpoint.
 func (st *state) restore(s *snapshot.State) error {
@@ -64,30 +92,37 @@ func (st *state) restore(s *snapshot.State) error {
 		}
 		st.addHead(wf.Name, h)
 	}
+	for i := range s.Live {
+		sl := &s.Live[i]
+		lm, err := st.restoreManifest(snapshot.Manifest{Hash: sl.Hash, Source: sl.Source, Artifacts: sl.Artifacts})
+		if err != nil {
+			return bad("live manifest %s: %v", sl.Hash, err)
+		}
+		lm.seq = sl.Seq
+		st.live = append(st.live, lm)
+	}
 	if sm := s.Manifest; sm != nil {
-		src, err := st.w.cas.Get(sm.Source)
-		if err != nil {
-			return bad("manifest source: %v", err)
-		}
-		m, err := manifest.FromSource(src, st.artifact)
-		if err != nil {
-			return bad("reload manifest: %v", err)
-		}
-		if m.Hash != sm.Hash {
-			return bad("manifest source %s rebuilds manifest %s, the snapshot says %s", sm.Source, m.Hash, sm.Hash)
-		}
-		wfs, mods, err := st.runtimes(m)
+		lm, err := st.restoreManifest(*sm)
 		if err != nil {
 			return bad("%v", err)
 		}
-		router, err := routing.New(m)
-		if err != nil {
-			return bad("router: %v", err)
+		st.adoptRuntimes(lm.wfs, lm.mods)
+		st.man, st.router, st.manText = lm.m, lm.router, lm.text
+		st.cur = lm
+		st.live = append(st.live, lm)
+		// The snapshot does not name the record that applied it (a world
+		// with no pins keeps its snapshot bytes): the journal's index of
+		// manifest records does, the newest at or before the checkpoint.
+		if err := st.w.journal.Marks(journal.KindManifest, func(seq uint64) (bool, error) {
+			if seq <= s.Height {
+				lm.seq = seq
+				return false, nil
+			}
+			return true, nil
+		}); err != nil {
+			return bad("find the manifest record: %v", err)
 		}
-		resetModules(mods)
-		st.adoptRuntimes(wfs, mods)
-		st.man, st.router = m, router
-		st.w.current.Store(&installed{m: m, r: router})
+		st.w.current.Store(&installed{m: lm.m, r: lm.router})
 	}
 	for _, wf := range s.Workflows {
 		if wf.State == nil {
@@ -107,6 +142,13 @@ func (st *state) restore(s *snapshot.State) error {
 		in := st.instance(si.Workflow, si.Key)
 		for j := range si.Parked {
 			in.parked = append(in.parked, fromSnapDelivery(&si.Parked[j]))
+		}
+		if si.Pin != nil {
+			lm := st.liveByHash(*si.Pin)
+			if lm == nil || lm == st.cur {
+				return bad("instance of %s key %x is pinned to %s, which is not an older live manifest", si.Workflow, si.Key, *si.Pin)
+			}
+			st.pinTo(in, lm, si.PinWhy)
 		}
 		if si.Status == snapshot.StatusParked && st.held[in.wf] == nil {
 			return bad("instance of %s key %x is parked, but no module set aside holds its workflow", si.Workflow, si.Key)

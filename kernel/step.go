@@ -41,8 +41,10 @@ type instance struct {
 	reason   string
 	lastSeq  uint64
 	inflight map[schemas.Hash]struct{}
-	fault    *failure     // while failed: what failed (recover.go)
-	kh       schemas.Hash // cells.KeyHash(key): its place in cell listings (cellpage.go)
+	fault    *failure      // while failed: what failed (recover.go)
+	pin      *liveManifest // the older manifest it steps under; nil: the current one (pins.go)
+	pinWhy   string        // why it stays pinned at rest (pins.go)
+	kh       schemas.Hash  // cells.KeyHash(key): its place in cell listings (cellpage.go)
 }
 
 func (in *instance) status() string {
@@ -82,9 +84,13 @@ func (st *state) instance(wf string, key []byte) *instance {
 	return in
 }
 
-// settle drops an instance at rest from the table.
+// settle drops an instance at rest from the table. One pinned to an older
+// manifest moves to the current one first, or stays (pins.go).
 func (st *state) settle(in *instance) {
 	if in.status() == StatusCompleted && !in.queued {
+		if in.pin != nil && st.tryMove(in) {
+			return
+		}
 		delete(st.instances, in.id)
 		st.unlistInstance(in)
 	}
@@ -235,35 +241,52 @@ func (st *state) step(in *instance, d *delivery) {
 }
 
 // exec runs the module and validates everything it returned. It changes no
-// state, so replay can call it and compare.
+// state, so replay can call it and compare. The instance steps under its
+// manifest: the current one, or the older one it is pinned to (pins.go).
 func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult) {
 	res.stepSeq = stepSeq
-	rt := st.wfs[in.wf]
+	lm := st.cur
+	if in.pin != nil {
+		lm = in.pin
+	}
+	rt := lm.wfs[in.wf]
 	if rt == nil {
 		res.fault = fmt.Sprintf("workflow %s is not in the current manifest", in.wf)
 		return res
 	}
 	res.rt = rt
-	if d.stamp.ManifestHash != st.man.Hash {
-		// Kept across an apply (a parked event, a failed input): the
-		// current manifest must still take it.
-		if why := st.undeliverable(in.wf, fmt.Sprintf("input %d", d.seq), d); why != "" {
+	if d.stamp.ManifestHash != lm.m.Hash {
+		// Kept across an apply (a parked event, a failed input), or
+		// stamped under another live manifest: the manifest the instance
+		// steps under must still take it.
+		if why := st.undeliverableUnder(lm, in.wf, fmt.Sprintf("input %d", d.seq), d); why != "" {
 			res.fault = why
 			return res
 		}
 	}
-	prev, exists, fault, err := st.readState(rt, in, d) // schema_epoch.go
+	prev, exists, fault, err := st.readState(lm, rt, in, d) // schema_epoch.go
 	if err != nil {
 		res.storage = fmt.Errorf("cell store read for %s: %w", in.wf, err)
 		return res
 	}
 	if fault != "" {
-		res.fault = fault
-		return res
+		// A cell at rest whose state the current manifest does not
+		// accept stays on an older live manifest that does (pins.go).
+		alt := (*liveManifest)(nil)
+		if len(st.live) > 1 && lm == st.cur {
+			alt = st.fallbackPin(in, prev, d)
+		}
+		if alt == nil {
+			res.fault = fault
+			return res
+		}
+		st.pinTo(in, alt, fault)
+		lm, rt = alt, alt.wfs[in.wf]
+		res.rt = rt
 	}
 	input := &modules.Input{Version: 1, State: prev, Event: modules.EventIn{Schema: d.schema, Value: d.value, Key: in.key}}
 	if rt.ctx {
-		input.Ctx = st.context(rt, in, d, stepSeq)
+		input.Ctx = st.context(lm, rt, in, d, stepSeq)
 	}
 	out, fault, env := st.call(rt, input)
 	if env != nil {
@@ -274,7 +297,7 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		res.fault = fault
 		return res
 	}
-	if err := st.validateOutput(rt, in, d, out, &res); err != nil {
+	if err := st.validateOutput(lm, rt, in, d, out, &res); err != nil {
 		res.fault = err.Error()
 		return res
 	}
@@ -283,18 +306,18 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 	return res
 }
 
-func (st *state) context(rt *wfRuntime, in *instance, d *delivery, stepSeq uint64) []byte {
+func (st *state) context(lm *liveManifest, rt *wfRuntime, in *instance, d *delivery, stepSeq uint64) []byte {
 	ent := childStamp(d.stamp, stepSeq).Entropy
 	return encodeContext(&sys.Context{
 		NowNs: d.stamp.NowNs, LogicalNowNs: d.stamp.LogicalNs, Entropy: ent,
-		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: st.manText,
+		JournalHeight: stepSeq - 1, EventHash: d.eventHash.String(), ManifestHash: lm.text,
 		Workflow: in.wf, WorkflowHash: rt.hashText, Key: in.key, CellMode: rt.keyed,
 	})
 }
 
-func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *modules.Output, res *stepResult) error {
+func (st *state) validateOutput(lm *liveManifest, rt *wfRuntime, in *instance, d *delivery, out *modules.Output, res *stepResult) error {
 	lim := &st.limits
-	reg := st.man.Registry
+	reg := lm.m.Registry
 	size := len(out.State)
 	if len(out.DomainEvents) > lim.MaxDomainEvents {
 		return fmt.Errorf("step emitted %d domain events, limit %d", len(out.DomainEvents), lim.MaxDomainEvents)
@@ -321,9 +344,15 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 		if err := reg.Validate(e.Schema, e.Value); err != nil {
 			return fmt.Errorf("domain event %d (%s): %v", i, e.Schema, err)
 		}
-		targets, err := st.router.Route(e.Schema, e.Value)
+		// A step routes what it emits with its own manifest's router;
+		// each target then takes the event under its own manifest.
+		targets, err := lm.router.Route(e.Schema, e.Value)
 		if err != nil {
 			return fmt.Errorf("domain event %d: %v", i, err)
+		}
+		targets, perr := st.underPins(lm, e.Schema, e.Value, targets)
+		if perr != nil {
+			return fmt.Errorf("domain event %d: %v", i, perr)
 		}
 		var full *instance
 		var n int
@@ -337,7 +366,7 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 	}
 	for i, e := range out.Effects {
 		size += len(e.Params)
-		it, err := st.admit(rt, in, i, &e, res.stepSeq)
+		it, err := st.admit(lm, rt, in, i, &e, res.stepSeq)
 		if err != nil {
 			return fmt.Errorf("effect %d (%s): %v", i, e.Effect, err)
 		}
@@ -351,15 +380,15 @@ func (st *state) validateOutput(rt *wfRuntime, in *instance, d *delivery, out *m
 
 // admit checks an effect against the workflow's declaration and the manifest,
 // validates its params, and computes the intent identity (DESIGN.md §7).
-func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOut, stepSeq uint64) (records.IntentRec, error) {
+func (st *state) admit(lm *liveManifest, rt *wfRuntime, in *instance, idx int, e *modules.EffectOut, stepSeq uint64) (records.IntentRec, error) {
 	if !slices.Contains(rt.def.EffectsEmitted, e.Effect) {
 		return records.IntentRec{}, fmt.Errorf("not in %s effects_emitted", rt.def.Name)
 	}
-	def := st.effectDef(e.Effect)
+	def := lm.m.Effects[e.Effect]
 	if def == nil {
-		return records.IntentRec{}, fmt.Errorf("not an effect of manifest %s", st.man.Name)
+		return records.IntentRec{}, fmt.Errorf("not an effect of manifest %s", lm.m.Name)
 	}
-	if err := st.man.Registry.Validate(def.Params, e.Params); err != nil {
+	if err := lm.m.Registry.Validate(def.Params, e.Params); err != nil {
 		return records.IntentRec{}, fmt.Errorf("params do not validate against %s: %v", def.Params, err)
 	}
 	id := records.IntentID{World: st.world, OriginWorkflow: in.wf, OriginWorkflowHash: rt.def.Hash, OriginKey: in.key,
@@ -368,5 +397,19 @@ func (st *state) admit(rt *wfRuntime, in *instance, idx int, e *modules.EffectOu
 	return records.IntentRec{Hash: schemas.HashBytes(records.EncodeIntentID(nil, &id)), IntentID: id}, nil
 }
 
-// effectDef finds an effect of the current manifest (which holds the sys/ ones too).
-func (st *state) effectDef(name string) *manifest.EffectDef { return st.man.Effects[name] }
+// effectDef finds the effect of an intent in the manifest its origin steps
+// under (which holds the sys/ ones too).
+func (st *state) effectDef(it *records.IntentRec) *manifest.EffectDef {
+	return st.intentManifest(it).m.Effects[it.Effect]
+}
+
+// intentManifest is the manifest the origin of an intent in flight steps
+// under: its receipts are validated and delivered under it (pins.go).
+func (st *state) intentManifest(it *records.IntentRec) *liveManifest {
+	if st.pinned > 0 {
+		if in := st.lookupInstance(it.OriginWorkflow, it.OriginKey); in != nil && in.pin != nil {
+			return in.pin
+		}
+	}
+	return st.cur
+}

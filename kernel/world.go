@@ -92,6 +92,9 @@ type state struct {
 	router    *routing.Router
 	wfs       map[string]*wfRuntime
 	mods      map[string]*boundModule // the current manifest's modules, by name
+	cur       *liveManifest           // the current manifest: man, router, wfs and mods again (pins.go)
+	live      []*liveManifest         // the live manifests in the order applied, cur last
+	pinned    int                     // instances whose pin is set (pins.go)
 	heads     map[string]*cells.Head  // by workflow name; outlive manifest changes
 	draining  map[string]bool         // heads whose delta is being drained (maybeMaterialize)
 	drains    map[string]*cells.Drain // slices being written off the loop, by head
@@ -289,6 +292,7 @@ type request struct {
 	sub     *submission    // the submit's progress, once it yielded (idempotency.go); nil before
 	apply   *manifest.Manifest
 	dryRun  bool
+	pin     bool // apply --pin
 	receipt *receipts.SignedReceipt
 	frame   *Frame
 	query   func(*state)
@@ -518,7 +522,7 @@ func (st *state) handle(r request, b *batch) (request, bool) {
 	case r.query != nil:
 		r.query(st)
 	case r.apply != nil:
-		res.applied, res.err = st.apply(r.apply, r.dryRun)
+		res.applied, res.err = st.apply(r.apply, r.dryRun, r.pin)
 	case r.receipt != nil:
 		if st.man == nil {
 			res.err = ErrNoManifest

@@ -108,6 +108,19 @@ type ManifestRec struct {
 	// of (kernel/schema_epoch.go); nil in journals written before that was
 	// checked.
 	StateChange *StateChangeRec `cbor:"state_change,omitempty"`
+	// Pin marks an apply --pin (kernel/pins.go): the manifest became
+	// current while instances were in flight, and those stay on the
+	// manifest they were on. False (absent) for a plain apply, which was
+	// made at quiescence and leaves only itself live.
+	Pin bool `cbor:"pin,omitempty"`
+}
+
+// RetireRec retires a live manifest that is not current and is drained
+// (kernel/pins.go): no instance is pinned to it any more, and its modules
+// are closed.
+type RetireRec struct {
+	Hash schemas.Hash `cbor:"hash"`
+	Name string       `cbor:"name"`
 }
 
 // StateChangeRec is what an apply journals about state schemas: the

@@ -45,6 +45,9 @@ func Diff(a, b *State) string {
 	if d := diffValue("state-schema epochs", a.Epochs, b.Epochs); d != "" {
 		return d
 	}
+	if d := diffList("live manifest", a.Live, b.Live, func(m LiveManifest) string { return m.Hash.String() }); d != "" {
+		return d
+	}
 	return diffList("module set aside", a.Aside, b.Aside, func(m Aside) string { return m.Module })
 }
 

@@ -23,6 +23,9 @@ const (
 	StatusWaiting = "waiting"
 	StatusFailed  = "failed"
 	StatusParked  = "parked"
+	// StatusPinned: at rest, but pinned to an older live manifest whose
+	// state the current one does not accept (kernel/pins.go).
+	StatusPinned = "pinned"
 )
 
 // State is everything a world's loop derives from its journal, as of the
@@ -61,6 +64,19 @@ type State struct {
 	// a snapshot written before modules could be set aside keeps its
 	// bytes).
 	Aside []Aside `cbor:"aside,omitempty"`
+	// Live: the live manifests other than Manifest (kept by apply --pin
+	// for the instances pinned to them), in the order they were applied
+	// (absent when none, so a world with no pins keeps its bytes).
+	Live []LiveManifest `cbor:"live,omitempty"`
+}
+
+// LiveManifest is an older live manifest (kernel/pins.go).
+type LiveManifest struct {
+	Hash      schemas.Hash   `cbor:"hash"`
+	Source    schemas.Hash   `cbor:"source"`    // as Manifest.Source
+	Artifacts []schemas.Hash `cbor:"artifacts"` // as Manifest.Artifacts
+	// Seq is the manifest record that applied it.
+	Seq uint64 `cbor:"seq"`
 }
 
 // Aside is one module set aside (records.ModuleRec).
@@ -104,6 +120,10 @@ type Instance struct {
 	// Parked are the events parked for the instance, in the order it will
 	// take them (absent when none, so older snapshots keep their bytes).
 	Parked []Delivery `cbor:"parked,omitempty"`
+	// Pin is the older live manifest the instance steps under (absent:
+	// the current one), and PinWhy why one at rest stays on it.
+	Pin    *schemas.Hash `cbor:"pin,omitempty"`
+	PinWhy string        `cbor:"pin_why,omitempty"`
 }
 
 // Fault is what a failed instance keeps about its failure.
@@ -275,6 +295,10 @@ func (s *State) Check() error {
 			if in.Fault != nil || len(in.Parked) == 0 {
 				return bad("parked instance of %s with a fault or no parked events", in.Workflow)
 			}
+		case StatusPinned:
+			if in.Fault != nil || in.Pin == nil || len(in.Parked) > 0 {
+				return bad("pinned instance of %s with a fault, parked events or no pin", in.Workflow)
+			}
 		default:
 			return bad("instance of %s has status %q (a snapshot holds %s, %s and %s instances)", in.Workflow, in.Status, StatusWaiting, StatusFailed, StatusParked)
 		}
@@ -334,6 +358,21 @@ func (s *State) Check() error {
 	}
 	if s.Aside != nil && len(s.Aside) == 0 {
 		return bad("an empty list of modules set aside (absent when none)")
+	}
+	if s.Live != nil && len(s.Live) == 0 {
+		return bad("an empty list of live manifests (absent when none)")
+	}
+	live := map[schemas.Hash]bool{}
+	for i, lm := range s.Live {
+		if (i > 0 && s.Live[i-1].Seq >= lm.Seq) || live[lm.Hash] || (s.Manifest != nil && lm.Hash == s.Manifest.Hash) {
+			return bad("live manifest %s listed twice, out of order, or the current one", lm.Hash)
+		}
+		live[lm.Hash] = true
+	}
+	for i := range s.Instances {
+		if p := s.Instances[i].Pin; p != nil && !live[*p] {
+			return bad("instance of %s pinned to %s, which is not a live manifest", s.Instances[i].Workflow, *p)
+		}
 	}
 	held := map[string]bool{}
 	for i, a := range s.Aside {

@@ -132,6 +132,7 @@ type ManifestBody struct {
 	Hash        schemas.Hash     `json:"hash"`
 	Limits      *Limits          `json:"limits,omitempty"`
 	Name        string           `json:"name"`
+	Pin         bool             `json:"pin,omitempty"` // an apply --pin
 	Source      []byte           `json:"source"`
 	SourceBytes int              `json:"source_bytes"`
 	StateChange *StateChangeBody `json:"state_change,omitempty"`
@@ -173,6 +174,13 @@ type ModuleBody struct {
 	Reason    string       `json:"reason"`
 	Stamp     *StampBody   `json:"stamp"` // a resume's; null for a set-aside
 	Workflows []string     `json:"workflows"`
+}
+
+// RetireBody is a retire record (records.RetireRec): a drained live
+// manifest retired.
+type RetireBody struct {
+	Hash schemas.Hash `json:"hash"`
+	Name string       `json:"name"`
 }
 
 // CheckpointBody is a checkpoint record (records.CheckpointRec): a
@@ -270,7 +278,7 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 		b.Params, b.ParamsCBOR = valueOut(rec.Params)
 		body = b
 	case *records.ManifestRec:
-		b := &ManifestBody{Hash: rec.Hash, Name: rec.Name, Source: rec.Source, SourceBytes: len(rec.Source)}
+		b := &ManifestBody{Hash: rec.Hash, Name: rec.Name, Pin: rec.Pin, Source: rec.Source, SourceBytes: len(rec.Source)}
 		if rec.Limits != nil {
 			lim := Limits(*rec.Limits)
 			b.Limits = &lim
@@ -294,6 +302,8 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 			b.Stamp = &sb
 		}
 		body = b
+	case *records.RetireRec:
+		body = &RetireBody{Hash: rec.Hash, Name: rec.Name}
 	case *records.CheckpointRec:
 		body = &CheckpointBody{Reason: rec.Reason}
 	case *records.SnapshotRec:
@@ -562,7 +572,7 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 		if b.SourceBytes != len(b.Source) {
 			return nil, fmt.Errorf("source_bytes is %d, but source holds %d bytes", b.SourceBytes, len(b.Source))
 		}
-		rec := &records.ManifestRec{Hash: b.Hash, Name: b.Name, Source: b.Source}
+		rec := &records.ManifestRec{Hash: b.Hash, Name: b.Name, Source: b.Source, Pin: b.Pin}
 		if b.Limits != nil {
 			lim := records.Limits(*b.Limits)
 			rec.Limits = &lim
@@ -601,6 +611,12 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 			rec.Stamp = &st
 		}
 		return rec, nil
+	case journal.KindRetire:
+		var b RetireBody
+		if err := into(&b); err != nil {
+			return nil, err
+		}
+		return &records.RetireRec{Hash: b.Hash, Name: b.Name}, nil
 	case journal.KindCheckpoint:
 		var b CheckpointBody
 		if err := into(&b); err != nil {

@@ -186,7 +186,10 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		case 3:
 			m.StateChange = &records.StateChangeRec{Workflows: []string{g.Str(), "x" + g.Str()}, Epoch: g.Num()}
 		}
+		m.Pin = r.IntN(2) == 0
 		return m
+	case journal.KindRetire:
+		return &records.RetireRec{Hash: g.Hash(), Name: g.Str()}
 	case journal.KindCheckpoint:
 		return &records.CheckpointRec{Reason: g.Str()}
 	case journal.KindSnapshot:
@@ -466,6 +469,9 @@ func TestExportOfRareKindsMatchesOpenAPI(t *testing.T) {
 			Origin: &records.OriginRec{Workflow: "w@1", Key: schemas.MustMarshal([]byte{2}), Step: 7, Depth: 1}}},
 		{journal.KindManifest, &records.ManifestRec{Hash: h, Name: "m", Source: []byte("x"),
 			StateChange: &records.StateChangeRec{Workflows: []string{"w@1"}, Epoch: 8}}},
+		{journal.KindManifest, &records.ManifestRec{Hash: h, Name: "m2", Source: []byte("y"), Pin: true,
+			StateChange: &records.StateChangeRec{Workflows: []string{}}}},
+		{journal.KindRetire, &records.RetireRec{Hash: h, Name: "m"}},
 		{journal.KindIntent, &records.IntentRec{Hash: h, IntentID: records.IntentID{OriginWorkflow: "w@1", OriginKey: key,
 			Effect: "e@1", Params: schemas.MustMarshal([]byte{3}), IdempotencyKey: []byte("k"), IssuerRef: "r", EmittedAt: 7}}},
 	} {
