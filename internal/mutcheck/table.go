@@ -411,7 +411,7 @@ var mutations = []mutation{
 		to:   "_ = k",
 		pkg:  "./kernel", run: "TestSnapshotReopenEquivalence"},
 	{name: "snapshot/restore-fence", file: "kernel/snapshot_open.go",
-		from: "st.fence.noteSettled(e.Intent, settledIntent{effect: e.Effect, seq: e.Seq, dropSeq: e.DropSeq, receipt: e.Receipt}, st.limits.MaxSettledIntents)",
+		from: "st.fence.noteSettled(e.Intent, settledIntent{effect: e.Effect, seq: e.Seq, dropSeq: e.DropSeq, receipt: e.Receipt,\n\t\t\tcancelSeq: e.CancelSeq}, st.limits.MaxSettledIntents)",
 		to:   "_ = e",
 		pkg:  "./kernel", run: "TestSnapshotReopenEquivalence"},
 	{name: "snapshot/restore-failed-input", file: "kernel/snapshot_open.go",
