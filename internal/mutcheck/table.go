@@ -1708,4 +1708,37 @@ var mutations = []mutation{
 		from: "if errors.As(err, &pe) && (pe.Code == \"28P01\" || pe.Code == \"28000\") {",
 		to:   "if errors.As(err, &pe) && false {",
 		pkg:  "./host", run: "TestPostgresPasswordFromEnvironment"},
+	// An operator's cancel (kernel/cancel.go) fences the intent off: the
+	// world refuses a later receipt or frame for it (never journaling a
+	// drop), the fence keeps the cancel across a snapshot, and the
+	// executor side withdraws it: a built-in timer is stopped, a claim
+	// never hands it out again.
+	{name: "cancel/receipt-refused", file: "kernel/receipts.go",
+		from: "\tcase e.cancelSeq != 0:\n\t\treturn ReceiptResult{}, cancelledRefusal(\"receipt\", sr.Intent, e)\n",
+		to:   "",
+		pkg:  "./kernel", run: "TestCancelDeliveredToWorkflow"},
+	{name: "cancel/frame-refused", file: "kernel/receipts.go",
+		from: "if e, ok := st.fence.lookup(f.Intent); ok && e.cancelSeq != 0 {",
+		to:   "if e, ok := st.fence.lookup(f.Intent); false && ok && e.cancelSeq != 0 {",
+		pkg:  "./kernel", run: "TestCancelDeliveredToWorkflow"},
+	{name: "cancel/fence-remembers", file: "kernel/cancel.go",
+		from: "\tst.fence.cancelledBy(h, seq)\n",
+		to:   "",
+		pkg:  "./kernel", run: "TestCancelDeliveredToWorkflow"},
+	{name: "cancel/snapshot-keeps", file: "kernel/snapshot.go",
+		from: "CancelSeq: e.cancelSeq})",
+		to:   "})",
+		pkg:  "./kernel", run: "TestCancelDeliveredToWorkflow"},
+	{name: "cancel/snapshot-restores", file: "kernel/snapshot_open.go",
+		from: "cancelSeq: e.CancelSeq}, st.limits.MaxSettledIntents)",
+		to:   "}, st.limits.MaxSettledIntents)",
+		pkg:  "./kernel", run: "TestCancelDeliveredToWorkflow"},
+	{name: "cancel/timer-stopped", file: "effects/dispatcher.go",
+		from: "\t\t\tif e.cancel != nil {\n\t\t\t\te.cancel()\n\t\t\t}\n",
+		to:   "",
+		pkg:  "./effects", run: "TestCancelWithdrawsTimerAndClaim"},
+	{name: "cancel/claim-withdrawn", file: "effects/dispatcher.go",
+		from: "\t\t\tdelete(d.pending, h)\n",
+		to:   "",
+		pkg:  "./effects", run: "TestCancelWithdrawsTimerAndClaim"},
 }
