@@ -37,10 +37,13 @@ import (
 
 // Cancel refusals; nothing is journaled.
 var (
-	// ErrIntentNotInFlight: the intent is not in flight here: settled by a
-	// receipt or by its instance's failure, or never issued by this world
-	// (or settled too long ago to remember).
+	// ErrIntentNotInFlight: the intent is settled: by a receipt or by its
+	// instance's failure. The error names the record that settled it.
 	ErrIntentNotInFlight = errors.New("kernel: intent is not in flight")
+	// ErrIntentUnknown: the intent is neither in flight nor among those
+	// the world settled recently (never issued here, or settled more than
+	// Limits.MaxSettledIntents settlements ago).
+	ErrIntentUnknown = errors.New("kernel: unknown intent")
 	// ErrIntentCancelled: the intent was cancelled already (a second
 	// cancel), or a receipt or frame names an intent an operator
 	// cancelled. The error names the cancel record's seq.
@@ -54,6 +57,10 @@ const (
 	// DefaultCancelBy names the canceller when the request names no one.
 	DefaultCancelBy = "operator"
 )
+
+// SchemaEffectCancelled is what a workflow is delivered for a cancel of its
+// intent (when its event schema takes it).
+const SchemaEffectCancelled = manifest.SysEffectCancelled
 
 // CancelRequest is an operator's cancel of one intent in flight.
 type CancelRequest struct {
@@ -89,7 +96,8 @@ type CancelResult struct {
 // and returns once it is durable: the intent is settled, the executor side
 // has withdrawn it, and what the origin instance did with the cancellation
 // has run to idle. A cancel for an intent that is not in flight
-// (ErrIntentNotInFlight, ErrIntentCancelled) or with a reason or name out
+// (ErrIntentUnknown, ErrIntentNotInFlight, ErrIntentCancelled) or with a
+// reason or name out
 // of bounds (ErrInvalid) is refused and journals nothing.
 func (w *World) CancelIntent(ctx context.Context, req CancelRequest) (CancelResult, error) {
 	if req.By == "" {
@@ -185,7 +193,7 @@ func (st *state) notInFlight(h schemas.Hash) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: intent %s is not in flight, and is not among the %d intents this world settled last "+
-			"(never issued here, or settled long ago); nothing was journaled", ErrIntentNotInFlight, h, st.fence.rememberedSettled())
+			"(never issued here, or settled long ago); nothing was journaled", ErrIntentUnknown, h, st.fence.rememberedSettled())
 	case e.cancelSeq != 0:
 		return fmt.Errorf("%w: intent %s was cancelled already, at seq %d; nothing was journaled", ErrIntentCancelled, h, e.cancelSeq)
 	case e.receipt:

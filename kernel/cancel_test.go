@@ -248,7 +248,7 @@ func TestCancelRefusals(t *testing.T) {
 		want error
 		says string
 	}{
-		{"never issued", kernel.CancelRequest{Intent: schemas.HashBytes([]byte("never issued"))}, kernel.ErrIntentNotInFlight, "not among the"},
+		{"never issued", kernel.CancelRequest{Intent: schemas.HashBytes([]byte("never issued"))}, kernel.ErrIntentUnknown, "not among the"},
 		{"settled by a receipt", kernel.CancelRequest{Intent: its[0].Hash}, kernel.ErrIntentNotInFlight, fmt.Sprintf("settled by the receipt at seq %d", rr.Seq)},
 		{"settled by its instance's failure", kernel.CancelRequest{Intent: its[2].Hash}, kernel.ErrIntentNotInFlight, fmt.Sprintf("settled at seq %d, when its instance failed", res.FaultSeq)},
 		{"cancelled already", kernel.CancelRequest{Intent: its[1].Hash}, kernel.ErrIntentCancelled, fmt.Sprintf("cancelled already, at seq %d", res.Seq)},

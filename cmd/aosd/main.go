@@ -105,6 +105,8 @@ func commands() []*command {
 			"aosd trace com.example/order.step@1 o-1 --world /tmp/w", cmdTrace},
 		{"failed", "[ls] [WORKFLOW] | retry|reset|skip WORKFLOW [KEY] [--drop-parked]", failedSummary,
 			"aosd failed retry com.example/order.step@1 o-1 --world /tmp/w", cmdFailed},
+		{"cancel", "INTENT [--reason TEXT] [--by NAME]", cancelSummary,
+			`aosd cancel sha256:6c1f… --reason "customer asked" --world /tmp/w`, cmdCancel},
 		{"modules", "[ls] | resume MODULE", modulesSummary,
 			"aosd modules resume com.example/orders@1 --world /tmp/w", cmdModules},
 		{"shadow", "PATH [--events FILE|-] [--window N]", shadowSummary,
