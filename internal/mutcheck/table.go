@@ -1741,4 +1741,17 @@ var mutations = []mutation{
 		from: "\t\t\tdelete(d.pending, h)\n",
 		to:   "",
 		pkg:  "./effects", run: "TestCancelWithdrawsTimerAndClaim"},
+	// journal check models the cancel record (journalcheck/checker.go).
+	{name: "cancel/journalcheck-not-pending", file: "journalcheck/checker.go",
+		from: "c.violate(seq, RuleCancelNotPending, rec.Workflow, rec.Key, \"%s\", detail)",
+		to:   "_ = detail",
+		pkg:  "./kernel", run: "TestJournalCheckCatches"},
+	{name: "cancel/journalcheck-mismatch", file: "journalcheck/checker.go",
+		from: "if rec.Effect != it.effect || rec.Workflow != in.wf || string(rec.Key) != string(in.key) {",
+		to:   "if false {",
+		pkg:  "./kernel", run: "TestJournalCheckCatches"},
+	{name: "cancel/journalcheck-receipt-after", file: "journalcheck/checker.go",
+		from: "\t\tcase s.cancelled:\n",
+		to:   "\t\tcase false && s.cancelled:\n",
+		pkg:  "./kernel", run: "TestJournalCheckCatches"},
 }
