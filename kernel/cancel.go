@@ -157,7 +157,7 @@ func (st *state) cancelIntent(h schemas.Hash, reason, by string, stamp *records.
 		st.logical = stamp.LogicalNs
 	}
 	st.settleIntent(in, h)
-	st.fence.cancelledBy(h, seq)
+	st.fence.noteCancelled(h)
 	res := CancelResult{Seq: seq, Intent: h, Effect: it.Effect, Workflow: it.OriginWorkflow, Key: it.OriginKey}
 	if !st.replaying {
 		st.w.cfg.Logger.Info("intent cancelled", "intent", h, "effect", it.Effect, "workflow", it.OriginWorkflow,
@@ -194,8 +194,8 @@ func (st *state) notInFlight(h schemas.Hash) error {
 	case !ok:
 		return fmt.Errorf("%w: intent %s is not in flight, and is not among the %d intents this world settled last "+
 			"(never issued here, or settled long ago); nothing was journaled", ErrIntentUnknown, h, st.fence.rememberedSettled())
-	case e.cancelSeq != 0:
-		return fmt.Errorf("%w: intent %s was cancelled already, at seq %d; nothing was journaled", ErrIntentCancelled, h, e.cancelSeq)
+	case e.cancelled:
+		return fmt.Errorf("%w: intent %s was cancelled already, at seq %d; nothing was journaled", ErrIntentCancelled, h, e.seq)
 	case e.receipt:
 		return fmt.Errorf("%w: intent %s was settled by the receipt at seq %d; nothing was journaled", ErrIntentNotInFlight, h, e.seq)
 	default:
@@ -207,5 +207,5 @@ func (st *state) notInFlight(h schemas.Hash) error {
 // intent an operator cancelled: nothing is journaled.
 func cancelledRefusal(what string, h schemas.Hash, e settledIntent) error {
 	return fmt.Errorf("%w: %s for intent %s refused: the intent was cancelled by an operator at seq %d; nothing was journaled",
-		ErrIntentCancelled, what, h, e.cancelSeq)
+		ErrIntentCancelled, what, h, e.seq)
 }

@@ -36,7 +36,7 @@ type settledIntent struct {
 	seq       uint64 // the record that settled it: its receipt, its cancel, or the fault that failed its instance
 	dropSeq   uint64 // the drop journaled for its one late receipt; 0 if none
 	receipt   bool   // settled by a receipt (else by a cancel or its instance's failure)
-	cancelSeq uint64 // the cancel record that settled it; 0 if no operator cancelled it
+	cancelled bool   // settled by an operator's cancel: seq is the cancel record
 }
 
 // intentFence remembers the last Limits.MaxSettledIntents settled intents,
@@ -83,11 +83,12 @@ func (f *intentFence) settledByReceipt(h schemas.Hash) {
 	}
 }
 
-// cancelledBy marks remembered intent h as cancelled by the cancel record
-// at seq: whatever an executor says of it afterwards is refused.
-func (f *intentFence) cancelledBy(h schemas.Hash, seq uint64) {
+// noteCancelled marks remembered intent h as settled by an operator's
+// cancel (the record that settled it): whatever an executor says of it
+// afterwards is refused.
+func (f *intentFence) noteCancelled(h schemas.Hash) {
 	if e, ok := f.settled[h]; ok {
-		e.cancelSeq = seq
+		e.cancelled = true
 		f.settled[h] = e
 	}
 }

@@ -333,7 +333,7 @@ func (st *state) captureTables() *snapshot.State {
 	for _, h := range f.fifo[f.head:] {
 		e := f.settled[h]
 		s.Settled = append(s.Settled, snapshot.Settled{Intent: h, Effect: e.effect, Seq: e.seq, DropSeq: e.dropSeq, Receipt: e.receipt,
-			CancelSeq: e.cancelSeq})
+			Cancelled: e.cancelled})
 	}
 	t := &st.idem
 	for _, k := range t.fifo[t.head:] {

@@ -144,10 +144,10 @@ type Settled struct {
 	Seq     uint64       `cbor:"seq"`      // the record that settled it
 	DropSeq uint64       `cbor:"drop_seq"` // the drop journaled for its late receipt; 0 for none
 	Receipt bool         `cbor:"receipt"`  // settled by a receipt (else by a cancel or its instance's failure)
-	// CancelSeq is the cancel record that settled it (an operator's
-	// cancel, kernel/cancel.go); 0, and absent from the bytes, when none
-	// did, so snapshots written before cancels keep their bytes.
-	CancelSeq uint64 `cbor:"cancel_seq,omitempty"`
+	// Cancelled: an operator's cancel settled it (kernel/cancel.go); Seq
+	// is the cancel record. Absent from the bytes when false, so snapshots
+	// written before cancels keep their bytes.
+	Cancelled bool `cbor:"cancelled,omitempty"`
 }
 
 // Idem is a remembered ingress idempotency key.
@@ -311,8 +311,8 @@ func (s *State) Check() error {
 		if seenSettled[st.Intent] {
 			return bad("settled intent %s listed twice", st.Intent)
 		}
-		if st.CancelSeq != 0 && (st.CancelSeq != st.Seq || st.Receipt) {
-			return bad("settled intent %s: cancelled at seq %d, but settled at seq %d (by a receipt: %v)", st.Intent, st.CancelSeq, st.Seq, st.Receipt)
+		if st.Cancelled && st.Receipt {
+			return bad("settled intent %s: settled at seq %d both by a cancel and by a receipt", st.Intent, st.Seq)
 		}
 		seenSettled[st.Intent] = true
 	}
