@@ -80,6 +80,7 @@ var answerRoutes = map[string]string{
 	"POST /v1/snapshot":                  "/v1/snapshot",
 	"POST /v1/replay":                    "/v1/replay",
 	"GET /v1/intents/{hash}":             "/v1/intents/sha256:" + strings.Repeat("0", 64),
+	"POST /v1/intents/{hash}/cancel":     "/v1/intents/sha256:" + strings.Repeat("0", 64) + "/cancel",
 	"GET /v1/keys":                       "/v1/keys",
 	"POST /v1/keys":                      "/v1/keys",
 	"DELETE /v1/keys/{id}":               "/v1/keys/ed25519:" + strings.Repeat("0", 32),
@@ -353,6 +354,7 @@ func TestAPIAnswers(t *testing.T) {
 		"POST /v1/receipts":                  {path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i1, map[string]any{"ok": true})},
 		"POST /v1/frames":                    {path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i1, 2)},
 		"POST /v1/token/rotate":              {path: "/v1/token/rotate", body: `{"grace_ms":1000}`},
+		"POST /v1/intents/{hash}/cancel":     {path: "/v1/intents/" + ghost.String() + "/cancel", body: `{"reason":"r"}`},
 	}
 	bodyRoutes := api.BodyRoutes(t)
 	if len(bodyRoutes) != len(validBodies) {
@@ -435,6 +437,32 @@ func TestAPIAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	j2Fault := aw.faultOf(t, jobWF, "j2")
+
+	// An operator's cancel: j4's intent, in flight, is cancelled; t/job@1
+	// takes no sys/EffectCancelled@1, so j4 fails. Then the cancel is
+	// refused again, and so are the executor's receipt and frame for it.
+	aw.run(t, probe{name: "job j4", route: "POST /v1/events", path: "/v1/events", body: start("j4"), status: 200, journals: true})
+	if err := aw.w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	i4 := aw.intentOf(t, "j4")
+	cancelI4 := "/v1/intents/" + i4.String() + "/cancel"
+	for _, p := range []probe{
+		{name: "cancel not a hash", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/nope/cancel", status: 400, code: "invalid_input"},
+		{name: "cancel malformed", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: `{"reason":`, status: 400, code: "invalid_input"},
+		{name: "cancel unknown field", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: `{"why":"x"}`, status: 400, code: "invalid_input", says: `unknown field \"why\"`},
+		{name: "cancel reason too long", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: `{"reason":"` + strings.Repeat("x", 1025) + `"}`, status: 400, code: "invalid_input", says: "reason is 1025 bytes; at most 1024"},
+		{name: "cancel too large", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: strings.Repeat(" ", api.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
+		{name: "cancel unknown intent", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + ghost.String() + "/cancel", status: 404, code: "unknown_intent"},
+		{name: "cancel settled intent", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + i1.String() + "/cancel", status: 409, code: "not_in_flight", says: "was settled by the receipt at seq"},
+		{name: "cancel", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: `{"reason":"not needed","by":"ops"}`, status: 200, journals: true, says: `"delivered":false,"status":"failed"`},
+		{name: "cancel again", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, status: 409, code: "cancelled", says: "was cancelled already, at seq"},
+		{name: "receipt for a cancelled intent", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i4, map[string]any{"ok": true}), status: 409, code: "cancelled", says: "cancelled by an operator at seq"},
+		{name: "frame for a cancelled intent", route: "POST /v1/frames", path: "/v1/frames", body: signedFrame(t, aw.w.Identity(), payments, "payments", workFx, i4, 1), status: 409, code: "cancelled", says: "cancelled by an operator at seq"},
+		{name: "intent shows the cancel", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i4.String(), status: 200, says: `"kind":"cancel"`},
+	} {
+		aw.run(t, p)
+	}
 
 	// Queries, limits, failed instances.
 	for _, p := range []probe{
@@ -603,6 +631,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "resume", route: "POST /v1/modules/{module}/resume", path: "/v1/modules/t%2Fhostile_mod@1/resume"},
 		{name: "manifests", route: "GET /v1/manifests", path: "/v1/manifests"},
 		{name: "retire", route: "POST /v1/manifests/{hash}/retire", path: "/v1/manifests/sha256:" + strings.Repeat("0", 64) + "/retire"},
+		{name: "cancel", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + ghost.String() + "/cancel"},
 		{name: "apply", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest)},
 		{name: "shadow", route: "POST /v1/shadow", path: "/v1/shadow", body: files(answersManifest)},
 		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot"},

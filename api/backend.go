@@ -94,6 +94,11 @@ type Writer interface {
 	// Recover journals an operator's retry, reset or skip of a failed
 	// instance.
 	Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error)
+	// Cancel journals an operator's cancel of the intent in flight with
+	// hash ("sha256:..."): the intent is settled, its executors' later
+	// receipts, frames and claims refused, and its workflow delivered
+	// sys/EffectCancelled@1 (or failed when it cannot take it).
+	Cancel(ctx context.Context, hash string, req CancelRequest) (*CancelResult, error)
 	// ResumeModule lets a module set aside run again (journaled).
 	ResumeModule(ctx context.Context, module string) (*ResumeResult, error)
 	// RetireManifest retires a drained live manifest that is not current

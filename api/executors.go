@@ -279,6 +279,8 @@ func receiptError(err error, where string) *Error {
 		return &Error{Status: http.StatusConflict, Code: CodeDuplicate, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrReceiptUnknown):
 		return &Error{Status: http.StatusNotFound, Code: CodeUnknownIntent, Where: where, Message: err.Error(), err: err}
+	case errors.Is(err, kernel.ErrIntentCancelled): // a receipt or frame for an intent an operator cancelled
+		return &Error{Status: http.StatusConflict, Code: CodeCancelled, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, kernel.ErrFrameRefused):
 		return &Error{Status: http.StatusConflict, Code: CodeFrameRefused, Where: where, Message: err.Error(), err: err}
 	case errors.Is(err, receipts.ErrMalformed):

@@ -121,6 +121,9 @@ func (d *Dispatcher) Stop() {
 func (d *Dispatcher) Publish(opened []kernel.OpenIntent, settled []schemas.Hash) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// A settled intent (a receipt, its instance's failure, an operator's
+	// cancel) is withdrawn: a built-in run (a timer waiting) is stopped,
+	// and no claim hands it out again.
 	for _, h := range settled {
 		if e := d.pending[h]; e != nil {
 			if e.cancel != nil {
@@ -232,7 +235,10 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 
 func (d *Dispatcher) submit(ctx context.Context, r receipts.Receipt) {
 	sr := receipts.Sign(d.cfg.Key, r)
-	if _, err := d.sink.SubmitReceipt(ctx, sr); err != nil && !errors.Is(err, kernel.ErrReceiptDropped) && !errors.Is(err, kernel.ErrReceiptDuplicate) {
+	// A receipt that lost the race with a settlement (a cancel, its
+	// instance's failure) is refused or dropped by the world, as it must be.
+	if _, err := d.sink.SubmitReceipt(ctx, sr); err != nil && !errors.Is(err, kernel.ErrReceiptDropped) && !errors.Is(err, kernel.ErrReceiptDuplicate) &&
+		!errors.Is(err, kernel.ErrIntentCancelled) {
 		d.cfg.Logger.Warn("receipt not admitted", "intent", r.Intent, "effect", r.Effect, "err", err)
 	}
 }

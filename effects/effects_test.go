@@ -30,7 +30,7 @@ import (
 
 const testManifest = `[
  {"$kind":"defschema","name":"com.test/Job@1","schema":{"type":"object","properties":{"id":{"type":"string"},"in_ms":{"type":"integer"},"url":{"type":"string"},"data":{"type":"string","contentEncoding":"base64"}},"required":["id"]}},
- {"$kind":"defschema","name":"com.test/JobEvent@1","variant":{"Job":"com.test/Job@1","Receipt":"sys/EffectReceiptEnvelope@1","Frame":"sys/EffectStreamFrame@1"}},
+ {"$kind":"defschema","name":"com.test/JobEvent@1","variant":{"Job":"com.test/Job@1","Receipt":"sys/EffectReceiptEnvelope@1","Frame":"sys/EffectStreamFrame@1","Cancelled":"sys/EffectCancelled@1"}},
  {"$kind":"defschema","name":"com.test/JobState@1","schema":{"type":"object"}},
  {"$kind":"defschema","name":"com.test/Id@1","schema":{"type":"string"}},
  {"$kind":"defschema","name":"com.test/ChargeParams@1","schema":{"type":"object","properties":{"amount":{"type":"integer"}},"required":["amount"]}},
@@ -163,6 +163,12 @@ type world struct {
 
 // open opens the world in dir with a dispatcher running the built-in executors.
 func open(t testing.TB, dir string, now func() time.Time) *world {
+	return openSink(t, dir, now, nil)
+}
+
+// openSink is open with the dispatcher's receipts and frames going through
+// wrap (nil: straight to the world).
+func openSink(t testing.TB, dir string, now func() time.Time, wrap func(effects.Sink) effects.Sink) *world {
 	db, err := badgerdb.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +185,11 @@ func open(t testing.TB, dir string, now func() time.Time) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Start(w)
+	var sink effects.Sink = w
+	if wrap != nil {
+		sink = wrap(w)
+	}
+	d.Start(sink)
 	wd := &world{w: w, d: d, dir: dir}
 	var once sync.Once
 	wd.stop = func() {

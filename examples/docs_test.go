@@ -618,6 +618,43 @@ func TestDocReminderErrorReceiptIgnored(t *testing.T) {
 	}
 }
 
+// "`Cancelled` (an operator cancelled the reminder's timer, `aosd cancel`):
+// a `scheduled` reminder => `status:"cancelled"`, `cancelled_by`,
+// `cancel_reason`; the timer never fires (its receipt is refused); a `Set`
+// schedules it again."
+func TestDocReminderCancelled(t *testing.T) {
+	d := newDocWorld(t, "reminders")
+	d.send(reminderEv, `{"reminder_id":"r1","text":"tea","delay_ms":60000}`)
+	timer := d.pending(timerFX, "r1")
+	res, err := d.w.CancelIntent(context.Background(), kernel.CancelRequest{Intent: timer.Hash, Reason: "no more tea", By: "ana"})
+	if err != nil || !res.Delivered || res.Status != kernel.StatusCompleted {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	st := d.cell(reminderWF, "r1")
+	if st["status"] != "cancelled" || st["cancelled_by"] != "ana" || st["cancel_reason"] != "no more tea" {
+		t.Fatalf("state %v, want cancelled by ana for no more tea", st)
+	}
+	d.wantQuiescent()
+	p := timerParams(t, timer.Params)
+	sr := receipts.Sign(executorKey, receipts.Receipt{World: timer.World, Intent: timer.Hash, Effect: timer.Effect, Executor: receipts.BuiltinExecutor,
+		Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{"delivered_at_ns": p.DeliverAtNs, "key": p.Key}), Attempt: 1})
+	if _, err := d.w.SubmitReceipt(context.Background(), sr); !errors.Is(err, kernel.ErrIntentCancelled) {
+		t.Fatalf("the cancelled timer's receipt: %v, want refused as cancelled", err)
+	}
+	if st := d.cell(reminderWF, "r1"); st["status"] != "cancelled" {
+		t.Fatalf("state %v after the refused receipt", st)
+	}
+	d.send(reminderEv, `{"reminder_id":"r1","text":"tea after all","delay_ms":0}`)
+	st = d.cell(reminderWF, "r1")
+	if _, has := st["cancelled_by"]; has || st["status"] != "scheduled" {
+		t.Fatalf("state %v, want scheduled again without the cancel's fields", st)
+	}
+	d.fire(d.pending(timerFX, "r1"))
+	if st := d.cell(reminderWF, "r1"); st["status"] != "fired" {
+		t.Fatalf("state %v, want fired", st)
+	}
+}
+
 // ---- choreography ----
 
 const (

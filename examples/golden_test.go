@@ -50,7 +50,15 @@ import (
 // one home (modules/sys), which the sdk's types are now defined on: that
 // rebuilt the artifacts, and the journals were rewritten and compared record
 // by record with the ones before (each record equal once the artifact, module
-// and manifest hashes are substituted; cells unchanged).
+// and manifest hashes are substituted; cells unchanged). Issue 29 (item 5)
+// added sys/EffectCancelled@1's shape to modules/sys and the sdk: a guest
+// is built -buildmode=c-shared, which keeps every exported type of the
+// packages it links, so every example's artifact changed, and the
+// reminders workflow takes the cancellation now. The journals were
+// rewritten and compared with the ones before record by record (same seqs
+// and kinds): only the manifest records and the records stamped with the
+// manifest hash (events, receipts, the recover) changed; every step,
+// intent, fault, config and world record, and every cell, kept its bytes.
 var (
 	writeGolden   = flag.Bool("write-golden", false, "rewrite testdata/golden")
 	writeOldWorld = flag.Bool("write-oldworld", false, "rewrite testdata/oldworld.tar.gz and its golden journal")

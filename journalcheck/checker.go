@@ -21,7 +21,7 @@ import (
 // delivery is one input waiting in an instance's mailbox.
 type delivery struct {
 	seq  uint64
-	kind journal.Kind // event, receipt, frame or recover (a retry)
+	kind journal.Kind // event, receipt, frame, cancel or recover (a retry)
 	// optional marks a stream frame: the kernel delivers it only when the
 	// origin workflow's event takes frames, which a journal does not say.
 	optional bool
@@ -68,6 +68,7 @@ type intent struct {
 type settled struct {
 	seq       uint64 // the record that settled it
 	byReceipt bool
+	cancelled bool // settled by an operator's cancel record
 }
 
 // output is the step whose emitted events and intents are read next.
@@ -285,6 +286,10 @@ func (c *checker) record(r journal.Record) {
 	case *records.RetireRec:
 		c.needManifest(r.Seq, "a retire")
 		c.idle(r.Seq, "a retire")
+	case *records.CancelRec:
+		c.needManifest(r.Seq, "a cancel")
+		c.idle(r.Seq, "a cancel")
+		c.cancelRec(r.Seq, rec)
 	}
 }
 
@@ -534,7 +539,7 @@ func (c *checker) faultRec(seq uint64, rec *records.FaultRec) {
 	f := &failure{fault: seq, input: rec.Input}
 	if d != nil {
 		f.retry = d
-		f.retryUnknown = d.kind == journal.KindReceipt
+		f.retryUnknown = d.kind == journal.KindReceipt || d.kind == journal.KindCancel
 	}
 	if c.parking {
 		in.parked = append(in.mailbox, in.parked...)
@@ -751,6 +756,8 @@ func (c *checker) receiptRec(seq uint64, rec *records.ReceiptRec) {
 		switch {
 		case !ok:
 			c.violate(seq, RuleReceiptUnknownIntent, "", nil, "a receipt for intent %s, which is not pending: never opened (or settled more than %d settlements ago)", h, c.opt.RememberSettled)
+		case s.cancelled:
+			c.violate(seq, RuleReceiptAfterCancel, "", nil, "a receipt for intent %s, which the cancel at seq %d settled: a receipt for a cancelled intent is refused", h, s.seq)
 		case s.byReceipt:
 			c.violate(seq, RuleReceiptTwice, "", nil, "a second receipt for intent %s, which the receipt at seq %d settled", h, s.seq)
 		default:
@@ -766,6 +773,34 @@ func (c *checker) receiptRec(seq uint64, rec *records.ReceiptRec) {
 	c.settle(h, seq, true)
 	delete(in.intents, h)
 	c.offer(in, delivery{seq: seq, kind: journal.KindReceipt, stamp: &rec.Stamp})
+}
+
+// cancelRec checks an operator's cancel: of a pending intent, naming its
+// effect and origin. It settles the intent, and the cancellation is
+// delivered to the origin instance (a step takes it, or a fault says the
+// workflow could not).
+func (c *checker) cancelRec(seq uint64, rec *records.CancelRec) {
+	h := rec.Intent
+	it := c.pending[h]
+	if it == nil {
+		c.freshStamp(seq, &rec.Stamp, rec.Workflow, rec.Key)
+		detail := fmt.Sprintf("a cancel of intent %s, which is not pending: never opened (or settled more than %d settlements ago)", h, c.opt.RememberSettled)
+		if s, ok := c.settled[h]; ok {
+			detail = fmt.Sprintf("a cancel of intent %s, which the record at seq %d settled", h, s.seq)
+		}
+		c.violate(seq, RuleCancelNotPending, rec.Workflow, rec.Key, "%s", detail)
+		return
+	}
+	in := c.insts[it.id]
+	c.freshStamp(seq, &rec.Stamp, in.wf, in.key)
+	if rec.Effect != it.effect || rec.Workflow != in.wf || string(rec.Key) != string(in.key) {
+		c.violate(seq, RuleCancelMismatch, in.wf, in.key, "the cancel of intent %s names effect %s of workflow %s; the intent is for %s, opened by that instance",
+			h, rec.Effect, rec.Workflow, it.effect)
+	}
+	c.settle(h, seq, false)
+	c.settled[h] = settled{seq: seq, cancelled: true}
+	delete(in.intents, h)
+	c.offer(in, delivery{seq: seq, kind: journal.KindCancel, stamp: &rec.Stamp})
 }
 
 func (c *checker) frameRec(seq uint64, rec *records.FrameRec) {

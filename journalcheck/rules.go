@@ -37,6 +37,9 @@ const (
 	RuleFrameNotPending      = "frame-not-pending"      // a stream frame for an intent not pending
 	RuleFrameSeqNotRising    = "frame-seq-not-rising"   // a stream frame whose seq does not rise for its intent
 	RuleFrameEffect          = "frame-effect"           // a stream frame for another effect than its intent's
+	RuleCancelNotPending     = "cancel-not-pending"     // an operator's cancel of an intent that is not pending
+	RuleCancelMismatch       = "cancel-mismatch"        // a cancel that names another effect or origin than its intent's
+	RuleReceiptAfterCancel   = "receipt-after-cancel"   // a receipt for an intent an operator's cancel settled
 
 	// World-level records.
 	RuleApplyNotQuiescent  = "apply-not-quiescent" // a manifest applied while work was running or intents in flight
@@ -62,6 +65,7 @@ func Rules() []string {
 		RuleReceiptUnknownIntent, RuleReceiptTwice, RuleReceiptAfterFailure, RuleReceiptEffect,
 		RuleDropPending, RuleDropDelivered,
 		RuleFrameNotPending, RuleFrameSeqNotRising, RuleFrameEffect,
+		RuleCancelNotPending, RuleCancelMismatch, RuleReceiptAfterCancel,
 		RuleApplyNotQuiescent,
 		RuleRecoverNotFailed, RuleRecoverStaleFault, RuleRecoverMismatch, RuleRecoverAction,
 		RuleModuleAction, RuleModuleResume,

@@ -100,5 +100,8 @@ func (c *checker) seed(s *snapshot.State) {
 	}
 	for _, st := range s.Settled {
 		c.settle(st.Intent, st.Seq, st.Receipt)
+		if st.Cancelled {
+			c.settled[st.Intent] = settled{seq: st.Seq, cancelled: true}
+		}
 	}
 }

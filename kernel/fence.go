@@ -13,12 +13,14 @@ import (
 // for an intent that is not pending journals nothing: a second late receipt,
 // any receipt for an intent a receipt settled (a duplicate), and one for an
 // intent this world never issued or settled too long ago to remember (an
-// unknown intent). Stream frames are bounded per intent in number
+// unknown intent). A receipt or frame for an intent an operator cancelled
+// (cancel.go) is refused with ErrIntentCancelled, naming the cancel's seq,
+// and journals nothing. Stream frames are bounded per intent in number
 // (Limits.MaxFramesPerIntent) and each in size (Limits.MaxFrameBytes).
 //
 // The fence is a pure function of the journal: it changes only where a
-// record is journaled (settleIntent, for the receipt or fault that settles
-// an intent; the drop and frame records), by the same code live and in
+// record is journaled (settleIntent, for the receipt, fault or cancel that
+// settles an intent; the drop and frame records), by the same code live and in
 // replay, so a reopened world judges the next receipt exactly as the world
 // that wrote the journal would have.
 //
@@ -30,10 +32,11 @@ import (
 
 // settledIntent is what the world remembers of a recently settled intent.
 type settledIntent struct {
-	effect  string // the intent's effect
-	seq     uint64 // the record that settled it: its receipt, or the fault that failed its instance
-	dropSeq uint64 // the drop journaled for its one late receipt; 0 if none
-	receipt bool   // settled by a receipt (else by its instance's failure)
+	effect    string // the intent's effect
+	seq       uint64 // the record that settled it: its receipt, its cancel, or the fault that failed its instance
+	dropSeq   uint64 // the drop journaled for its one late receipt; 0 if none
+	receipt   bool   // settled by a receipt (else by a cancel or its instance's failure)
+	cancelled bool   // settled by an operator's cancel: seq is the cancel record
 }
 
 // intentFence remembers the last Limits.MaxSettledIntents settled intents,
@@ -76,6 +79,16 @@ func (f *intentFence) lookup(h schemas.Hash) (settledIntent, bool) {
 func (f *intentFence) settledByReceipt(h schemas.Hash) {
 	if e, ok := f.settled[h]; ok {
 		e.receipt = true
+		f.settled[h] = e
+	}
+}
+
+// noteCancelled marks remembered intent h as settled by an operator's
+// cancel (the record that settled it): whatever an executor says of it
+// afterwards is refused.
+func (f *intentFence) noteCancelled(h schemas.Hash) {
+	if e, ok := f.settled[h]; ok {
+		e.cancelled = true
 		f.settled[h] = e
 	}
 }

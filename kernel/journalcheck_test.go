@@ -505,6 +505,22 @@ func TestJournalCheckCatches(t *testing.T) {
 		{journalcheck.RuleFrameEffect, func(f *forged) (journalcheck.Journal, uint64) {
 			return nil, f.add(journal.KindFrame, &records.FrameRec{Intent: b.pending.Hash, Seq: 3, Executor: "payments", Payload: schemas.MustMarshal(1), Stamp: f.stamp(), Effect: "com.test/refund@1"})
 		}},
+		{journalcheck.RuleCancelNotPending, func(f *forged) (journalcheck.Journal, uint64) {
+			return nil, f.add(journal.KindCancel, &records.CancelRec{Intent: b.failedIntent, Effect: b.pending.Effect, Workflow: checkOrderWF,
+				Key: b.failedKey, By: "ops", Stamp: f.stamp()})
+		}},
+		{journalcheck.RuleCancelMismatch, func(f *forged) (journalcheck.Journal, uint64) {
+			return nil, f.add(journal.KindCancel, &records.CancelRec{Intent: b.pending.Hash, Effect: "com.test/refund@1", Workflow: checkOrderWF,
+				Key: b.pendingKey, By: "ops", Stamp: f.stamp()})
+		}},
+		{journalcheck.RuleReceiptAfterCancel, func(f *forged) (journalcheck.Journal, uint64) {
+			// p1's charge cancelled as the kernel journals it (its workflow
+			// takes no cancellation, so a fault follows), then a receipt.
+			c := f.add(journal.KindCancel, &records.CancelRec{Intent: b.pending.Hash, Effect: b.pending.Effect, Workflow: checkOrderWF,
+				Key: b.pendingKey, By: "ops", Stamp: f.stamp()})
+			f.add(journal.KindFault, &records.FaultRec{Input: c, Workflow: checkOrderWF, Key: b.pendingKey, Reason: "cannot carry the cancellation"})
+			return nil, f.receipt(b.pending.Hash, b.pending.Effect)
+		}},
 		{journalcheck.RuleApplyNotQuiescent, func(f *forged) (journalcheck.Journal, uint64) {
 			return nil, f.add(journal.KindManifest, b.manifest.Body) // p1's intent is in flight
 		}},

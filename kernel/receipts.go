@@ -15,7 +15,9 @@ import (
 )
 
 // Receipt and frame outcomes callers branch on. Only ErrReceiptDropped
-// journals anything (one drop record); every other refusal journals nothing.
+// journals anything (one drop record); every other refusal journals nothing,
+// ErrIntentCancelled (cancel.go) for an intent an operator cancelled
+// included.
 var (
 	// ErrReceiptDropped: a trusted late receipt for an intent this world
 	// settled recently without a receipt (its instance failed). It is
@@ -199,6 +201,8 @@ func (st *state) lateReceipt(sr *receipts.SignedReceipt) (ReceiptResult, error) 
 			"(never issued here, or settled long ago); nothing was journaled", ErrReceiptUnknown, sr.Intent, st.fence.rememberedSettled())
 	case e.effect != sr.Effect:
 		return ReceiptResult{}, effectMismatch("receipt", sr.Intent, sr.KeyID, sr.Executor, sr.Effect, e.effect)
+	case e.cancelled:
+		return ReceiptResult{}, cancelledRefusal("receipt", sr.Intent, e)
 	case e.receipt:
 		return ReceiptResult{}, fmt.Errorf("%w: intent %s was settled by the receipt at seq %d; nothing was journaled", ErrReceiptDuplicate, sr.Intent, e.seq)
 	case e.dropSeq != 0:
@@ -236,6 +240,9 @@ func effectMismatch(what string, h schemas.Hash, keyID, executor, claimed, actua
 func (st *state) ingestFrame(f *Frame, stamp *records.Stamp) (uint64, error) {
 	it := st.inflight[f.Intent]
 	if it == nil {
+		if e, ok := st.fence.lookup(f.Intent); ok && e.cancelled {
+			return 0, fmt.Errorf("%w: %w", ErrFrameRefused, cancelledRefusal("frame", f.Intent, e))
+		}
 		return 0, fmt.Errorf("%w: intent %s is not pending", ErrFrameRefused, f.Intent)
 	}
 	if !st.replaying {

@@ -38,7 +38,7 @@ func (e *ReplayError) Error() string {
 
 // recover rebuilds the loop's state by replaying the journal from genesis.
 // Each driver record (an ingress event, a step, a fault, a manifest, an
-// operator's recover) is re-executed by the same code the live loop runs;
+// operator's recover or cancel) is re-executed by the same code the live loop runs;
 // every record that produces must equal the journaled one byte for byte.
 func (st *state) recover() error {
 	st.replaying = true
@@ -288,6 +288,18 @@ func (st *state) drive(it *replayItem) error {
 		}
 		if _, err := st.ingestReceipt(&rr.Receipt, &rr.Stamp); err != nil {
 			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+	case journal.KindCancel:
+		var cr records.CancelRec
+		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: err.Error()}
+		}
+		// The same checks and the same delivery as live; the record it
+		// produces (effect and origin taken from the intent replay
+		// rebuilt) must match.
+		stamp := cr.Stamp
+		if _, err := st.cancelIntent(cr.Intent, cr.Reason, cr.By, &stamp); err != nil {
+			return &ReplayError{Seq: r.Seq, Kind: r.Kind, Workflow: cr.Workflow, Key: cr.Key, Msg: err.Error()}
 		}
 	case journal.KindDrop:
 		var dr records.DropRec

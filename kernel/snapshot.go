@@ -356,7 +356,8 @@ func (st *state) captureTables() *snapshot.State {
 	f := &st.fence
 	for _, h := range f.fifo[f.head:] {
 		e := f.settled[h]
-		s.Settled = append(s.Settled, snapshot.Settled{Intent: h, Effect: e.effect, Seq: e.seq, DropSeq: e.dropSeq, Receipt: e.receipt})
+		s.Settled = append(s.Settled, snapshot.Settled{Intent: h, Effect: e.effect, Seq: e.seq, DropSeq: e.dropSeq, Receipt: e.receipt,
+			Cancelled: e.cancelled})
 	}
 	t := &st.idem
 	for _, k := range t.fifo[t.head:] {

@@ -184,7 +184,8 @@ func (st *state) restore(s *snapshot.State) error {
 		}
 	}
 	for _, e := range s.Settled {
-		st.fence.noteSettled(e.Intent, settledIntent{effect: e.Effect, seq: e.Seq, dropSeq: e.DropSeq, receipt: e.Receipt}, st.limits.MaxSettledIntents)
+		st.fence.noteSettled(e.Intent, settledIntent{effect: e.Effect, seq: e.Seq, dropSeq: e.DropSeq, receipt: e.Receipt,
+			cancelled: e.Cancelled}, st.limits.MaxSettledIntents)
 	}
 	t := &st.idem
 	t.byKey = make(map[idemID]idemEntry, len(s.Idempotency))

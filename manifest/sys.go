@@ -11,6 +11,7 @@ const (
 	SysWorkflowContext       = sys.SchemaContext
 	SysEffectReceiptEnvelope = sys.SchemaReceiptEnvelope
 	SysEffectReceiptRejected = sys.SchemaReceiptRejected
+	SysEffectCancelled       = sys.SchemaEffectCancelled
 
 	SysTimerSet    = sys.EffectTimerSet
 	SysHTTPRequest = "sys/http.request@1"

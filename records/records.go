@@ -189,6 +189,26 @@ type ModuleRec struct {
 	Stamp  *Stamp `cbor:"stamp,omitempty"` // a resume: when it was asked for
 }
 
+// CancelRec is an operator's cancellation of an intent in flight
+// (kernel/cancel.go): a driver record, stamped at ingress like every input
+// from outside. It settles the intent as a receipt would: the world takes
+// no receipt, frame or claim for it afterwards, and the origin instance is
+// delivered sys/EffectCancelled@1 when its event schema takes it, or fails
+// (a business fault, journaled after this record) when it does not. Replay
+// re-runs it through the same checks and the same delivery.
+type CancelRec struct {
+	Intent   schemas.Hash `cbor:"intent"`
+	Effect   string       `cbor:"effect"`
+	Workflow string       `cbor:"workflow"` // the intent's origin workflow
+	Key      []byte       `cbor:"key,omitempty"`
+	// Reason is the operator's, as given ("" when none was); By names who
+	// asked, as the request said (the API has one token, so this is the
+	// caller's word, not an authenticated identity).
+	Reason string `cbor:"reason,omitempty"`
+	By     string `cbor:"by"`
+	Stamp  Stamp  `cbor:"stamp"`
+}
+
 // ReceiptRec is a receipt admitted for a pending intent.
 type ReceiptRec struct {
 	Receipt  receipts.SignedReceipt `cbor:"receipt"`

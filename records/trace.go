@@ -41,6 +41,7 @@ type TraceEntry struct {
 	Skipped   uint64 // a recover: events not delivered while failed (journals from before parking)
 	Parked    uint64 // a recover: events parked for the instance, delivered after it (or dropped)
 	Dropped   bool   // a recover: the parked events were dropped (drop_parked)
+	By        string // a cancel: who asked for it, as the request said
 }
 
 // Trace returns the durable timeline of one instance: events delivered to it,
@@ -166,14 +167,14 @@ func TraceIntent(ctx context.Context, src Source, h schemas.Hash) ([]TraceEntry,
 func intentFilters(h schemas.Hash) (mightFilter, matchFilter) {
 	might := func(kind journal.Kind, body []byte) bool {
 		switch kind {
-		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame, journal.KindCancel:
 			return bytes.Contains(body, h[:])
 		}
 		return false
 	}
 	return might, func(kind journal.Kind, _ string, _ []byte, intent schemas.Hash) bool {
 		switch kind {
-		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+		case journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame, journal.KindCancel:
 			return intent == h
 		}
 		return false
@@ -227,7 +228,7 @@ func everyRecord(journal.Kind, []byte) bool { return true }
 func traced(kind journal.Kind) bool {
 	switch kind {
 	case journal.KindEvent, journal.KindStep, journal.KindFault, journal.KindRecover,
-		journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame:
+		journal.KindIntent, journal.KindReceipt, journal.KindDrop, journal.KindFrame, journal.KindCancel:
 		return true
 	}
 	return false
@@ -275,6 +276,9 @@ func traceEntry(seq uint64, kind journal.Kind, rec any, match matchFilter) (Trac
 	case *FrameRec:
 		e.Intents, e.Executor, e.FrameSeq, e.Value = []schemas.Hash{r.Intent}, r.Executor, r.Seq, r.Payload
 		return e, match(kind, "", nil, r.Intent)
+	case *CancelRec:
+		e.Effect, e.Intents, e.Reason, e.By = r.Effect, []schemas.Hash{r.Intent}, r.Reason, r.By
+		return e, match(kind, r.Workflow, r.Key, r.Intent)
 	}
 	return e, false
 }

@@ -168,15 +168,17 @@ func TestSysSchemas(t *testing.T) {
 		"sys/EffectReceiptEnvelope@1": `{"origin_workflow":"a/b@1","origin_workflow_hash":` + h0 + `,"intent_hash":` + h0 +
 			`,"effect":"sys/timer.set@1","executor":"timer","payload":"","status":"ok","emitted_at_seq":9,"signature":"` + b64(64) + `"}`,
 		"sys/EffectReceiptRejected@1": `{"origin_workflow":"a/b@1","origin_key":"AQ==","intent_hash":` + h0 + `,"effect":"a/e@1","error":"bad payload","emitted_at_seq":1}`,
-		"sys/EffectStreamFrame@1":     `{"intent_hash":` + h0 + `,"seq":1,"executor":"x","payload":"AA=="}`,
-		"sys/TimerSetParams@1":        `{"deliver_at_ns":1000,"key":"k"}`,
-		"sys/TimerSetReceipt@1":       `{"delivered_at_ns":1000}`,
-		"sys/HttpRequestParams@1":     `{"method":"GET","url":"https://example.com","headers":{"a":"b"},"body":"","timeout_ms":100,"max_body_bytes":1024}`,
-		"sys/HttpRequestReceipt@1":    `{"status":200,"headers":{},"body":"aGk=","truncated":false}`,
-		"sys/BlobPutParams@1":         `{"bytes":"aGk="}`,
-		"sys/BlobPutReceipt@1":        `{"blob_ref":` + h0 + `,"size":2}`,
-		"sys/BlobGetParams@1":         `{"blob_ref":` + h0 + `}`,
-		"sys/BlobGetReceipt@1":        `{"bytes":"aGk=","size":2}`,
+		"sys/EffectCancelled@1": `{"origin_workflow":"a/b@1","origin_key":"AQ==","intent_hash":` + h0 +
+			`,"effect":"sys/timer.set@1","emitted_at_seq":1,"cancel_seq":5,"reason":"not needed","by":"ops"}`,
+		"sys/EffectStreamFrame@1":  `{"intent_hash":` + h0 + `,"seq":1,"executor":"x","payload":"AA=="}`,
+		"sys/TimerSetParams@1":     `{"deliver_at_ns":1000,"key":"k"}`,
+		"sys/TimerSetReceipt@1":    `{"delivered_at_ns":1000}`,
+		"sys/HttpRequestParams@1":  `{"method":"GET","url":"https://example.com","headers":{"a":"b"},"body":"","timeout_ms":100,"max_body_bytes":1024}`,
+		"sys/HttpRequestReceipt@1": `{"status":200,"headers":{},"body":"aGk=","truncated":false}`,
+		"sys/BlobPutParams@1":      `{"bytes":"aGk="}`,
+		"sys/BlobPutReceipt@1":     `{"blob_ref":` + h0 + `,"size":2}`,
+		"sys/BlobGetParams@1":      `{"blob_ref":` + h0 + `}`,
+		"sys/BlobGetReceipt@1":     `{"bytes":"aGk=","size":2}`,
 	}
 	if len(good) != len(schemas.SysNames()) {
 		t.Fatalf("sample for %d of %d sys schemas", len(good), len(schemas.SysNames()))

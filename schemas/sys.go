@@ -73,6 +73,11 @@ var sysSources = map[string]string{
 		{"origin_workflow", jsNonEmpt}, {"origin_key", jsBytes}, {"intent_hash", jsHash},
 		{"effect", jsNonEmpt}, {"error", jsString}, {"emitted_at_seq", jsUint},
 	}, "origin_key"),
+	"sys/EffectCancelled@1": sysObject([][2]string{
+		{"origin_workflow", jsNonEmpt}, {"origin_key", jsBytes}, {"intent_hash", jsHash},
+		{"effect", jsNonEmpt}, {"issuer_ref", jsString}, {"emitted_at_seq", jsUint},
+		{"cancel_seq", jsUint}, {"reason", jsString}, {"by", jsNonEmpt},
+	}, "origin_key", "issuer_ref"),
 	"sys/EffectStreamFrame@1": sysObject([][2]string{
 		{"intent_hash", jsHash}, {"seq", jsUint}, {"executor", jsNonEmpt}, {"payload", jsBytes},
 	}),

@@ -12,6 +12,7 @@ const (
 	SchemaContext         = sys.SchemaContext
 	SchemaReceiptEnvelope = sys.SchemaReceiptEnvelope
 	SchemaReceiptRejected = sys.SchemaReceiptRejected
+	SchemaEffectCancelled = sys.SchemaEffectCancelled
 	EffectTimerSet        = sys.EffectTimerSet
 )
 
@@ -80,6 +81,16 @@ func (r *ReceiptRejected) decodeCBOR(data []byte) error {
 
 // UnmarshalCBOR decodes the rejection without reflection.
 func (r *ReceiptRejected) UnmarshalCBOR(data []byte) error { return r.decodeCBOR(data) }
+
+// EffectCancelled is sys/EffectCancelled@1 (fields: sys.EffectCancelled):
+// an operator cancelled the cell's intent (`aosd cancel`, POST
+// /v1/intents/{hash}/cancel). The intent is settled: no receipt will come
+// for it, and a timer it set will not fire. The kernel delivers it only to
+// a workflow whose event schema accepts it (as a variant arm, e.g.
+// "Cancelled": "sys/EffectCancelled@1"); an instance of any other workflow
+// fails instead. Decode it with Variant.As. Cancellations are rare, so it
+// is decoded by the library, not by hand.
+type EffectCancelled sys.EffectCancelled
 
 // TimerSetParams is sys/TimerSetParams@1 (fields: sys.TimerSetParams), the
 // params of sys/timer.set@1.

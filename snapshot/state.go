@@ -163,7 +163,11 @@ type Settled struct {
 	Effect  string       `cbor:"effect"`
 	Seq     uint64       `cbor:"seq"`      // the record that settled it
 	DropSeq uint64       `cbor:"drop_seq"` // the drop journaled for its late receipt; 0 for none
-	Receipt bool         `cbor:"receipt"`  // settled by a receipt (else by its instance's failure)
+	Receipt bool         `cbor:"receipt"`  // settled by a receipt (else by a cancel or its instance's failure)
+	// Cancelled: an operator's cancel settled it (kernel/cancel.go); Seq
+	// is the cancel record. Absent from the bytes when false, so snapshots
+	// written before cancels keep their bytes.
+	Cancelled bool `cbor:"cancelled,omitempty"`
 }
 
 // Idem is a remembered ingress idempotency key.
@@ -330,6 +334,9 @@ func (s *State) Check() error {
 		}
 		if seenSettled[st.Intent] {
 			return bad("settled intent %s listed twice", st.Intent)
+		}
+		if st.Cancelled && st.Receipt {
+			return bad("settled intent %s: settled at seq %d both by a cancel and by a receipt", st.Intent, st.Seq)
 		}
 		seenSettled[st.Intent] = true
 	}

@@ -183,6 +183,19 @@ type RetireBody struct {
 	Name string       `json:"name"`
 }
 
+// CancelBody is a cancel record (records.CancelRec): an operator cancelled
+// an intent in flight.
+type CancelBody struct {
+	By       string          `json:"by"`
+	Effect   string          `json:"effect"`
+	Intent   schemas.Hash    `json:"intent"`
+	Key      json.RawMessage `json:"key"`
+	KeyCBOR  *[]byte         `json:"key_cbor,omitempty"`
+	Reason   string          `json:"reason"`
+	Stamp    StampBody       `json:"stamp"`
+	Workflow string          `json:"workflow"`
+}
+
 // CheckpointBody is a checkpoint record (records.CheckpointRec): a
 // snapshot's point, and what asked for it.
 type CheckpointBody struct {
@@ -304,6 +317,11 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 		body = b
 	case *records.RetireRec:
 		body = &RetireBody{Hash: rec.Hash, Name: rec.Name}
+	case *records.CancelRec:
+		b := &CancelBody{By: rec.By, Effect: rec.Effect, Intent: rec.Intent, Reason: rec.Reason, Stamp: stampBody(&rec.Stamp),
+			Workflow: rec.Workflow}
+		b.Key, b.KeyCBOR = keyOut(rec.Key)
+		body = b
 	case *records.CheckpointRec:
 		body = &CheckpointBody{Reason: rec.Reason}
 	case *records.SnapshotRec:
@@ -617,6 +635,15 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 			return nil, err
 		}
 		return &records.RetireRec{Hash: b.Hash, Name: b.Name}, nil
+	case journal.KindCancel:
+		var b CancelBody
+		if err := into(&b); err != nil {
+			return nil, err
+		}
+		rec := &records.CancelRec{Intent: b.Intent, Effect: b.Effect, Workflow: b.Workflow, Reason: b.Reason, By: b.By,
+			Stamp: stampRec(&b.Stamp)}
+		rec.Key, err = keyIn("key", b.Key, b.KeyCBOR)
+		return rec, err
 	case journal.KindCheckpoint:
 		var b CheckpointBody
 		if err := into(&b); err != nil {

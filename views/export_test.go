@@ -213,6 +213,9 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 			m.Stamp = &st
 		}
 		return m
+	case journal.KindCancel:
+		return &records.CancelRec{Intent: g.Hash(), Effect: g.Str(), Workflow: g.Str(), Key: g.key(), Reason: g.Str(),
+			By: g.Str(), Stamp: g.stamp()}
 	}
 	t.Fatalf("record kind %q has no generator here: give it an export (export.go) and a case in exportGen.record", kind)
 	return nil

@@ -37,6 +37,7 @@ type TraceEntry struct {
 	Skipped   uint64          `json:"skipped,omitempty"` // a recover: events not delivered while failed (worlds from before parking)
 	Parked    uint64          `json:"parked,omitempty"`  // a recover: events parked for the instance, delivered after it (or dropped)
 	Dropped   bool            `json:"dropped,omitempty"` // a recover: its parked events were dropped
+	By        string          `json:"by,omitempty"`      // a cancel: who asked, as the request said
 }
 
 // TraceView renders typed trace entries as JSON entries, never nil.
@@ -46,7 +47,7 @@ func TraceView(es []records.TraceEntry) []TraceEntry {
 		out[i] = TraceEntry{Seq: e.Seq, Kind: e.Kind, Schema: e.Schema, Input: e.Input, StateHash: e.StateHash,
 			Deleted: e.Deleted, Emitted: e.Emitted, Intents: e.Intents, Effect: e.Effect, Status: e.Status,
 			Executor: e.Executor, Attempt: e.Attempt, FrameSeq: e.FrameSeq, Reason: e.Reason, Value: valueJSON(e.Value),
-			Action: e.Action, Fault: e.Fault, Skipped: e.Skipped, Parked: e.Parked, Dropped: e.Dropped}
+			Action: e.Action, Fault: e.Fault, Skipped: e.Skipped, Parked: e.Parked, Dropped: e.Dropped, By: e.By}
 	}
 	return out
 }

@@ -208,6 +208,14 @@ func bodyDetail(kind string, body json.RawMessage) (string, bool) {
 			return fmt.Sprintf("%s %s key %s: fault %d (input %d, %s)", b.Action, b.Workflow, b.Key, b.Fault, b.Input,
 				recoverCounts(b.Skipped, b.Parked, b.DropParked)), true
 		}
+	case "cancel":
+		if b, ok := decodeBody[views.CancelBody](body); ok {
+			d := fmt.Sprintf("%s %s of %s key %s cancelled by %s", b.Effect, b.Intent, b.Workflow, b.Key, b.By)
+			if b.Reason != "" {
+				d += ": " + b.Reason
+			}
+			return d, true
+		}
 	case "module":
 		if b, ok := decodeBody[views.ModuleBody](body); ok {
 			if b.Action == records.ModuleResume {

@@ -107,6 +107,8 @@ func commands() []*command {
 			"aosd failed retry com.example/order.step@1 o-1 --world /tmp/w", cmdFailed},
 		{"manifests", "[ls] | retire HASH", manifestsSummary,
 			"aosd manifests retire sha256:1f0c... --world /tmp/w", cmdManifests},
+		{"cancel", "INTENT [--reason TEXT] [--by NAME]", cancelSummary,
+			`aosd cancel sha256:6c1f… --reason "customer asked" --world /tmp/w`, cmdCancel},
 		{"modules", "[ls] | resume MODULE", modulesSummary,
 			"aosd modules resume com.example/orders@1 --world /tmp/w", cmdModules},
 		{"shadow", "PATH [--events FILE|-] [--window N]", shadowSummary,

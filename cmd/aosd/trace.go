@@ -119,6 +119,16 @@ func traceDetail(e views.TraceEntry) string {
 		return s
 	case "frame":
 		return fmt.Sprintf("frame %d from %s: %s", e.FrameSeq, e.Executor, compact(e.Value, 100))
+	case "cancel":
+		s := e.Effect
+		if len(e.Intents) > 0 {
+			s += " " + e.Intents[0].String()
+		}
+		s += " cancelled by " + e.By
+		if e.Reason != "" {
+			s += ": " + e.Reason
+		}
+		return s
 	}
 	b, _ := json.Marshal(e)
 	return string(b)

@@ -18,11 +18,11 @@ func Modules() []*sdk.Module {
 // CodeVersion is the examples' native code version. Bump it whenever an
 // example's behaviour changes, so the identity their builtin defs declare
 // (and with it every manifest hash) changes too.
-const CodeVersion = "2"
+const CodeVersion = "3"
 
 // Identity is the code identity an example module declares natively when
 // Register is given no other: "<module>@go<CodeVersion>", e.g.
-// "examples/counter@go2".
+// "examples/counter@go3".
 func Identity(module string) string { return module + "@go" + CodeVersion }
 
 // Register adds every example module to b as a builtin. identity gives each

@@ -372,7 +372,7 @@ func TestRegisterNamesEveryExampleModule(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not registered", name)
 		}
-		if bi.Identity != name+"@go2" {
+		if bi.Identity != name+"@go3" {
 			t.Errorf("%s identity %q", name, bi.Identity)
 		}
 		var got []string

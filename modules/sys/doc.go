@@ -1,7 +1,7 @@
 // Package sys is the one home of the sys/ wire shapes a workflow step meets:
 // the values the kernel hands a step (sys/WorkflowContext@1, and the
-// deliveries sys/EffectReceiptEnvelope@1, sys/EffectReceiptRejected@1 and
-// sys/EffectStreamFrame@1), the built-in effects' params and receipts a step
+// deliveries sys/EffectReceiptEnvelope@1, sys/EffectReceiptRejected@1,
+// sys/EffectCancelled@1 and sys/EffectStreamFrame@1), the built-in effects' params and receipts a step
 // emits or reads (sys/timer.set@1's, sys/blob.put@1's receipt), and their
 // names. Each is a Go struct whose cbor tags give the canonical encoding:
 // what schemas.Marshal writes for it is the value's bytes.

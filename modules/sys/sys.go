@@ -5,6 +5,7 @@ const (
 	SchemaContext         = "sys/WorkflowContext@1"
 	SchemaReceiptEnvelope = "sys/EffectReceiptEnvelope@1"
 	SchemaReceiptRejected = "sys/EffectReceiptRejected@1"
+	SchemaEffectCancelled = "sys/EffectCancelled@1"
 	SchemaStreamFrame     = "sys/EffectStreamFrame@1"
 	SchemaTimerSetParams  = "sys/TimerSetParams@1"
 	SchemaTimerSetReceipt = "sys/TimerSetReceipt@1"
@@ -64,6 +65,24 @@ type ReceiptRejected struct {
 	Effect         string `cbor:"effect"`
 	Error          string `cbor:"error"`
 	EmittedAtSeq   uint64 `cbor:"emitted_at_seq"`
+}
+
+// EffectCancelled is sys/EffectCancelled@1: an operator cancelled the
+// cell's intent (`aosd cancel`). The intent is settled; no receipt will
+// come for it, and the executor's work on it was withdrawn. The kernel
+// delivers it only to a workflow whose event schema accepts it (as a
+// variant arm, or as the event itself); any other workflow's instance
+// fails, as for a rejected receipt it cannot take.
+type EffectCancelled struct {
+	OriginWorkflow string `cbor:"origin_workflow"`
+	OriginKey      []byte `cbor:"origin_key,omitempty"` // canonical CBOR of the cell key; absent when unkeyed
+	IntentHash     string `cbor:"intent_hash"`
+	Effect         string `cbor:"effect"`
+	IssuerRef      string `cbor:"issuer_ref,omitempty"` // as given when the effect was emitted
+	EmittedAtSeq   uint64 `cbor:"emitted_at_seq"`
+	CancelSeq      uint64 `cbor:"cancel_seq"` // the cancel record's journal seq
+	Reason         string `cbor:"reason"`     // the operator's reason ("" when none was given)
+	By             string `cbor:"by"`         // who asked, as the request said
 }
 
 // StreamFrame is sys/EffectStreamFrame@1: an executor's progress on an

@@ -23,6 +23,8 @@ var shapes = map[string]any{
 		EmittedAtSeq: 4, Signature: []byte{1, 2}},
 	sys.SchemaReceiptRejected: &sys.ReceiptRejected{OriginWorkflow: "com.example/w@1", OriginKey: []byte{0x61, 0x61}, IntentHash: hash,
 		Effect: "com.example/e@1", Error: "bad", EmittedAtSeq: 5},
+	sys.SchemaEffectCancelled: &sys.EffectCancelled{OriginWorkflow: "com.example/w@1", OriginKey: []byte{0x61, 0x61}, IntentHash: hash,
+		Effect: sys.EffectTimerSet, IssuerRef: "r", EmittedAtSeq: 5, CancelSeq: 9, Reason: "customer asked", By: "ops"},
 	sys.SchemaStreamFrame:     &sys.StreamFrame{IntentHash: hash, Seq: 1, Executor: "payments", Payload: []byte{0x01}},
 	sys.SchemaTimerSetParams:  &sys.TimerSetParams{DeliverAtNs: 6, Key: "k"},
 	sys.SchemaTimerSetReceipt: &sys.TimerSetReceipt{DeliveredAtNs: 7, Key: "k"},
@@ -83,7 +85,7 @@ func TestShapesMatchSchemas(t *testing.T) {
 			t.Errorf("%s: a %s without its optional fields does not validate: %v", name, typ.Name(), err)
 		}
 	}
-	if len(shapes) != 7 {
+	if len(shapes) != 8 {
 		t.Fatalf("%d shapes checked", len(shapes))
 	}
 }

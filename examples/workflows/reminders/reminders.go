@@ -19,14 +19,19 @@ type State struct {
 	ReminderID string  `cbor:"reminder_id"`
 	Text       string  `cbor:"text"`
 	DueNs      uint64  `cbor:"due_ns"`
-	Status     string  `cbor:"status"`                // "scheduled" or "fired"
+	Status     string  `cbor:"status"`                // "scheduled", "fired" or "cancelled"
 	FiredAtNs  *uint64 `cbor:"fired_at_ns,omitempty"` // set when fired
+	// CancelledBy and CancelReason are set when an operator cancelled the
+	// reminder's timer (`aosd cancel`): who, and why.
+	CancelledBy  string `cbor:"cancelled_by,omitempty"`
+	CancelReason string `cbor:"cancel_reason,omitempty"`
 }
 
 // Reminder statuses.
 const (
 	Scheduled = "scheduled"
 	Fired     = "fired"
+	Cancelled = "cancelled"
 )
 
 // Set is com.example/ReminderSet@1.
@@ -41,7 +46,10 @@ type Set struct {
 // a new sys/timer.set is asked for; a Set for a fired reminder schedules it
 // again. The timer's ok receipt fires the reminder only if it is scheduled
 // and the receipt's delivered_at_ns is at or after due_ns, so the receipt of
-// a timer that an earlier Set asked for changes nothing.
+// a timer that an earlier Set asked for changes nothing. Cancelled
+// (sys/EffectCancelled@1: an operator cancelled the reminder's timer, `aosd
+// cancel`) cancels a scheduled reminder, recording who and why: it will not
+// fire, and a Set schedules it again.
 func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 	switch ev.Tag {
 	case "Set":
@@ -75,6 +83,18 @@ func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 			return st, nil // an earlier Set's timer: not due yet
 		}
 		st.Status, st.FiredAtNs = Fired, &p.DeliveredAtNs
+		return st, nil
+	case "Cancelled":
+		if st == nil {
+			return nil, nil
+		}
+		var x sdk.EffectCancelled
+		if err := ev.As(&x); err != nil {
+			return nil, err
+		}
+		if st.Status == Scheduled {
+			st.Status, st.CancelledBy, st.CancelReason = Cancelled, x.By, x.Reason
+		}
 		return st, nil
 	default:
 		return nil, fmt.Errorf("reminders: unknown event arm %q", ev.Tag)

@@ -164,6 +164,7 @@ export function detail(e) {
       return [`${e.effect} ${e.status} from ${e.executor}`, e.attempt ? ` (attempt ${e.attempt})` : '', ' for ', intentLinks(e.intents),
         e.reason ? ': ' + e.reason : '', e.value !== undefined ? [' ', h('span', { class: 'mono' }, compact(e.value))] : ''];
     case 'frame': return [`frame ${e.frame_seq} from ${e.executor}: `, h('span', { class: 'mono' }, compact(e.value))];
+    case 'cancel': return [`${e.effect} `, intentLinks(e.intents), ` cancelled by ${e.by}`, e.reason ? ': ' + e.reason : ''];
     default: return h('span', { class: 'mono' }, compact(e));
   }
 }

@@ -12,7 +12,7 @@ import { navigate } from '../app.js';
 
 const PAGE = 100;
 const MAX_ROWS = 1000;
-const KINDS = ['event', 'step', 'intent', 'receipt', 'drop', 'frame', 'fault', 'recover', 'manifest', 'config', 'checkpoint', 'snapshot', 'world'];
+const KINDS = ['event', 'step', 'intent', 'receipt', 'drop', 'frame', 'cancel', 'fault', 'recover', 'manifest', 'config', 'checkpoint', 'snapshot', 'world'];
 
 export async function journalView(ctx, seqParam) {
   const params = new URLSearchParams(location.search);
@@ -120,6 +120,8 @@ function summary(rec) {
     case 'recover': return [b.action + ' ', h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)),
       ` (${b.parked} parked ${b.drop_parked ? 'dropped' : 'delivered'})`];
     case 'module': return [`${b.action} ${b.module} (${(b.workflows || []).join(', ')})`, b.action === 'resume' ? `: ${b.parked} parked delivered` : ''];
+    case 'cancel': return [`${b.effect} `, h('a', { href: intentPath(b.intent), class: 'mono' }, String(b.intent).slice(0, 19) + '…'), ' of ',
+      h('a', { href: cellPath(b.workflow, b.key) }, b.workflow + ' ' + JSON.stringify(b.key)), ` cancelled by ${b.by}`, b.reason ? ': ' + b.reason : ''];
     default: return h('span', { class: 'mono' }, compact(b, 120));
   }
 }
