@@ -21,13 +21,14 @@ const (
 	KindWorld      Kind = "world"      // the world's identity, journaled once: at creation, or at the first open of a world made before identities
 	KindModule     Kind = "module"     // a module set aside (its steps kept timing out) or resumed
 	KindRetire     Kind = "retire"     // a drained live manifest retired (apply --pin keeps older ones live)
+	KindMove       Kind = "move"       // a waiting cell moved to the current manifest after a replay check (aosd upgrade)
 )
 
 // Kinds lists every record kind, in the order above: readers that filter by
 // kind accept exactly these.
 func Kinds() []Kind {
 	return []Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest,
-		KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindWorld, KindModule, KindRetire}
+		KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindWorld, KindModule, KindRetire, KindMove}
 }
 
 // Record is one journal entry. Seq is gap-free and strictly increasing from 1.
