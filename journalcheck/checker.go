@@ -100,8 +100,8 @@ type checker struct {
 	// live are the live manifests (an apply --pin keeps the one it
 	// replaces live; a plain apply leaves only itself; a retire removes
 	// one; a snapshot lists them); nil before the first manifest.
-	live map[schemas.Hash]bool
-	logical     uint64 // the highest logical time stamped so far
+	live    map[schemas.Hash]bool
+	logical uint64 // the highest logical time stamped so far
 
 	insts   map[string]*instance
 	busy    map[string]*instance // instances with a non-empty mailbox
