@@ -66,6 +66,8 @@ var answerRoutes = map[string]string{
 	"GET /v1/trace/{workflow}/{key}":     "/v1/trace/t%2Ftally@1/a",
 	"GET /v1/timeline/{workflow}/{key}":  "/v1/timeline/t%2Ftally@1/a",
 	"GET /v1/manifest":                   "/v1/manifest",
+	"GET /v1/manifests":                  "/v1/manifests",
+	"POST /v1/manifests/{hash}/retire":   "/v1/manifests/sha256:" + strings.Repeat("0", 64) + "/retire",
 	"GET /v1/failed":                     "/v1/failed",
 	"POST /v1/failed/{workflow}/recover": "/v1/failed/t%2Ftally@1/recover",
 	"GET /v1/modules":                    "/v1/modules",
@@ -598,6 +600,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "recover", route: "POST /v1/failed/{workflow}/recover", path: recoverJob, body: fmt.Sprintf(`{"key":"j2","action":"skip","fault_seq":%d}`, j2Fault)},
 		{name: "modules", route: "GET /v1/modules", path: "/v1/modules"},
 		{name: "resume", route: "POST /v1/modules/{module}/resume", path: "/v1/modules/t%2Fhostile_mod@1/resume"},
+		{name: "manifests", route: "GET /v1/manifests", path: "/v1/manifests"},
+		{name: "retire", route: "POST /v1/manifests/{hash}/retire", path: "/v1/manifests/sha256:" + strings.Repeat("0", 64) + "/retire"},
 		{name: "apply", route: "POST /v1/apply", path: "/v1/apply", body: files(answersManifest)},
 		{name: "shadow", route: "POST /v1/shadow", path: "/v1/shadow", body: files(answersManifest)},
 		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot"},
@@ -627,6 +631,7 @@ func TestAPIAnswers(t *testing.T) {
 		aw.run(t, p)
 	}
 	t.Run("retention", func(t *testing.T) { probeRetention(t, files(answersManifest), add, start) })
+	t.Run("pins", func(t *testing.T) { probePins(t, answersManifest, start) })
 	if !t.Failed() {
 		t.Run("documented", func(t *testing.T) { checkAnswersDocumented(t, provoked) })
 	}

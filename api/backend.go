@@ -54,6 +54,9 @@ type Reader interface {
 	Failed(ctx context.Context, q FailedQuery) (*FailedPage, error)
 	// Modules lists the modules and those set aside.
 	Modules(ctx context.Context) ([]ModuleView, error)
+	// Manifests lists the live manifests, the current one last
+	// (kernel.World.Manifests).
+	Manifests(ctx context.Context) ([]LiveManifestView, error)
 	// Journal calls fn with each matching record as one JSON object (the
 	// journal's export, views.Describe).
 	Journal(ctx context.Context, q JournalQuery, fn func(json.RawMessage) error) error
@@ -96,6 +99,9 @@ type Writer interface {
 	Recover(ctx context.Context, workflow string, req RecoverRequest) (*RecoverResult, error)
 	// ResumeModule lets a module set aside run again (journaled).
 	ResumeModule(ctx context.Context, module string) (*ResumeResult, error)
+	// RetireManifest retires a drained live manifest that is not current
+	// (journaled; kernel.World.Retire).
+	RetireManifest(ctx context.Context, hash string) (*RetireResult, error)
 	// AddKey trusts a PEM public key under executor name for effects
 	// (exact names and "ns/*" namespaces; at least one, no sys/ effect);
 	// RemoveKey stops trusting one. Both rewrite the world's keys file.
@@ -184,6 +190,9 @@ type ApplyRequest struct {
 	Path   string `json:"path,omitempty"`
 	Files  []File `json:"files,omitempty"`
 	DryRun bool   `json:"dry_run,omitempty"`
+	// Pin makes the manifest current whatever is in flight: what is in
+	// flight stays pinned to its manifest (kernel.ApplyOptions.Pin).
+	Pin bool `json:"pin,omitempty"`
 	// Wait, a Go duration such as "30s", waits up to that long for
 	// quiescence before applying.
 	Wait string `json:"wait,omitempty"`
@@ -200,6 +209,10 @@ type ApplyOutput struct {
 	Seq          uint64        `json:"seq,omitempty"`
 	Changes      Changes       `json:"changes"`
 	BlockedBy    []BlockerView `json:"blocked_by"`
+	// Pinned says the apply was an apply --pin; PinnedNow counts the
+	// instances in flight it left pinned to the manifest it replaced.
+	Pinned    bool `json:"pinned,omitempty"`
+	PinnedNow int  `json:"pinned_now,omitempty"`
 }
 
 // Changes is what an apply changes.
@@ -219,6 +232,7 @@ type BlockerView struct {
 	Status   string          `json:"status,omitempty"`
 	Intent   string          `json:"intent,omitempty"`
 	Effect   string          `json:"effect,omitempty"`
+	Reason   string          `json:"reason,omitempty"` // why an instance at rest stays pinned (kind "pinned")
 }
 
 // Local is a Backend over a world this process has open.
@@ -568,7 +582,7 @@ func (l *Local) Apply(ctx context.Context, req ApplyRequest) (*ApplyOutput, erro
 			return nil, err
 		}
 	}
-	res, err := l.W.Apply(ctx, m, req.DryRun)
+	res, err := l.W.ApplyWith(ctx, m, kernel.ApplyOptions{DryRun: req.DryRun, Pin: req.Pin})
 	var out *ApplyOutput
 	if res != nil {
 		out = applyOutput(m, res, req.DryRun)
@@ -598,7 +612,7 @@ func applyOutput(m *manifest.Manifest, res *kernel.ApplyResult, dry bool) *Apply
 			SubscriptionsAdded:   nonNilSubs(res.Diff.SubscriptionsAdded),
 			SubscriptionsRemoved: nonNilSubs(res.Diff.SubscriptionsRemoved),
 		},
-		BlockedBy: []BlockerView{},
+		BlockedBy: []BlockerView{}, Pinned: res.Pinned, PinnedNow: res.PinnedNow,
 	}
 	if res.Previous != nil {
 		s := res.Previous.String()
@@ -606,7 +620,7 @@ func applyOutput(m *manifest.Manifest, res *kernel.ApplyResult, dry bool) *Apply
 	}
 	for _, b := range res.BlockedBy {
 		out.BlockedBy = append(out.BlockedBy, BlockerView{Kind: b.Kind, Workflow: b.Workflow, Key: records.KeyJSON(b.Key),
-			Status: b.Status, Intent: b.Intent, Effect: b.Effect})
+			Status: b.Status, Intent: b.Intent, Effect: b.Effect, Reason: b.Reason})
 	}
 	return out
 }

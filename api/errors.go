@@ -108,6 +108,8 @@ func AsError(err error, where string) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrIdempotencyConflict):
 		return &Error{Status: http.StatusConflict, Code: CodeIdempotencyConflict, Message: err.Error(), Where: where, err: err}
+	case errors.Is(err, kernel.ErrPinned):
+		return &Error{Status: http.StatusConflict, Code: CodePinned, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrParkedFull):
 		return &Error{Status: http.StatusConflict, Code: CodeParkedFull, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrNoCell):

@@ -132,6 +132,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/trace/{workflow}/{key}", s.trace},
 		{"GET", "/v1/timeline/{workflow}/{key}", s.timeline},
 		{"GET", "/v1/manifest", s.manifestRoute},
+		{"GET", "/v1/manifests", s.manifestsRoute},
+		{"POST", "/v1/manifests/{hash}/retire", s.retireRoute},
 		{"GET", "/v1/failed", s.failedRoute},
 		{"POST", "/v1/failed/{workflow}/recover", s.recoverRoute},
 		{"GET", "/v1/modules", s.modulesRoute},

@@ -32,6 +32,10 @@ type CellInfo struct {
 	Status     string          `json:"status"`
 	LastActive uint64          `json:"last_active_ns"`
 	Reason     string          `json:"reason,omitempty"`
+	// Pin is the older live manifest the instance steps under (absent on
+	// the current one); PinReason why one at rest stays there.
+	Pin       string `json:"pin,omitempty"`
+	PinReason string `json:"pin_reason,omitempty"`
 }
 
 // CellView is one cell (GET /v1/cells/{workflow}/{key}, `aosd cells show`):
@@ -51,6 +55,10 @@ type CellView struct {
 	// set aside that holds its workflow (absent when none).
 	Parked      uint64 `json:"parked"`
 	AsideModule string `json:"aside_module,omitempty"`
+	// Pin is the older live manifest the instance steps under (absent on
+	// the current one); PinReason why one at rest stays there.
+	Pin       string `json:"pin,omitempty"`
+	PinReason string `json:"pin_reason,omitempty"`
 }
 
 // FailedInfo is one failed instance (GET /v1/failed, `aosd failed ls`):
@@ -84,7 +92,7 @@ func CellInfoViews(rows []kernel.CellInfo) []CellInfo {
 	out := make([]CellInfo, len(rows))
 	for i, r := range rows {
 		out[i] = CellInfo{Key: records.KeyJSON(r.Key), StateHash: r.StateHash, Size: r.Size, Status: r.Status,
-			LastActive: r.LastActive, Reason: r.Reason}
+			LastActive: r.LastActive, Reason: r.Reason, Pin: r.Pin, PinReason: r.PinReason}
 	}
 	return out
 }
@@ -93,7 +101,7 @@ func CellInfoViews(rows []kernel.CellInfo) []CellInfo {
 func CellViewOf(v *kernel.CellView) *CellView {
 	out := &CellView{Workflow: v.Workflow, Key: records.KeyJSON(v.Key), Status: v.Status, Reason: v.Reason,
 		State: json.RawMessage("null"), StateHash: v.StateHash, Size: v.Size, Inflight: v.Inflight,
-		Parked: v.Parked, AsideModule: v.AsideModule}
+		Parked: v.Parked, AsideModule: v.AsideModule, Pin: v.Pin, PinReason: v.PinReason}
 	if v.State != nil {
 		if js, err := schemas.ToJSON(v.State); err == nil {
 			out.State = js

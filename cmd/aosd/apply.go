@@ -13,6 +13,7 @@ import (
 func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 	wait := fs.Duration("wait", 0, "wait up to this long for quiescence before applying (e.g. 30s)")
 	dry := fs.Bool("dry-run", false, "validate and report what would change; change nothing")
+	pin := fs.Bool("pin", false, "make the manifest current now, whatever is in flight: instances in flight stay pinned to the manifest they are on (see aosd manifests)")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 1, 1, "PATH (a manifest file or directory)"); err != nil {
 			return err
@@ -23,7 +24,7 @@ func cmdApply(fs *flag.FlagSet, a *app) func([]string) error {
 			return api.AsError(err, path)
 		}
 		return a.withConn(a.ctx, func(c *host.Conn) error {
-			req := api.ApplyRequest{DryRun: *dry}
+			req := api.ApplyRequest{DryRun: *dry, Pin: *pin}
 			if *wait > 0 {
 				req.Wait = wait.String()
 			}
@@ -98,12 +99,16 @@ func printApply(w io.Writer, o *api.ApplyOutput) {
 			switch b.Kind {
 			case "intent":
 				fmt.Fprintf(w, "  intent %s %s from %s key %s\n", b.Intent, b.Effect, b.Workflow, b.Key)
+			case "pinned":
+				fmt.Fprintf(w, "  pinned %s %s key %s: %s\n", b.Status, b.Workflow, b.Key, b.Reason)
 			default:
 				fmt.Fprintf(w, "  %s %s %s key %s\n", b.Kind, b.Status, b.Workflow, b.Key)
 			}
 		}
 	}
 	switch {
+	case o.Applied && o.Pinned:
+		fmt.Fprintf(w, "applied at journal seq %d, pinned: %d instance(s) in flight stay on the previous manifest (aosd manifests)\n", o.Seq, o.PinnedNow)
 	case o.Applied:
 		fmt.Fprintf(w, "applied at journal seq %d\n", o.Seq)
 	case o.Unchanged:

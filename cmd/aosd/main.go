@@ -89,7 +89,7 @@ func commands() []*command {
 			"aosd build examples/manifests/counter", cmdBuild},
 		{"new", "DIR", "scaffold a workflow project: a Go workflow on the SDK, its wasm main, and a manifest that builds it",
 			"aosd new ./tally --module com.acme/tally", cmdNew},
-		{"apply", "PATH", "load a manifest file or directory, show what changes, and make it the world's manifest (refused, exit 3, unless quiescent)",
+		{"apply", "PATH [--pin]", "load a manifest file or directory, show what changes, and make it the world's manifest (refused, exit 3, unless quiescent; with --pin at once, what is in flight staying on its manifest)",
 			"aosd apply examples/manifests/counter --world /tmp/w", cmdApply},
 		{"send", "SCHEMA VALUE", "inject a domain event; VALUE is JSON, @file, or - for stdin",
 			`aosd send com.example/CountEvent@1 '{"key":"a","by":1}' --world /tmp/w`, cmdSend},
@@ -105,6 +105,8 @@ func commands() []*command {
 			"aosd trace com.example/order.step@1 o-1 --world /tmp/w", cmdTrace},
 		{"failed", "[ls] [WORKFLOW] | retry|reset|skip WORKFLOW [KEY] [--drop-parked]", failedSummary,
 			"aosd failed retry com.example/order.step@1 o-1 --world /tmp/w", cmdFailed},
+		{"manifests", "[ls] | retire HASH", manifestsSummary,
+			"aosd manifests retire sha256:1f0c... --world /tmp/w", cmdManifests},
 		{"modules", "[ls] | resume MODULE", modulesSummary,
 			"aosd modules resume com.example/orders@1 --world /tmp/w", cmdModules},
 		{"shadow", "PATH [--events FILE|-] [--window N]", shadowSummary,
@@ -196,7 +198,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		fmt.Fprintf(stderr, "aosd %s: %v\n", cmd.name, err)
 		var de *api.Error
-		if errors.As(err, &de) && (de.Code == api.CodeNotQuiescent || de.Code == api.CodeNotIdle) {
+		if errors.As(err, &de) && (de.Code == api.CodeNotQuiescent || de.Code == api.CodeNotIdle || de.Code == api.CodeNotDrained) {
 			return exitNotQuiet
 		}
 		return exitError
@@ -246,8 +248,9 @@ func printUsage(w io.Writer) {
 // exitCodes is the usage's line on exit codes, docs/CLI.md's words
 // (TestUsageExitCodesAsDocumented holds them equal).
 const exitCodes = "Exit codes: 0 success, 1 error (stderr says what and where), 2 usage\n" +
-	"error, 3 refused because the world is not quiescent (apply, shadow) or a\n" +
-	"snapshot is still being written (snapshot)."
+	"error, 3 refused because the world is not quiescent (apply, shadow), a\n" +
+	"snapshot is still being written (snapshot), or instances are still pinned\n" +
+	"to the manifest (manifests retire)."
 
 func wantArgs(pos []string, min, max int, synopsis string) error {
 	if len(pos) < min || len(pos) > max {
