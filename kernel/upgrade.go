@@ -42,10 +42,13 @@ import (
 // oldest step that matters for the cells checked (the step that opened
 // the oldest intent still in flight, or the last step), or at genesis. A
 // cell created after that point is checked from its creation (its first
-// step from no state), one moved after it from its move; one that already
-// had a state there is checked from that state ("since": "snapshot"), and
-// every step since, which covers every step that opened an intent still in
-// flight. A cell whose journal holds a fault in that window is reported
+// step from no state); one that already had a state there is checked from
+// that state ("since": "snapshot"), and every step since, which covers
+// every step that opened an intent still in flight. A move changes no
+// state, so it does not start a cell's history again: a cell moved before
+// is checked over its whole life, and so are the intents it holds that
+// older code opened (a check from its last move would take those on
+// trust). A cell whose journal holds a fault in that window is reported
 // diverged at the fault: the new code would have to be judged against a
 // step the journal never completed.
 //
@@ -110,8 +113,8 @@ type UpgradeCell struct {
 	Outcome  string
 	Status   string       // its status when it was selected
 	From     schemas.Hash // the manifest it is pinned to (zero: not pinned)
-	// Since says where the check started: "creation", "move" or
-	// "snapshot"; Inputs are the inputs whose steps were checked.
+	// Since says where the check started: "creation" or "snapshot";
+	// Inputs are the inputs whose steps were checked.
 	Since      string
 	Inputs     []uint64
 	StateHash  *schemas.Hash // its state after the move (nil: none)
@@ -259,13 +262,6 @@ func (t *upgradeTap) faulted(in *instance, seq uint64, reason string) {
 	}
 	c.div = &Divergence{Seq: seq, Kind: journal.KindFault, Input: in.lastSeq, What: "fault",
 		Msg: fmt.Sprintf("the journal holds a fault of this cell at seq %d (%s); a step it never completed cannot be checked", seq, reason)}
-}
-
-// moved starts a checked cell's history again at a journaled move.
-func (t *upgradeTap) moved(in *instance, state []byte) {
-	if c := t.cell(in); c != nil {
-		c.reset("move", state)
-	}
 }
 
 // check runs the new code over one step and compares it with res.
@@ -727,9 +723,6 @@ func (st *state) move(in *instance, rec *records.MoveRec) (uint64, error) {
 		return 0, fmt.Errorf("its state is %s, the check reached %s", hashText(now), hashText(rec.StateHash))
 	}
 	seq := st.emit(journal.KindMove, schemas.MustMarshal(rec))
-	if st.w.upg != nil {
-		st.w.upg.moved(in, state)
-	}
 	st.pinTo(in, nil, "")
 	st.settle(in)
 	return seq, nil

@@ -136,10 +136,11 @@ type MoveRec struct {
 	To       schemas.Hash `cbor:"to"`   // the current manifest, which it moves to
 	// Inputs are the seqs of the inputs whose steps were checked, oldest
 	// first: the events, receipts and frames delivered to the cell since
-	// it was created or last moved (or since the snapshot the check
-	// started from; Since says which).
+	// it was created (or since the snapshot the check started from, when
+	// the cell existed there; Since says which). A move changes no state,
+	// so a cell moved before is checked over its whole life again.
 	Inputs []uint64 `cbor:"inputs"`
-	// Since is where the check started: "creation", "move" or "snapshot".
+	// Since is where the check started: "creation" or "snapshot".
 	Since string `cbor:"since"`
 	// StateHash is the cell's state after the move (its migrated state
 	// when the new module migrates it); nil when the cell has no state.

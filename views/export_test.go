@@ -483,7 +483,7 @@ func TestExportOfRareKindsMatchesOpenAPI(t *testing.T) {
 			StateChange: &records.StateChangeRec{Workflows: []string{}}}},
 		{journal.KindRetire, &records.RetireRec{Hash: h, Name: "m"}},
 		{journal.KindMove, &records.MoveRec{Workflow: "w@1", Key: key, From: h, To: h, Inputs: []uint64{3, 5}, Since: "creation", StateHash: &h}},
-		{journal.KindMove, &records.MoveRec{Workflow: "w@1", From: h, To: h, Inputs: []uint64{3}, Since: "move"}},
+		{journal.KindMove, &records.MoveRec{Workflow: "w@1", From: h, To: h, Inputs: []uint64{3}, Since: "snapshot"}},
 		{journal.KindIntent, &records.IntentRec{Hash: h, IntentID: records.IntentID{OriginWorkflow: "w@1", OriginKey: key,
 			Effect: "e@1", Params: schemas.MustMarshal([]byte{3}), IdempotencyKey: []byte("k"), IssuerRef: "r", EmittedAt: 7}}},
 	} {
