@@ -18,7 +18,6 @@ import (
 	"github.com/aos-kernel/aos/schemas"
 )
 
-
 // upgradeOut is `aosd upgrade --json` and `aosd replay --manifest --json`.
 type upgradeOut struct {
 	ManifestHash string `json:"manifest_hash"`
