@@ -48,6 +48,8 @@ func upgStep(kind string) modules.StepFunc {
 			for i := range out.Effects {
 				out.Effects[i].Params = schemas.MustMarshal(map[string]any{"v": 2})
 			}
+		case kind == "none":
+			out.Effects = nil
 		}
 		return out, nil
 	}
@@ -60,7 +62,7 @@ func newUpgHarness(t *testing.T) *harness {
 	}
 	return newHarnessWith(t, 31, true, func(h *harness) {
 		h.builtins.MustRegister("test/pin1", "test/pin@1", "step", pinStep(1))
-		for _, k := range []string{"late", "params", "same"} {
+		for _, k := range []string{"late", "params", "same", "none"} {
 			h.builtins.MustRegister("test/upg-"+k, "test/upg@"+k, "step", upgStep(k))
 		}
 		h.extra = func(c *kernel.Config) { c.Keyring = kr }
@@ -270,7 +272,7 @@ func TestReplayManifestComparesIntents(t *testing.T) {
 		mod     string
 		receipt bool
 		field   string
-	}{{"same", false, ""}, {"params", false, "params"}, {"same", true, "effect_hash"}} {
+	}{{"same", false, ""}, {"params", false, "params"}, {"same", true, "effect_hash"}, {"none", false, "(count)"}} {
 		rep, err := kernel.ReplayManifest(ctx, h.db.Stores(), h.config(), loadManifest(t, upgManifest(tc.mod, tc.receipt)))
 		if err != nil {
 			t.Fatal(err)
@@ -282,6 +284,12 @@ func TestReplayManifestComparesIntents(t *testing.T) {
 		if tc.field == "" {
 			if a.Outcome != kernel.UpgradeWouldMove || rep.Diverged() != 0 {
 				t.Fatalf("%s: a %+v %+v", tc.mod, a, a.Divergence)
+			}
+			continue
+		}
+		if tc.field == "(count)" {
+			if a.Outcome != kernel.UpgradeDiverged || a.Divergence.What != "intents" || !strings.Contains(a.Divergence.Msg, "opened 1 intents, the new code 0") {
+				t.Fatalf("%s: a %s %+v, want the intents' count", tc.mod, a.Outcome, a.Divergence)
 			}
 			continue
 		}
@@ -386,5 +394,114 @@ func TestUpgradeFromSnapshot(t *testing.T) {
 	rep := upgrade(t, h, kernel.UpgradeRequest{Keys: keys("w"), DryRun: true})
 	if c := rep.Cells[0]; c.Outcome != kernel.UpgradeWouldMove || c.Since != "snapshot" || len(c.Inputs) != 1 || rep.Start == 0 || rep.Start > snap.Seq {
 		t.Fatalf("check from the snapshot (%+v): %+v, started after %d", snap, c, rep.Start)
+	}
+}
+
+// hookLog runs hook (once armed) when a reader reads the journal: the
+// upgrade check's scratch world reads the live journal in the caller's
+// goroutine, while the loop is free to take other inputs.
+type hookLog struct {
+	kernel.Log
+	hook func()
+}
+
+func (l *hookLog) Read(from uint64, fn func(journal.Record) (bool, error)) error {
+	if h := l.hook; h != nil {
+		l.hook = nil
+		h()
+	}
+	return l.Log.Read(from, fn)
+}
+
+// TestUpgradeCellChangedDuringCheck: a cell that takes an input while its
+// check replays is not moved (its check saw a history that is no longer
+// all of it): outcome changed, nothing journaled for it; the next upgrade
+// checks the new step too and moves it.
+func TestUpgradeCellChangedDuringCheck(t *testing.T) {
+	ctx := context.Background()
+	h := newUpgHarness(t)
+	h.w.Close()
+	hl := &hookLog{Log: h.db.Stores().Journal}
+	h.mem = &kernel.Stores{CAS: h.db.Stores().CAS, Journal: hl}
+	h.open()
+	mustApply(t, h, pinManifest(1))
+	for _, k := range []string{"w", "x"} {
+		if err := pinSend(h, "com.test/PAct@1", k, "fx"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.w.ApplyWith(ctx, loadManifest(t, upgManifest("same", false)), kernel.ApplyOptions{Pin: true}); err != nil {
+		t.Fatal(err)
+	}
+	height := h.w.Journal().Height()
+	hl.hook = func() {
+		if err := pinSend(h, "com.test/PAct@1", "w", "plain"); err != nil {
+			t.Error(err)
+		}
+	}
+	rep := upgrade(t, h, kernel.UpgradeRequest{All: true})
+	if w, x := rep.Cells[0], rep.Cells[1]; w.Outcome != kernel.UpgradeChanged || !strings.Contains(w.Reason, "took input") || x.Outcome != kernel.UpgradeMoved {
+		t.Fatalf("upgrade while w takes an input: %+v, %+v", w, x)
+	}
+	recs := allRecords(t, h.w)
+	if moves := kindsIn(recs[height:], journal.KindMove); moves != 1 {
+		t.Fatalf("%d move records, want x's alone", moves)
+	}
+	if c := pinCell(t, h, "w"); c.Pin == "" || stateJSON(c) != `{"n":2}` {
+		t.Fatalf("w: pin %q, state %s", c.Pin, stateJSON(c))
+	}
+	if again := upgrade(t, h, kernel.UpgradeRequest{Keys: keys("w")}); again.Cells[0].Outcome != kernel.UpgradeMoved || len(again.Cells[0].Inputs) != 2 {
+		t.Fatalf("w again: %+v", again.Cells[0])
+	}
+}
+
+func kindsIn(recs []journal.Record, k journal.Kind) int {
+	n := 0
+	for _, r := range recs {
+		if r.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReplayRefusesForgedMove: replay applies a move without checking the
+// code again, but a move record that names a manifest the cell is not
+// pinned to stops replay, naming the record.
+func TestReplayRefusesForgedMove(t *testing.T) {
+	ctx := context.Background()
+	h := newUpgHarness(t)
+	mustApply(t, h, pinManifest(1))
+	if err := pinSend(h, "com.test/PAct@1", "w", "fx"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.w.ApplyWith(ctx, loadManifest(t, upgManifest("same", false)), kernel.ApplyOptions{Pin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := upgrade(t, h, kernel.UpgradeRequest{Keys: keys("w")}); rep.Cells[0].Outcome != kernel.UpgradeMoved {
+		t.Fatalf("upgrade: %+v", rep.Cells[0])
+	}
+	recs := allRecords(t, h.w)
+	forged := journal.NewMemory()
+	var at uint64
+	for _, r := range recs {
+		if r.Kind == journal.KindMove {
+			var mr records.MoveRec
+			if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
+				t.Fatal(err)
+			}
+			mr.From = schemas.HashBytes([]byte("another manifest"))
+			r.Body, at = schemas.MustMarshal(&mr), r.Seq
+		}
+		if err := forged.Append([]journal.Record{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := h.config()
+	cfg.FromGenesis = true
+	_, err := kernel.Open(kernel.Stores{CAS: h.db.Stores().CAS, Journal: forged}, cfg)
+	var re *kernel.ReplayError
+	if !errors.As(err, &re) || re.Seq != at || re.Kind != journal.KindMove || !strings.Contains(re.Msg, "not pinned to it") {
+		t.Fatalf("replay of a forged move: %v", err)
 	}
 }
