@@ -40,6 +40,7 @@ func probePins(t *testing.T, manifest string, start func(string) string) {
 	} {
 		aw.run(t, p)
 	}
+	aw.run(t, probe{name: "status, pinned", route: "GET /v1/status", path: "/v1/status", status: 200, says: `"pinned":[{"hash":`})
 	var page api.ManifestsPage
 	if err := json.Unmarshal([]byte(aw.run(t, probe{name: "manifests, two", route: "GET /v1/manifests", path: "/v1/manifests", status: 200,
 		says: `"waiting":1`}).body), &page); err != nil || len(page.Manifests) != 2 {

@@ -143,6 +143,10 @@ type Status struct {
 	// Aside lists the modules set aside, with the inputs that wait for
 	// each ([] when none).
 	Aside []ModuleView `json:"aside"`
+	// Pinned lists the older live manifests an apply --pin kept, with the
+	// instances pinned to each (absent when only the current manifest is
+	// live; GET /v1/manifests has the details).
+	Pinned []PinnedManifest `json:"pinned,omitempty"`
 	// LastSnapshot is the latest snapshot record at or below the height
 	// (null before the first snapshot).
 	LastSnapshot *SnapshotRef `json:"last_snapshot"`
@@ -342,9 +346,20 @@ type ReceiptResult struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
+// PinnedManifest is an older live manifest in Status.
+type PinnedManifest struct {
+	Hash      string `json:"hash"`
+	Name      string `json:"name"`
+	Instances int    `json:"instances"`
+}
+
 // StatusOf renders the kernel's status.
 func StatusOf(s *kernel.Status) *Status {
-	return &Status{World: s.World, ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
+	var pinned []PinnedManifest
+	for _, p := range s.Pinned {
+		pinned = append(pinned, PinnedManifest{Hash: p.Hash.String(), Name: p.Name, Instances: p.Instances})
+	}
+	return &Status{Pinned: pinned, World: s.World, ManifestHash: s.ManifestHash, ManifestName: s.ManifestName, JournalHeight: s.JournalHeight,
 		JournalFirst: s.JournalFirst, Quiescent: s.Quiescent, Instances: InstanceCounts(s.Instances), Inflight: s.Inflight,
 		QueuedEffects: s.QueuedEffects, Cells: s.Cells, Limits: views.Limits(s.Limits), Journaled: s.Journaled,
 		Parked: s.Parked, Aside: ModuleViews(s.Aside)}

@@ -47,6 +47,13 @@
 // is recovered or resumed (park.go, aside.go); replay rebuilds the parked
 // lists from the same records.
 //
+// Pins. A world holds live manifests (pins.go): the current one, and each
+// older one an apply --pin kept for the instances then in flight, which
+// are pinned to it and step, take receipts and route what they emit under
+// it until they move (at rest, with a state the current schema accepts).
+// An instance's pin is nil on the current manifest, so the hot path pays a
+// nil check; pins follow from the journal and replay rebuilds them.
+//
 // Replay follows the journal: for each step record it re-runs that step on
 // the state replay has rebuilt and compares the records the step produces,
 // byte for byte, with the journaled ones (replay-or-die). It never re-runs

@@ -258,6 +258,11 @@ func TestPinnedUpgrade(t *testing.T) {
 	if rr, err := h.w.Retire(ctx, v1); !errors.Is(err, kernel.ErrNotDrained) || len(rr.BlockedBy) != 1 || rr.BlockedBy[0].Reason == "" {
 		t.Fatalf("retire v1 while b stays on it: %+v, %v", rr, err)
 	}
+	// A plain apply waits for b too: it would leave b no manifest.
+	if res, err := h.w.Apply(ctx, loadManifest(t, pinManifest(3)), false); !errors.Is(err, kernel.ErrNotQuiescent) ||
+		len(res.BlockedBy) != 1 || res.BlockedBy[0].Kind != "pinned" || !strings.Contains(res.BlockedBy[0].Reason, "must be <= 50") {
+		t.Fatalf("plain apply with b pinned at rest: %+v, %v", res, err)
+	}
 	h.reopen() // from the snapshot, then the tail
 	if c := pinCell(t, h, "b"); c.Pin != v1.String() {
 		t.Fatalf("b after reopen: pin %q", c.Pin)
@@ -335,4 +340,137 @@ func countPinned(s *snapshot.State) int {
 		}
 	}
 	return n
+}
+
+// emitManifest is version v of a world where com.test/src@1 opens an
+// effect on an act and, on its receipt, emits a ping for com.test/dst@1;
+// v2 does not route pings (and renames the manifest), v1 and v3 do.
+func emitManifest(v int) string {
+	subs := `{"event":"com.test/PAct@1","workflow":"com.test/src@1","key_field":"key"}`
+	if v != 2 {
+		subs += `,{"event":"com.test/PPing@1","workflow":"com.test/dst@1","key_field":"key"}`
+	}
+	return `[
+ {"$kind":"defschema","name":"com.test/PAct@1","schema":{"type":"object","properties":{"key":{"type":"string"},"act":{"type":"string"}},"required":["key","act"]}},
+ {"$kind":"defschema","name":"com.test/PPing@1","schema":{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}},
+ {"$kind":"defschema","name":"com.test/PEvent@1","variant":{"Act":"com.test/PAct@1","Receipt":"sys/EffectReceiptEnvelope@1"}},
+ {"$kind":"defschema","name":"com.test/PState@1","schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+ {"$kind":"defschema","name":"com.test/PKey@1","schema":{"type":"string"}},
+ {"$kind":"defschema","name":"com.test/PFx@1","schema":{"type":"object"}},
+ {"$kind":"defeffect","name":"com.test/pfx@1","params":"com.test/PFx@1","receipt":"com.test/PFx@1"},
+ {"$kind":"defmodule","name":"com.test/emit_mod@1","runtime":{"kind":"builtin","builtin":"test/emit","identity":"test/emit@1"}},
+ {"$kind":"defworkflow","name":"com.test/src@1","state":"com.test/PState@1","event":"com.test/PEvent@1","key_schema":"com.test/PKey@1","effects_emitted":["com.test/pfx@1"],"impl":{"module":"com.test/emit_mod@1","entrypoint":"src"}},
+ {"$kind":"defworkflow","name":"com.test/dst@1","state":"com.test/PState@1","event":"com.test/PPing@1","key_schema":"com.test/PKey@1","effects_emitted":[],"impl":{"module":"com.test/emit_mod@1","entrypoint":"dst"}},
+ {"$kind":"manifest","name":"com.test/emit-v` + fmt.Sprint(v) + `","routing":{"subscriptions":[` + subs + `]}}
+]`
+}
+
+// TestPinnedStepEmits: a step under a pin validates and routes what it
+// emits with its own manifest, and each target takes the event under its
+// own: a ping the current manifest does not route to its target fails the
+// emitting step with a fault naming the target and why (never a silent
+// drop), and one it does route is delivered and stepped under it.
+func TestPinnedStepEmits(t *testing.T) {
+	ctx := context.Background()
+	h := newHarnessWith(t, 31, true, func(h *harness) {
+		kr := receipts.NewKeyring()
+		if err := kr.Add("fx", pinExecutorKey.Public().(ed25519.PublicKey), []string{"com.test/pfx@1"}); err != nil {
+			t.Fatal(err)
+		}
+		h.extra = func(c *kernel.Config) { c.Keyring = kr }
+		n := func(in *modules.Input) int64 {
+			if in.State == nil {
+				return 0
+			}
+			return toInt(decodeMap(nil, in.State)["n"])
+		}
+		h.builtins.MustRegister("test/emit", "test/emit@1", "src", func(in *modules.Input) (*modules.Output, error) {
+			ev := decodeMap(nil, in.Event.Value)
+			out := &modules.Output{State: schemas.MustMarshal(map[string]any{"n": n(in) + 1})}
+			if ev["$tag"] == "Act" {
+				out.Effects = []modules.EffectOut{{Effect: "com.test/pfx@1", Params: schemas.MustMarshal(map[string]any{})}}
+			} else {
+				var key string
+				_ = schemas.UnmarshalTrusted(in.Event.Key, &key)
+				out.DomainEvents = []modules.EventOut{{Schema: "com.test/PPing@1", Value: schemas.MustMarshal(map[string]any{"key": key})}}
+			}
+			return out, nil
+		})
+		h.builtins.MustRegister("test/emit", "test/emit@1", "dst", func(in *modules.Input) (*modules.Output, error) {
+			return &modules.Output{State: schemas.MustMarshal(map[string]any{"n": n(in) + 1})}, nil
+		})
+	})
+	mustApply(t, h, emitManifest(1))
+	for _, k := range []string{"s1", "s2"} {
+		if _, err := h.send("com.test/PAct@1", fmt.Sprintf(`{"key":%q,"act":"fx"}`, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := h.w.ApplyWith(ctx, loadManifest(t, emitManifest(2)), kernel.ApplyOptions{Pin: true}); err != nil || res.PinnedNow != 2 {
+		t.Fatalf("apply --pin v2: %+v, %v", res, err)
+	}
+	its, err := h.w.PendingIntents(ctx)
+	if err != nil || len(its) != 2 {
+		t.Fatalf("pending intents %v, %v", its, err)
+	}
+	receipt := func(i int) {
+		t.Helper()
+		sr := receipts.Sign(pinExecutorKey, receipts.Receipt{World: its[i].World, Intent: its[i].Hash, Effect: its[i].Effect, Executor: "fx",
+			Status: receipts.StatusOK, Payload: schemas.MustMarshal(map[string]any{}), Attempt: 1})
+		if _, err := h.w.SubmitReceipt(ctx, sr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(i int) string {
+		var k string
+		_ = schemas.UnmarshalTrusted(its[i].OriginKey, &k)
+		return k
+	}
+	// Under v1, src's ping routes to dst; dst is on v2, which does not
+	// route pings: the emitting step fails, saying so.
+	receipt(0)
+	src, err := h.w.Cell(ctx, "com.test/src@1", schemas.MustMarshal(key(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Status != kernel.StatusFailed || !strings.Contains(src.Reason, "domain event 0") ||
+		!strings.Contains(src.Reason, "does not route com.test/PPing@1 to workflow com.test/dst@1") {
+		t.Fatalf("src after a ping v2 cannot take: %s %q", src.Status, src.Reason)
+	}
+	if _, err := h.w.Cell(ctx, "com.test/dst@1", schemas.MustMarshal(key(0))); !errors.Is(err, kernel.ErrNoCell) {
+		t.Fatalf("dst got the ping: %v", err)
+	}
+	// v3 routes pings again: the other src's ping reaches dst.
+	if _, err := h.w.ApplyWith(ctx, loadManifest(t, emitManifest(3)), kernel.ApplyOptions{Pin: true}); err != nil {
+		t.Fatal(err)
+	}
+	receipt(1)
+	dst, err := h.w.Cell(ctx, "com.test/dst@1", schemas.MustMarshal(key(1)))
+	if err != nil || stateJSON(dst) != `{"n":1}` {
+		t.Fatalf("dst after a ping v3 routes: %v %v", dst, err)
+	}
+	if src, _ := h.w.Cell(ctx, "com.test/src@1", schemas.MustMarshal(key(1))); src.Status != kernel.StatusCompleted || src.Pin != "" {
+		t.Fatalf("second src: %s pin %q", src.Status, src.Pin)
+	}
+	// Re-applying v1, still live for the failed src, makes it current again.
+	res, err := h.w.ApplyWith(ctx, loadManifest(t, emitManifest(1)), kernel.ApplyOptions{Pin: true})
+	if err != nil || !res.Applied {
+		t.Fatalf("apply --pin v1 again: %+v, %v", res, err)
+	}
+	ms, err := h.w.Manifests(ctx)
+	if err != nil || len(ms) != 3 || ms[2].Name != "com.test/emit-v1" || !ms[2].Current {
+		t.Fatalf("manifests after v1 again: %+v, %v", ms, err)
+	}
+	want, err := h.w.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.reopen()
+	got, err := h.w.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := snapshot.Diff(want, got); d != "" {
+		t.Fatalf("reopened world differs: %s", d)
+	}
 }

@@ -47,6 +47,17 @@ type Status struct {
 	// since it was opened (what replay read is not counted): two readings
 	// give rates. Every kind is present.
 	Journaled map[journal.Kind]uint64
+	// Pinned lists the older live manifests an apply --pin kept, in the
+	// order applied, with how many instances are pinned to each (empty
+	// when only the current manifest is live; pins.go).
+	Pinned []PinnedManifest
+}
+
+// PinnedManifest is an older live manifest in Status.
+type PinnedManifest struct {
+	Hash      schemas.Hash
+	Name      string
+	Instances int
 }
 
 // Status reports the world's state after every request queued before it.
@@ -85,6 +96,20 @@ func (w *World) Status(ctx context.Context) (*Status, error) {
 					s.Aside = append(s.Aside, m)
 				}
 			}
+		}
+		for _, lm := range st.live {
+			if lm == st.cur {
+				continue
+			}
+			n := 0
+			if st.pinned > 0 {
+				for _, in := range st.instances {
+					if in.pin == lm {
+						n++
+					}
+				}
+			}
+			s.Pinned = append(s.Pinned, PinnedManifest{Hash: lm.m.Hash, Name: lm.m.Name, Instances: n})
 		}
 		s.Inflight = len(st.inflight)
 		s.Limits = st.limits

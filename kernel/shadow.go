@@ -193,7 +193,7 @@ const (
 // notReplayedKinds are the record kinds a window holds that a shadow does
 // not re-feed, in the order the report lists them.
 var notReplayedKinds = []journal.Kind{journal.KindReceipt, journal.KindDrop, journal.KindFrame,
-	journal.KindRecover, journal.KindManifest, journal.KindConfig, journal.KindModule}
+	journal.KindRecover, journal.KindManifest, journal.KindConfig, journal.KindModule, journal.KindRetire}
 
 // Shadow runs req against a copy of the world at its current height and
 // reports what the copy did. The world itself is untouched: the copy

@@ -50,6 +50,9 @@ func (a *app) printCells(fs *flag.FlagSet, words []string, p *api.CellPage) erro
 		if ci.Reason != "" {
 			st += " (" + ci.Reason + ")"
 		}
+		if ci.Pin != "" {
+			st += ", pinned to " + ci.Pin
+		}
 		w.row(string(ci.Key), ci.StateHash.String(), ci.Size, st, last)
 	}
 	if err := w.flush(); err != nil {
@@ -129,6 +132,13 @@ func cmdCells(fs *flag.FlagSet, a *app) func([]string) error {
 				w.row("parked", v.Parked)
 				if v.AsideModule != "" {
 					w.row("module set aside", v.AsideModule+" (its inputs are parked until aosd modules resume "+v.AsideModule+")")
+				}
+				if v.Pin != "" {
+					pin := v.Pin + " (an older live manifest: it steps under it; aosd manifests)"
+					if v.PinReason != "" {
+						pin = v.Pin + " (stays: " + v.PinReason + ")"
+					}
+					w.row("pinned to", pin)
 				}
 				if err := w.flush(); err != nil {
 					return err

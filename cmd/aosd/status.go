@@ -49,6 +49,9 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 				w.row("manifest", st.ManifestName)
 			}
 			w.row("manifest hash", mh)
+			for _, p := range st.Pinned {
+				w.row("pinned manifest "+p.Name, fmt.Sprintf("%s, %d instance(s) pinned (aosd manifests)", p.Hash, p.Instances))
+			}
 			w.row("journal height", st.JournalHeight)
 			if st.JournalFirst > 1 {
 				w.row("journal first", fmt.Sprintf("%d (retention dropped the records before it)", st.JournalFirst))

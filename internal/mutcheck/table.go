@@ -510,9 +510,13 @@ var mutations = []mutation{
 		to:   "b, err := strconv.ParseBool(v)\n\t\t\tif err != nil && false {",
 		pkg:  "./api", run: "TestReplayVerifyParameter"},
 	{name: "cli/not-idle-exits-3", file: "cmd/aosd/main.go",
-		from: "(de.Code == api.CodeNotQuiescent || de.Code == api.CodeNotIdle)",
-		to:   "(de.Code == api.CodeNotQuiescent)",
+		from: "(de.Code == api.CodeNotQuiescent || de.Code == api.CodeNotIdle ||",
+		to:   "(de.Code == api.CodeNotQuiescent || false ||",
 		pkg:  "./cmd/aosd", run: "TestSnapshotNotIdleExits3"},
+	{name: "cli/not-drained-exits-3", file: "cmd/aosd/main.go",
+		from: "|| de.Code == api.CodeNotDrained) {",
+		to:   ") {",
+		pkg:  "./cmd/aosd", run: "TestPinnedApplyWhileOrdersWait"},
 	{name: "cli/snapshot-every-env", file: "cmd/aosd/main.go",
 		from: "n, err := strconv.Atoi(s)\n\tif err != nil {\n\t\treturn 0, usagef(",
 		to:   "n, err := strconv.Atoi(s)\n\tif err != nil && false {\n\t\treturn 0, usagef(",
@@ -1735,6 +1739,10 @@ var mutations = []mutation{
 		from: "\t\t\tif in.pin == nil && in.inFlight() {",
 		to:   "\t\t\tif in.pin == nil && in.inFlight() && false {",
 		pkg:  "./kernel", run: "TestPinnedUpgrade"},
+	{name: "pins/emitted-under-target-pin", file: "kernel/step.go",
+		from: "\t\tif perr != nil {\n\t\t\treturn fmt.Errorf(\"domain event %d: %v\", i, perr)\n\t\t}",
+		to:   "\t\t_ = perr",
+		pkg:  "./kernel", run: "TestPinnedStepEmits"},
 	// Upgrades (kernel/upgrade.go): a cell moves only when the current
 	// code reproduces its steps (state hash, intents by identity), the
 	// move record and the pin's drop go together, a cell that changed
