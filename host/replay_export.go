@@ -16,6 +16,8 @@ import (
 	"github.com/aos-kernel/aos/manifest"
 	"github.com/aos-kernel/aos/modules"
 	"github.com/aos-kernel/aos/modules/wasm"
+	"github.com/aos-kernel/aos/records"
+	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/views"
 )
 
@@ -87,6 +89,24 @@ func ReplayExport(ctx context.Context, in io.Reader, name, artifactsDir string, 
 				return nil, err
 			}
 		}
+	}
+	// Every manifest the export applied must find its code, or the
+	// replay would stop at it: say which, and where to put it.
+	if err := log.Read(1, func(r journal.Record) (bool, error) {
+		if r.Kind != journal.KindManifest {
+			return true, nil
+		}
+		var mr records.ManifestRec
+		if err := schemas.UnmarshalTrusted(r.Body, &mr); err != nil {
+			return false, fmt.Errorf("%s: the manifest record at seq %d: %w", name, r.Seq, err)
+		}
+		if _, err := manifest.FromSource(mr.Source, objs.Get); err != nil {
+			return false, fmt.Errorf("%s: manifest %s applied at seq %d runs code the export does not hold (an export is the journal alone): "+
+				"give --artifacts DIR with its wasm artifacts: %w", name, mr.Name, r.Seq, err)
+		}
+		return true, nil
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.Wasm == nil {
 		e, err := wasm.NewEngine(ctx, wasm.Config{})

@@ -112,9 +112,5 @@ func divergenceText(d *api.UpgradeDivergence) string {
 	if d.Seq == 0 {
 		s = ""
 	}
-	s += d.Message
-	if d.What == "state" && d.Want != nil && d.Got != nil {
-		s += fmt.Sprintf(" [journal %s, new %s]", d.Want, d.Got)
-	}
-	return s
+	return s + d.Message
 }

@@ -186,6 +186,23 @@ func TestUpgradeOrders(t *testing.T) {
 		}
 	}
 
+	// The same check on an export, with no world: the export holds the
+	// journal, not the code its manifests ran.
+	export := filepath.Join(t.TempDir(), "export.jsonl")
+	if err := os.WriteFile(export, []byte(ok(t, w, "journal", "--json")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := aosd(t, w, "replay", "--manifest", div, "--export", export); r.code != 1 || !strings.Contains(r.stderr, "give --artifacts DIR") ||
+		!strings.Contains(r.stderr, "orders.wasm") {
+		t.Fatalf("replay --export without the old code: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if rep := upgradeJSON(t, w, 1, "replay", "--manifest", div, "--export", export, "--artifacts", v1); rep.Counts.Diverged != 3 {
+		t.Fatalf("replay --manifest div --export: %+v", rep)
+	}
+	if rep := upgradeJSON(t, w, 0, "replay", "--manifest", v2, "--export", export, "--artifacts", v1); rep.Counts.WouldMove != 3 {
+		t.Fatalf("replay --manifest v2 --export: %+v", rep)
+	}
+
 	ok(t, w, "apply", v2, "--pin")
 	v1Hash := manifestHashOf(t, v1)
 	if c := cellPin(t, w, orderWF, "o1"); c.Pin != v1Hash {
