@@ -505,3 +505,31 @@ func TestReplayRefusesForgedMove(t *testing.T) {
 		t.Fatalf("replay of a forged move: %v", err)
 	}
 }
+
+// TestUpgradeSelectsByStatus: --status keeps the cells with that status:
+// a named cell with another is skipped, and all leaves it out.
+func TestUpgradeSelectsByStatus(t *testing.T) {
+	ctx := context.Background()
+	h := newUpgHarness(t)
+	mustApply(t, h, pinManifest(1))
+	if err := pinSend(h, "com.test/PAct@1", "w", "fx"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.w.ApplyWith(ctx, loadManifest(t, upgManifest("same", false)), kernel.ApplyOptions{Pin: true}); err != nil {
+		t.Fatal(err)
+	}
+	height := h.w.Journal().Height()
+	if rep := upgrade(t, h, kernel.UpgradeRequest{Keys: keys("w"), Status: kernel.StatusCompleted}); rep.Cells[0].Outcome != kernel.UpgradeSkipped ||
+		!strings.Contains(rep.Cells[0].Reason, "waiting, not completed") {
+		t.Fatalf("w, status completed: %+v", rep.Cells[0])
+	}
+	if rep := upgrade(t, h, kernel.UpgradeRequest{All: true, Status: kernel.StatusCompleted}); len(rep.Cells) != 0 {
+		t.Fatalf("all completed: %+v", rep.Cells)
+	}
+	if got := h.w.Journal().Height(); got != height {
+		t.Fatalf("skipping journaled %d records", got-height)
+	}
+	if rep := upgrade(t, h, kernel.UpgradeRequest{All: true, Status: kernel.StatusWaiting}); len(rep.Cells) != 1 || rep.Cells[0].Outcome != kernel.UpgradeMoved {
+		t.Fatalf("all waiting: %+v", rep.Cells)
+	}
+}
