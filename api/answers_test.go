@@ -79,6 +79,8 @@ var answerRoutes = map[string]string{
 	"POST /v1/shadow":                    "/v1/shadow",
 	"POST /v1/snapshot":                  "/v1/snapshot",
 	"POST /v1/replay":                    "/v1/replay",
+	"POST /v1/replay/manifest":           "/v1/replay/manifest",
+	"POST /v1/upgrade":                   "/v1/upgrade",
 	"GET /v1/intents/{hash}":             "/v1/intents/sha256:" + strings.Repeat("0", 64),
 	"POST /v1/intents/{hash}/cancel":     "/v1/intents/sha256:" + strings.Repeat("0", 64) + "/cancel",
 	"GET /v1/keys":                       "/v1/keys",
@@ -349,6 +351,8 @@ func TestAPIAnswers(t *testing.T) {
 		"POST /v1/apply":                     {path: "/v1/apply", body: files(answersManifest)},
 		"POST /v1/gc":                        {path: "/v1/gc", body: `{}`},
 		"POST /v1/shadow":                    {path: "/v1/shadow", body: files(answersManifest)},
+		"POST /v1/replay/manifest":           {path: "/v1/replay/manifest", body: files(answersManifest)},
+		"POST /v1/upgrade":                   {path: "/v1/upgrade", body: `{"workflow":"t/job@1","all":true,"dry_run":true}`},
 		"POST /v1/keys":                      {path: "/v1/keys", body: keyBody("payments2", workFx)},
 		"POST /v1/effects/claim":             {path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
 		"POST /v1/receipts":                  {path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, i1, map[string]any{"ok": true})},
@@ -636,6 +640,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "shadow", route: "POST /v1/shadow", path: "/v1/shadow", body: files(answersManifest)},
 		{name: "snapshot", route: "POST /v1/snapshot", path: "/v1/snapshot"},
 		{name: "replay", route: "POST /v1/replay", path: "/v1/replay"},
+		{name: "upgrade", route: "POST /v1/upgrade", path: "/v1/upgrade", body: `{"workflow":"t/job@1","all":true}`},
 		{name: "gc", route: "POST /v1/gc", path: "/v1/gc", body: `{}`},
 		{name: "claim", route: "POST /v1/effects/claim", path: "/v1/effects/claim", body: `{"executor":"payments","effects":["t/work@1"]}`},
 		{name: "receipt", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), aw.builtinKey, receipts.BuiltinExecutor, "sys/timer.set@1", ghost, map[string]any{})},
@@ -652,6 +657,7 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "trace", route: "GET /v1/trace/{workflow}/{key}", path: "/v1/trace/t%2Ftally@1/a"},
 		{name: "timeline", route: "GET /v1/timeline/{workflow}/{key}", path: "/v1/timeline/t%2Ftally@1/a"},
 		{name: "manifest", route: "GET /v1/manifest", path: "/v1/manifest"},
+		{name: "replay under a manifest", route: "POST /v1/replay/manifest", path: "/v1/replay/manifest", body: files(answersManifest)},
 		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()},
 		{name: "keys", route: "GET /v1/keys", path: "/v1/keys"},
 		{name: "metrics", route: "GET /metrics", path: "/metrics"},
@@ -662,6 +668,7 @@ func TestAPIAnswers(t *testing.T) {
 	}
 	t.Run("retention", func(t *testing.T) { probeRetention(t, files(answersManifest), add, start) })
 	t.Run("pins", func(t *testing.T) { probePins(t, answersManifest, start) })
+	t.Run("upgrade", func(t *testing.T) { probeUpgrade(t, answersManifest, start) })
 	if !t.Failed() {
 		t.Run("documented", func(t *testing.T) { checkAnswersDocumented(t, provoked) })
 	}

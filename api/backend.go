@@ -73,6 +73,9 @@ type Reader interface {
 	// Shadow runs a proposed manifest against a copy of the world
 	// (kernel.World.Shadow) and reports what it did (shadow.go).
 	Shadow(ctx context.Context, req ShadowRequest) (*ShadowOutput, error)
+	// ReplayManifest checks a manifest's code against every cell's
+	// history (kernel.ReplayManifest, `aosd replay --manifest`; upgrade.go).
+	ReplayManifest(ctx context.Context, req ReplayManifestRequest) (*UpgradeOutput, error)
 }
 
 // Writer changes a world: each method journals, or changes what the
@@ -115,6 +118,9 @@ type Writer interface {
 	// GC collects the world's CAS, and with req.DropJournal applies the
 	// journal's retention (gc.go).
 	GC(ctx context.Context, req GCRequest) (*GCOutput, error)
+	// Upgrade moves cells pinned to an older manifest onto the current
+	// one after a replay check (kernel.World.Upgrade; upgrade.go).
+	Upgrade(ctx context.Context, req UpgradeRequest) (*UpgradeOutput, error)
 }
 
 var (

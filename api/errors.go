@@ -108,7 +108,7 @@ func AsError(err error, where string) *Error {
 			w = problemWhere(ps[0])
 		}
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidManifest, Message: ps.Error(), Where: w, err: err}
-	case errors.As(err, &ie), errors.Is(err, kernel.ErrInvalid):
+	case errors.As(err, &ie), errors.Is(err, kernel.ErrInvalid), errors.Is(err, kernel.ErrUpgrade):
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidInput, Message: err.Error(), Where: where, err: err}
 	case errors.Is(err, kernel.ErrIdempotencyConflict):
 		return &Error{Status: http.StatusConflict, Code: CodeIdempotencyConflict, Message: err.Error(), Where: where, err: err}

@@ -149,6 +149,8 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/shadow", s.shadowRoute},
 		{"POST", "/v1/snapshot", s.snapshotRoute},
 		{"POST", "/v1/replay", s.replayRoute},
+		{"POST", "/v1/replay/manifest", s.replayManifestRoute},
+		{"POST", "/v1/upgrade", s.upgradeRoute},
 		{"GET", "/v1/intents/{hash}", s.intentRoute},
 		{"POST", "/v1/intents/{hash}/cancel", s.cancelRoute},
 		{"GET", "/v1/keys", s.keysRoute},

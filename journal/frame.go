@@ -77,7 +77,7 @@ func decodeFrameFast(v []byte) (recs []Record, ok bool) {
 // internKind returns the constant for a known kind, so decoding a frame
 // allocates no strings.
 func internKind(b []byte) Kind {
-	for _, k := range [...]Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest, KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindWorld, KindModule, KindRetire, KindCancel} {
+	for _, k := range [...]Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest, KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindWorld, KindModule, KindRetire, KindCancel, KindMove} {
 		if string(b) == string(k) {
 			return k
 		}

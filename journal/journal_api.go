@@ -22,13 +22,14 @@ const (
 	KindModule     Kind = "module"     // a module set aside (its steps kept timing out) or resumed
 	KindRetire     Kind = "retire"     // a drained live manifest retired (apply --pin keeps older ones live)
 	KindCancel     Kind = "cancel"     // an operator cancelled an intent in flight
+	KindMove       Kind = "move"       // a waiting cell moved to the current manifest after a replay check (aosd upgrade)
 )
 
 // Kinds lists every record kind, in the order above: readers that filter by
 // kind accept exactly these.
 func Kinds() []Kind {
 	return []Kind{KindEvent, KindStep, KindIntent, KindReceipt, KindDrop, KindFrame, KindManifest,
-		KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindWorld, KindModule, KindRetire, KindCancel}
+		KindCheckpoint, KindSnapshot, KindFault, KindConfig, KindRecover, KindWorld, KindModule, KindRetire, KindCancel, KindMove}
 }
 
 // Record is one journal entry. Seq is gap-free and strictly increasing from 1.

@@ -98,7 +98,11 @@ type checker struct {
 	prev        uint64 // the last seq read
 	hasManifest bool
 	manifest    schemas.Hash
-	logical     uint64 // the highest logical time stamped so far
+	// live are the live manifests (an apply --pin keeps the one it
+	// replaces live; a plain apply leaves only itself; a retire removes
+	// one; a snapshot lists them); nil before the first manifest.
+	live    map[schemas.Hash]bool
+	logical uint64 // the highest logical time stamped so far
 
 	insts   map[string]*instance
 	busy    map[string]*instance // instances with a non-empty mailbox
@@ -286,10 +290,15 @@ func (c *checker) record(r journal.Record) {
 	case *records.RetireRec:
 		c.needManifest(r.Seq, "a retire")
 		c.idle(r.Seq, "a retire")
+		delete(c.live, rec.Hash)
 	case *records.CancelRec:
 		c.needManifest(r.Seq, "a cancel")
 		c.idle(r.Seq, "a cancel")
 		c.cancelRec(r.Seq, rec)
+	case *records.MoveRec:
+		c.needManifest(r.Seq, "a move")
+		c.idle(r.Seq, "a move")
+		c.moveRec(r.Seq, rec)
 	}
 }
 
@@ -368,7 +377,38 @@ func (c *checker) manifestRec(seq uint64, rec *records.ManifestRec) {
 		}
 	}
 	c.idle(seq, "a manifest")
+	if !rec.Pin || c.live == nil {
+		c.live = map[schemas.Hash]bool{}
+	}
+	if c.live != nil {
+		c.live[rec.Hash] = true
+	}
 	c.hasManifest, c.manifest = true, rec.Hash
+}
+
+// moveRec checks a move (aosd upgrade, kernel/upgrade.go): to the current
+// manifest, from another live one, of an instance with nothing in its
+// mailbox, after every input it names. Whether the instance was pinned to
+// from, and whether the current code reproduced its steps, needs the
+// code: replay judges that (it refuses a move of an instance not pinned to
+// from, and the upgrade checked the steps before journaling it).
+func (c *checker) moveRec(seq uint64, rec *records.MoveRec) {
+	switch {
+	case rec.To != c.manifest:
+		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move to manifest %s, but the current manifest is %s", rec.To, c.manifest)
+	case rec.From == rec.To:
+		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move from manifest %s to itself", rec.From)
+	case !c.live[rec.From]:
+		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move from manifest %s, which is not live (never applied, replaced by a plain apply, or retired)", rec.From)
+	case len(rec.Inputs) == 0:
+		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move that names no input checked")
+	}
+	for i, in := range rec.Inputs {
+		if in >= seq || (i > 0 && in <= rec.Inputs[i-1]) {
+			c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move whose inputs %v do not rise before it", rec.Inputs)
+			break
+		}
+	}
 }
 
 // anyPending is the smallest pending intent hash, to name one.
@@ -635,6 +675,8 @@ func describe(v any) string {
 		return "a module record"
 	case *records.RetireRec:
 		return "a retire"
+	case *records.MoveRec:
+		return "a move"
 	}
 	return fmt.Sprintf("a %T", v)
 }

@@ -52,6 +52,7 @@ const (
 	RuleSnapshotCheckpoint = "snapshot-checkpoint" // a snapshot that does not name the latest checkpoint, or names it twice
 	RuleWorldRecord        = "world-record"        // a second world record, or one whose identity is not one
 	RuleWorldBinding       = "world-binding"       // an intent, receipt, drop or frame that names another world than the journal's
+	RuleMove               = "move"                // a move to a manifest that is not current, or from one that is not live, or of an instance with work under way
 )
 
 // Rules lists every rule id, in the order docs/journal-check.md explains
@@ -69,6 +70,6 @@ func Rules() []string {
 		RuleApplyNotQuiescent,
 		RuleRecoverNotFailed, RuleRecoverStaleFault, RuleRecoverMismatch, RuleRecoverAction,
 		RuleModuleAction, RuleModuleResume,
-		RuleSnapshotCheckpoint, RuleWorldRecord, RuleWorldBinding,
+		RuleSnapshotCheckpoint, RuleWorldRecord, RuleWorldBinding, RuleMove,
 	}
 }

@@ -60,6 +60,10 @@ func (c *checker) seed(s *snapshot.State) {
 	c.world = s.World
 	if s.Manifest != nil {
 		c.hasManifest, c.manifest = true, s.Manifest.Hash
+		c.live = map[schemas.Hash]bool{s.Manifest.Hash: true}
+		for _, lm := range s.Live { // the older live manifests (nil: none)
+			c.live[lm.Hash] = true
+		}
 	}
 	c.lastCheckpoint = s.Height
 	c.limits(&s.Limits)

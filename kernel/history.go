@@ -78,7 +78,7 @@ func CellHistory(ctx context.Context, s Stores, cfg Config, q HistoryQuery) (*Hi
 	sc := ScratchStores(s, s.Journal.Height())
 	sc.Journal = &beforeLog{scratchLog: sc.Journal.(*scratchLog), before: q.From}
 	tap := &historyTap{wf: q.Workflow, key: q.Key, from: q.From, to: q.To}
-	w, err := open(sc, scratchConfig(cfg), tap)
+	w, err := open(sc, scratchConfig(cfg), tap, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -612,6 +612,24 @@ func TestJournalCheckCatches(t *testing.T) {
 			})
 			return nil, b.intentRec
 		}},
+		{journalcheck.RuleMove, func(f *forged) (journalcheck.Journal, uint64) {
+			// A move from a manifest that was never applied.
+			var mr records.ManifestRec
+			if err := schemas.UnmarshalTrusted(b.manifest.Body, &mr); err != nil {
+				t.Fatal(err)
+			}
+			return nil, f.add(journal.KindMove, &records.MoveRec{Workflow: "com.test/counter@1", Key: ckey("k1"),
+				From: schemas.HashBytes([]byte("never applied")), To: mr.Hash, Inputs: []uint64{1}, Since: "creation"})
+		}},
+		{journalcheck.RuleMove, func(f *forged) (journalcheck.Journal, uint64) {
+			// A move to a manifest that is not the current one.
+			var mr records.ManifestRec
+			if err := schemas.UnmarshalTrusted(b.manifest.Body, &mr); err != nil {
+				t.Fatal(err)
+			}
+			return nil, f.add(journal.KindMove, &records.MoveRec{Workflow: "com.test/counter@1", Key: ckey("k1"),
+				From: mr.Hash, To: schemas.HashBytes([]byte("elsewhere")), Inputs: []uint64{1}, Since: "creation"})
+		}},
 		{journalcheck.RuleTruncated, func(f *forged) (journalcheck.Journal, uint64) {
 			// Retention drops everything up to the newest snapshot's
 			// checkpoint and one record past it: no snapshot has its

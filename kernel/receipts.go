@@ -373,6 +373,9 @@ func (st *state) failDelivery(in *instance, input uint64, d *delivery, reason, c
 		f.retry = &kept
 	}
 	in.failed, in.reason, in.fault = true, reason, f
+	if st.w.upg != nil {
+		st.w.upg.faulted(in, seq, reason)
+	}
 	st.parkMailbox(in)
 	st.failed.insert(in)
 	for _, h := range sortedHashes(in.inflight) {

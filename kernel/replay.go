@@ -156,6 +156,10 @@ func (st *state) drive(it *replayItem) error {
 		if err := st.replayRetire(r); err != nil {
 			return err
 		}
+	case journal.KindMove:
+		if err := st.replayMove(r); err != nil {
+			return err
+		}
 	case journal.KindConfig:
 		var cr records.ConfigRec
 		if err := schemas.UnmarshalTrusted(r.Body, &cr); err != nil {

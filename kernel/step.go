@@ -153,6 +153,7 @@ type stepResult struct {
 	events   []emitted
 	intents  []records.IntentRec
 	rt       *wfRuntime
+	lm       *liveManifest // the manifest rt is of
 	stepSeq  uint64
 	deleting bool
 }
@@ -210,6 +211,9 @@ func (st *state) step(in *instance, d *delivery) {
 	st.emit(journal.KindStep, records.EncodeStep(&rec))
 	if st.w.hist != nil {
 		st.w.hist.stepped(in.wf, in.key, res.stepSeq, res.prev, res.state)
+	}
+	if st.w.upg != nil {
+		st.w.upg.stepped(st, in, d, &res)
 	}
 	if res.state != nil {
 		if err := res.rt.head.PutHashed(in.key, res.state, stateHash, d.stamp.LogicalNs); err != nil {
@@ -284,6 +288,7 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 		lm, rt = alt, alt.wfs[in.wf]
 		res.rt = rt
 	}
+	res.lm = lm
 	input := &modules.Input{Version: 1, State: prev, Event: modules.EventIn{Schema: d.schema, Value: d.value, Key: in.key}}
 	if rt.ctx {
 		input.Ctx = st.context(lm, rt, in, d, stepSeq)

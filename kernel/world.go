@@ -76,6 +76,9 @@ type World struct {
 	// hist, when set (CellHistory's scratch worlds only), taps every step
 	// replay applies and ends replay early (history.go).
 	hist *historyTap
+	// upg, when set (the scratch worlds of an upgrade's check only), checks
+	// a manifest's code against every step replay applies (upgrade.go).
+	upg *upgradeTap
 
 	// journaled counts the records of each kind made durable since Open
 	// (replayed ones not counted), for Status.
@@ -181,11 +184,12 @@ type Stores struct {
 // Open opens a world over the given stores and replays the journal to
 // rebuild state. The caller keeps owning the stores and closes them after
 // the world.
-func Open(s Stores, cfg Config) (*World, error) { return open(s, cfg, nil) }
+func Open(s Stores, cfg Config) (*World, error) { return open(s, cfg, nil, nil) }
 
-// open is Open with a history tap (history.go): nil for every world but
-// CellHistory's scratch worlds.
-func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
+// open is Open with a history tap (history.go) or an upgrade's check
+// (upgrade.go): nil for every world but the scratch worlds of CellHistory
+// and of an upgrade.
+func open(s Stores, cfg Config, hist *historyTap, upg *upgradeTap) (*World, error) {
 	cfg = cfg.withDefaults()
 	// A caller that writes to the CAS beside the world (the daemon's blob
 	// executor) hands over a Guard it writes through too.
@@ -206,6 +210,7 @@ func open(s Stores, cfg Config, hist *historyTap) (*World, error) {
 
 		stopTimer: make(chan struct{}),
 		hist:      hist,
+		upg:       upg,
 	}
 	w.st = &state{
 		w:         w,

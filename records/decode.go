@@ -9,7 +9,7 @@ import (
 
 // Decode decodes a record's body into its type: *EventRec, *StepRec,
 // *FaultRec, *IntentRec, *ReceiptRec, *DropRec, *FrameRec, *ManifestRec,
-// *ConfigRec, *RecoverRec, *ModuleRec, *RetireRec, *CancelRec, *CheckpointRec, *SnapshotRec or *WorldRec. A kind with no
+// *ConfigRec, *RecoverRec, *ModuleRec, *RetireRec, *CancelRec, *MoveRec, *CheckpointRec, *SnapshotRec or *WorldRec. A kind with no
 // type here gives nil and no error. Bodies are trusted: they were canonical when journaled.
 func Decode(r journal.Record) (any, error) {
 	var v any
@@ -46,6 +46,8 @@ func Decode(r journal.Record) (any, error) {
 		v = new(WorldRec)
 	case journal.KindRetire:
 		v = new(RetireRec)
+	case journal.KindMove:
+		v = new(MoveRec)
 	default:
 		return nil, nil
 	}

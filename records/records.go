@@ -123,6 +123,30 @@ type RetireRec struct {
 	Name string       `cbor:"name"`
 }
 
+// MoveRec moves one cell (or unkeyed instance) pinned to an older live
+// manifest onto the current one (kernel/upgrade.go, `aosd upgrade`). It
+// is journaled only after the current manifest's code, replayed over the
+// cell's inputs (Inputs, in journal order), reproduced every step the
+// journal holds: the same state hashes and the same intents. Its intents
+// in flight keep their hashes. Replay applies it without checking again.
+type MoveRec struct {
+	Workflow string       `cbor:"workflow"`
+	Key      []byte       `cbor:"key,omitempty"`
+	From     schemas.Hash `cbor:"from"` // the manifest the cell was pinned to
+	To       schemas.Hash `cbor:"to"`   // the current manifest, which it moves to
+	// Inputs are the seqs of the inputs whose steps were checked, oldest
+	// first: the events, receipts and frames delivered to the cell since
+	// it was created (or since the snapshot the check started from, when
+	// the cell existed there; Since says which). A move changes no state,
+	// so a cell moved before is checked over its whole life again.
+	Inputs []uint64 `cbor:"inputs"`
+	// Since is where the check started: "creation" or "snapshot".
+	Since string `cbor:"since"`
+	// StateHash is the cell's state after the move (its migrated state
+	// when the new module migrates it); nil when the cell has no state.
+	StateHash *schemas.Hash `cbor:"state_hash,omitempty"`
+}
+
 // StateChangeRec is what an apply journals about state schemas: the
 // workflows whose state schema it changed (sorted; never null) and their new
 // schema epoch. Every manifest record written by a kernel that checks state

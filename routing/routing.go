@@ -125,3 +125,24 @@ func Wrap(tag string, value []byte) []byte {
 	b = append(b, 0x66, '$', 'v', 'a', 'l', 'u', 'e')
 	return append(b, value...)
 }
+
+// Unwrap reads a value Wrap made back into its tag and the arm's value.
+// ok is false when value is not exactly {"$tag": text, "$value": ...} in
+// Wrap's layout (the one canonical layout of a variant value).
+func Unwrap(value []byte) (tag string, inner []byte, ok bool) {
+	const head = "\xa2\x64$tag"
+	if len(value) < len(head) || string(value[:len(head)]) != head {
+		return "", nil, false
+	}
+	major, n, i, ok := canon.Head(value, len(head))
+	if !ok || major != canon.MajorText || uint64(len(value)-i) < n {
+		return "", nil, false
+	}
+	tag = string(value[i : i+int(n)])
+	rest := value[i+int(n):]
+	const vk = "\x66$value"
+	if len(rest) <= len(vk) || string(rest[:len(vk)]) != vk {
+		return "", nil, false
+	}
+	return tag, rest[len(vk):], true
+}

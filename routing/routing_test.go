@@ -125,3 +125,30 @@ func TestWrapIsCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrap reads back what Wrap wrote, for tags of every head length,
+// and refuses what Wrap does not write.
+func TestUnwrap(t *testing.T) {
+	for _, n := range []int{0, 1, 23, 24, 255, 256, 70000} {
+		tag := strings.Repeat("T", n)
+		for _, v := range []any{uint64(7), "x", map[string]any{"a": []byte{1}}, nil} {
+			inner := schemas.MustMarshal(v)
+			gotTag, gotInner, ok := routing.Unwrap(routing.Wrap(tag, inner))
+			if !ok || gotTag != tag || string(gotInner) != string(inner) {
+				t.Fatalf("Unwrap(Wrap(%d-byte tag, %v)) = %d-byte tag, %x, %v", n, v, len(gotTag), gotInner, ok)
+			}
+		}
+	}
+	wrapped := routing.Wrap("Created", schemas.MustMarshal(1))
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"a plain map":    schemas.MustMarshal(map[string]any{"a": 1}),
+		"no value":       wrapped[:len(wrapped)-8],
+		"a short tag":    wrapped[:7],
+		"a tag not text": append([]byte("\xa2\x64$tag\x01"), wrapped[13:]...),
+	} {
+		if _, _, ok := routing.Unwrap(b); ok {
+			t.Errorf("%s: Unwrap(%x) ok", name, b)
+		}
+	}
+}

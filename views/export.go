@@ -196,6 +196,19 @@ type CancelBody struct {
 	Workflow string          `json:"workflow"`
 }
 
+// MoveBody is a move record (records.MoveRec): a cell moved from the
+// manifest it was pinned to onto the current one after a replay check.
+type MoveBody struct {
+	From      schemas.Hash    `json:"from"`
+	Inputs    []uint64        `json:"inputs"`
+	Key       json.RawMessage `json:"key"`
+	KeyCBOR   *[]byte         `json:"key_cbor,omitempty"`
+	Since     string          `json:"since"`
+	StateHash *schemas.Hash   `json:"state_hash,omitempty"`
+	To        schemas.Hash    `json:"to"`
+	Workflow  string          `json:"workflow"`
+}
+
 // CheckpointBody is a checkpoint record (records.CheckpointRec): a
 // snapshot's point, and what asked for it.
 type CheckpointBody struct {
@@ -320,6 +333,10 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 	case *records.CancelRec:
 		b := &CancelBody{By: rec.By, Effect: rec.Effect, Intent: rec.Intent, Reason: rec.Reason, Stamp: stampBody(&rec.Stamp),
 			Workflow: rec.Workflow}
+		b.Key, b.KeyCBOR = keyOut(rec.Key)
+		body = b
+	case *records.MoveRec:
+		b := &MoveBody{From: rec.From, Inputs: rec.Inputs, Since: rec.Since, StateHash: rec.StateHash, To: rec.To, Workflow: rec.Workflow}
 		b.Key, b.KeyCBOR = keyOut(rec.Key)
 		body = b
 	case *records.CheckpointRec:
@@ -642,6 +659,15 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 		}
 		rec := &records.CancelRec{Intent: b.Intent, Effect: b.Effect, Workflow: b.Workflow, Reason: b.Reason, By: b.By,
 			Stamp: stampRec(&b.Stamp)}
+		rec.Key, err = keyIn("key", b.Key, b.KeyCBOR)
+		return rec, err
+	case journal.KindMove:
+		var b MoveBody
+		if err := into(&b); err != nil {
+			return nil, err
+		}
+		rec := &records.MoveRec{Workflow: b.Workflow, From: b.From, To: b.To, Inputs: b.Inputs, Since: b.Since, StateHash: b.StateHash}
+		var err error
 		rec.Key, err = keyIn("key", b.Key, b.KeyCBOR)
 		return rec, err
 	case journal.KindCheckpoint:

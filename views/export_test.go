@@ -190,6 +190,16 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		return m
 	case journal.KindRetire:
 		return &records.RetireRec{Hash: g.Hash(), Name: g.Str()}
+	case journal.KindMove:
+		m := &records.MoveRec{Workflow: g.Str(), Key: g.key(), From: g.Hash(), To: g.Hash(), Inputs: []uint64{}, Since: g.Str()}
+		for range r.IntN(3) {
+			m.Inputs = append(m.Inputs, g.Num())
+		}
+		if r.IntN(2) == 0 {
+			h := g.Hash()
+			m.StateHash = &h
+		}
+		return m
 	case journal.KindCheckpoint:
 		return &records.CheckpointRec{Reason: g.Str()}
 	case journal.KindSnapshot:
@@ -475,6 +485,8 @@ func TestExportOfRareKindsMatchesOpenAPI(t *testing.T) {
 		{journal.KindManifest, &records.ManifestRec{Hash: h, Name: "m2", Source: []byte("y"), Pin: true,
 			StateChange: &records.StateChangeRec{Workflows: []string{}}}},
 		{journal.KindRetire, &records.RetireRec{Hash: h, Name: "m"}},
+		{journal.KindMove, &records.MoveRec{Workflow: "w@1", Key: key, From: h, To: h, Inputs: []uint64{3, 5}, Since: "creation", StateHash: &h}},
+		{journal.KindMove, &records.MoveRec{Workflow: "w@1", From: h, To: h, Inputs: []uint64{3}, Since: "snapshot"}},
 		{journal.KindIntent, &records.IntentRec{Hash: h, IntentID: records.IntentID{OriginWorkflow: "w@1", OriginKey: key,
 			Effect: "e@1", Params: schemas.MustMarshal([]byte{3}), IdempotencyKey: []byte("k"), IssuerRef: "r", EmittedAt: 7}}},
 	} {
