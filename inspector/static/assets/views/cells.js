@@ -39,13 +39,16 @@ export async function cellsView(ctx, wf) {
     const qs = q.toString();
     navigate(cellsPath(wf) + (qs ? '?' + qs : ''));
   });
+  const pinBox = h('span', {});
+  replace(ctx.main, h('h1', {}, wf), search,
+    h('div', { class: 'toolbar' }, h('label', { for: 'status-filter' }, 'Status'), filter, pinBox),
+    body);
   // The live manifests, to name each row's pin.
   const names = await manifestNames(ctx.signal);
-  replace(ctx.main, h('h1', {}, wf), search,
-    h('div', { class: 'toolbar' }, h('label', { for: 'status-filter' }, 'Status'), filter,
-      pin ? h('span', { id: 'pin-filter', class: 'pill pinned' }, 'only instances pinned to ' + (names.get(pin) || 'a manifest no longer live') + ' (' + shortHash(pin) + ') ',
-        h('a', { href: cellsPath(wf) + (status ? '?status=' + status : '') }, 'show all')) : null),
-    body);
+  if (pin) {
+    replace(pinBox, h('span', { id: 'pin-filter', class: 'pill pinned' }, 'only instances pinned to ' + (names.get(pin) || 'a manifest no longer live') + ' (' + shortHash(pin) + ') ',
+      h('a', { href: cellsPath(wf) + (status ? '?status=' + status : '') }, 'show all')));
+  }
 
   const load = async () => {
     const after = cursors[cursors.length - 1];
