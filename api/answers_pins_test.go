@@ -48,15 +48,28 @@ func probePins(t *testing.T, manifest string, start func(string) string) {
 	}
 	old, cur := page.Manifests[0].Hash, page.Manifests[1].Hash
 	retire := func(h string) string { return "/v1/manifests/" + h + "/retire" }
+	pinnedTo := func(h string) string { return "/v1/cells/t%2Fjob@1?pin=" + h }
 	poke := `{"schema":"t/Poke@1","value":{"id":"j1"}}`
 	for _, p := range []probe{
 		{name: "poke a pinned job", route: "POST /v1/events", path: "/v1/events", body: poke, status: 409, code: "pinned", says: "pinned to manifest t/answers"},
 		{name: "poke a new job", route: "POST /v1/events", path: "/v1/events", body: `{"schema":"t/Poke@1","value":{"id":"j9"}}`, status: 200, journals: true},
+		// The pin filter lists the instances pinned to a manifest: j1 on
+		// the old one, nothing on the current one (j9 is on it, unpinned).
+		{name: "cells pinned to the old manifest", route: "GET /v1/cells/{workflow}", path: pinnedTo(old), status: 200, says: `"key":"j1","state_hash":`},
+		{name: "cells pinned to the old manifest, j1", route: "GET /v1/cells/{workflow}", path: pinnedTo(old) + "&key=j1&status=waiting", status: 200, says: `"pin":"` + old + `"`},
+		{name: "cells pinned to the old manifest, completed", route: "GET /v1/cells/{workflow}", path: pinnedTo(old) + "&status=completed", status: 200, says: `{"cells":[]}`},
+		// j2's key hash sorts before j1's: the page after it holds j1, not j2.
+		{name: "cells pinned to the old manifest, key j2", route: "GET /v1/cells/{workflow}", path: pinnedTo(old) + "&key=j2", status: 200, says: `{"cells":[]}`},
+		{name: "cells pinned to the old manifest, key j9", route: "GET /v1/cells/{workflow}", path: pinnedTo(old) + "&key=j9", status: 200, says: `{"cells":[]}`},
+		{name: "cells pinned to the current manifest", route: "GET /v1/cells/{workflow}", path: pinnedTo(cur), status: 200, says: `{"cells":[]}`},
+		{name: "cells pinned, not a hash", route: "GET /v1/cells/{workflow}", path: pinnedTo("nope"), status: 400, code: "invalid_input", says: `"where":"pin"`},
+		{name: "cells pinned, empty", route: "GET /v1/cells/{workflow}", path: pinnedTo(""), status: 400, code: "invalid_input", says: `"where":"pin"`},
 		{name: "retire, not drained", route: "POST /v1/manifests/{hash}/retire", path: retire(old), status: 409, code: "not_drained", says: `t/job@1 key \"j1\" (waiting)`},
 		{name: "retire the current", route: "POST /v1/manifests/{hash}/retire", path: retire(cur), status: 409, code: "current_manifest"},
 		{name: "retire, not a hash", route: "POST /v1/manifests/{hash}/retire", path: retire("nope"), status: 400, code: "invalid_input"},
 		{name: "receipt under the pin", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, aw.intentOf(t, "j1"), map[string]any{"ok": true}), status: 200, journals: true},
 		{name: "manifests, drained", route: "GET /v1/manifests", path: "/v1/manifests", status: 200, says: `"drained":true`},
+		{name: "cells pinned to the drained manifest", route: "GET /v1/cells/{workflow}", path: pinnedTo(old), status: 200, says: `{"cells":[]}`},
 		{name: "retire", route: "POST /v1/manifests/{hash}/retire", path: retire(old), status: 200, journals: true, says: `"retired":true`},
 		{name: "retire again", route: "POST /v1/manifests/{hash}/retire", path: retire(old), status: 404, code: "not_found"},
 	} {

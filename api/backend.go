@@ -159,6 +159,10 @@ type CellsQuery struct {
 	// typed it, see ParseKey): a page of that row or of none.
 	Key    string
 	HasKey bool
+	// Pin keeps only the instances pinned to the live manifest of this
+	// hash (sha256:<64 hex>), of any status unless Status narrows it; ""
+	// does not filter (cellsfilter.go).
+	Pin string
 }
 
 // JournalQuery selects journal records.
@@ -310,6 +314,9 @@ func (l *Local) Cells(ctx context.Context, workflow string, q CellsQuery) (*Cell
 	where := "workflow " + workflow
 	if _, err := l.workflow(workflow); err != nil {
 		return nil, AsError(err, where)
+	}
+	if q.Pin != "" {
+		return l.pinnedCells(ctx, workflow, q)
 	}
 	if q.HasKey || len(q.Status) > 0 {
 		return l.filteredCells(ctx, workflow, q)

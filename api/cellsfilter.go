@@ -113,6 +113,43 @@ func (l *Local) filteredCells(ctx context.Context, workflow string, q CellsQuery
 	}
 }
 
+// pinnedCells lists the instances pinned to the manifest q.Pin: they are
+// all in the instance table (pinned or not at rest), so the page is found
+// among the instances alone, whatever the number of cells; a key is looked
+// up among those rows.
+func (l *Local) pinnedCells(ctx context.Context, workflow string, q CellsQuery) (*CellPage, error) {
+	where := "workflow " + workflow
+	pin, err := schemas.ParseHash(q.Pin)
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "pin",
+			"%q is not a manifest hash (sha256:<64 hex>; GET /v1/manifests lists the live ones): %v", q.Pin, err)
+	}
+	if q.HasKey {
+		def, err := l.workflow(workflow)
+		if err != nil {
+			return nil, AsError(err, where)
+		}
+		k, err := ParseKey(l.W.Manifest(), def, q.Key)
+		if err != nil {
+			return nil, AsError(err, "key")
+		}
+		p, err := l.W.PinnedPage(ctx, workflow, pin, cursorBefore(schemas.HashBytes(k)), 1, q.Status)
+		if err != nil {
+			return nil, AsError(err, where)
+		}
+		out := &CellPage{Cells: []CellInfo{}}
+		if len(p.Cells) == 1 && bytes.Equal(p.Cells[0].Key, k) {
+			out.Cells = CellInfoViews(p.Cells)
+		}
+		return out, nil
+	}
+	p, err := l.W.PinnedPage(ctx, workflow, pin, q.After, q.Limit, q.Status)
+	if err != nil {
+		return nil, AsError(err, where)
+	}
+	return CellPageView(p), nil
+}
+
 // cellCursorOf is the listing cursor that continues after the row of key.
 func cellCursorOf(key []byte) string {
 	h := schemas.HashBytes(key)

@@ -139,6 +139,9 @@ func (c *Client) Cells(ctx context.Context, workflow string, q CellsQuery) (*Cel
 	if q.HasKey {
 		v.Set("key", q.Key)
 	}
+	if q.Pin != "" {
+		v.Set("pin", q.Pin)
+	}
 	p := "/v1/cells/" + url.PathEscape(workflow)
 	if len(v) > 0 {
 		p += "?" + v.Encode()

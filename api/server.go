@@ -493,6 +493,13 @@ func (s *Server) cells(w http.ResponseWriter, r *http.Request) {
 		if ks, ok := r.URL.Query()["key"]; ok {
 			q.Key, q.HasKey = ks[len(ks)-1], true
 		}
+		if ps, ok := r.URL.Query()["pin"]; ok {
+			q.Pin = ps[len(ps)-1]
+			if q.Pin == "" {
+				return nil, newError(http.StatusBadRequest, CodeInvalidInput, "pin",
+					"empty: want a live manifest's hash (sha256:<64 hex>; GET /v1/manifests lists them)")
+			}
+		}
 		return s.Backend.Cells(r.Context(), r.PathValue("workflow"), q)
 	})
 }

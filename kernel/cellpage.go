@@ -266,6 +266,26 @@ func (st *state) unlistInstance(in *instance) {
 // cells: the rows of a status filter without completed are found among the
 // instances alone. Next is set when more instances follow.
 func (w *World) InstancePage(ctx context.Context, workflow, after string, limit int, statuses []string) (*CellPage, error) {
+	return w.instancePage(ctx, workflow, after, limit, func(in *instance, status string) bool {
+		return slices.Contains(statuses, status)
+	})
+}
+
+// PinnedPage lists at most limit rows of a workflow's instances pinned to
+// the live manifest pin, whatever their status (those at rest that stay
+// pinned included), and, when statuses is not empty, with one of those
+// statuses, in key-hash order after the cursor after, as InstancePage does.
+// A pinned instance is always in the instance table, so this walks the
+// instance list alone, O(log instances + instances visited), never the
+// cells. A hash that is no live manifest's lists nothing.
+func (w *World) PinnedPage(ctx context.Context, workflow string, pin schemas.Hash, after string, limit int, statuses []string) (*CellPage, error) {
+	return w.instancePage(ctx, workflow, after, limit, func(in *instance, status string) bool {
+		return in.pin != nil && in.pin.m.Hash == pin && (len(statuses) == 0 || slices.Contains(statuses, status))
+	})
+}
+
+// instancePage lists the workflow's listed instances that keep takes.
+func (w *World) instancePage(ctx context.Context, workflow, after string, limit int, keep func(in *instance, status string) bool) (*CellPage, error) {
 	limit, from, err := pageArgs(limit, after)
 	if err != nil {
 		return nil, err
@@ -285,7 +305,7 @@ func (w *World) InstancePage(ctx context.Context, workflow, after string, limit 
 			return
 		}
 		list.Ascend(from, func(kh schemas.Hash, in *instance) bool {
-			if s := in.status(); slices.Contains(statuses, s) {
+			if s := in.status(); keep(in, s) {
 				rows = append(rows, cellRow{kh: kh, cell: -1, key: in.key, status: s, reason: in.reason, pin: st.pinText(in), pinWhy: in.pinWhy})
 			}
 			return len(rows) <= limit

@@ -1783,6 +1783,20 @@ var mutations = []mutation{
 		from: "\t\tif perr != nil {\n\t\t\treturn fmt.Errorf(\"domain event %d: %v\", i, perr)\n\t\t}",
 		to:   "\t\t_ = perr",
 		pkg:  "./kernel", run: "TestPinnedStepEmits"},
+	// GET /v1/cells/{workflow}?pin=HASH lists the instances pinned to that
+	// manifest (the inspector links them), with status and key narrowing it.
+	{name: "pins/cells-pin-filter", file: "kernel/cellpage.go",
+		from: "return in.pin != nil && in.pin.m.Hash == pin && (len(statuses) == 0 || slices.Contains(statuses, status))",
+		to:   "return in.pin != nil && (len(statuses) == 0 || slices.Contains(statuses, status))",
+		pkg:  "./api", run: "TestAPIAnswers/pins"},
+	{name: "pins/cells-pin-filter-status", file: "kernel/cellpage.go",
+		from: "return in.pin != nil && in.pin.m.Hash == pin && (len(statuses) == 0 || slices.Contains(statuses, status))",
+		to:   "return in.pin != nil && in.pin.m.Hash == pin",
+		pkg:  "./api", run: "TestAPIAnswers/pins"},
+	{name: "pins/cells-pin-filter-key", file: "api/cellsfilter.go",
+		from: "if len(p.Cells) == 1 && bytes.Equal(p.Cells[0].Key, k) {\n\t\t\tout.Cells = CellInfoViews(p.Cells)\n\t\t}\n\t\treturn out, nil\n\t}\n\tp, err := l.W.PinnedPage(",
+		to:   "if len(p.Cells) == 1 {\n\t\t\tout.Cells = CellInfoViews(p.Cells)\n\t\t}\n\t\treturn out, nil\n\t}\n\tp, err := l.W.PinnedPage(",
+		pkg:  "./api", run: "TestAPIAnswers/pins"},
 	// An operator's cancel (kernel/cancel.go) fences the intent off: the
 	// world refuses a later receipt or frame for it (never journaling a
 	// drop), the fence keeps the cancel across a snapshot, and the

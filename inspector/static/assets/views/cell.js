@@ -5,6 +5,7 @@
 import { h, replace, table, pretty, compact, errorBox } from '../dom.js';
 import { get, APIError } from '../api.js';
 import { apiCell, cellsPath, intentPath, journalPath } from '../links.js';
+import { manifestNames } from './cells.js';
 
 const PAGE = 100;
 
@@ -17,7 +18,7 @@ export async function cellView(ctx, wf, key) {
     head,
     h('h2', {}, 'Timeline'),
     h('div', { class: 'split' }, tl, panel));
-  const summary = get(apiCell('cells', wf, key), ctx.signal).then((c) => drawHead(head, c), (err) => {
+  const summary = Promise.all([get(apiCell('cells', wf, key), ctx.signal), manifestNames(ctx.signal)]).then(([c, names]) => drawHead(head, c, names), (err) => {
     if (err instanceof APIError && err.status === 404) replace(head, h('p', { class: 'muted', id: 'no-cell' }, 'No cell and no instance at this key now; its history follows.'));
     else if (err instanceof APIError) replace(head, errorBox(err));
     else throw err;
@@ -25,9 +26,15 @@ export async function cellView(ctx, wf, key) {
   await Promise.all([summary, timeline(ctx, wf, key, tl, panel)]);
 }
 
-function drawHead(root, c) {
+function drawHead(root, c, names) {
   const inflight = c.inflight || [];
   replace(root, h('div', { class: 'cards' },
+    c.pin ? h('div', { class: 'card pinned', id: 'cell-pin', 'data-pin': c.pin },
+      h('div', { class: 'label' }, 'Pinned to an older manifest'),
+      h('div', { class: 'value small' }, h('a', { href: '/manifest' }, names.get(c.pin) || 'manifest'), ' ', h('span', { class: 'mono' }, c.pin)),
+      c.pin_reason ? h('div', { class: 'pin-reason', id: 'cell-pin-reason' }, 'Stays pinned at rest: ' + c.pin_reason) :
+        h('div', { class: 'muted' }, 'Steps under it until at rest, then moves to the current manifest.')) :
+      h('div', { class: 'card', id: 'cell-pin', 'data-pin': '' }, h('div', { class: 'label' }, 'Manifest'), h('div', { class: 'value small' }, 'current')),
     h('div', { class: 'card' }, h('div', { class: 'label' }, 'Status'),
       h('div', { class: 'value status-' + c.status, id: 'cell-status' }, c.status + (c.reason ? ': ' + c.reason : ''))),
     h('div', { class: 'card' }, h('div', { class: 'label' }, 'State hash'), h('div', { class: 'value small mono' }, c.state_hash || '—')),

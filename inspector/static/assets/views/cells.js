@@ -4,6 +4,7 @@ import { h, replace, table, errorBox } from '../dom.js';
 import { get, APIError } from '../api.js';
 import { cellsPath, cellPath, parseKey } from '../links.js';
 import { navigate } from '../app.js';
+import { shortHash } from './manifests.js';
 
 const PAGE = 50;
 const STATUSES = ['', 'running', 'waiting', 'completed', 'failed'];
@@ -19,6 +20,7 @@ export async function workflowsView(ctx) {
 export async function cellsView(ctx, wf) {
   const params = new URLSearchParams(location.search);
   const status = params.get('status') || '';
+  const pin = params.get('pin') || '';
   const cursors = ['']; // the cursor of each page shown so far: Previous pops
   const body = h('div', { id: 'cells-page' });
   const keyInput = h('input', { type: 'text', id: 'key-search', placeholder: 'exact key, e.g. o-1 or "o-1" or 42', size: 32 });
@@ -30,15 +32,30 @@ export async function cellsView(ctx, wf) {
     if (raw !== '') navigate(cellPath(wf, parseKey(raw)));
   });
   const filter = h('select', { id: 'status-filter' }, STATUSES.map((st) => h('option', { value: st, selected: st === status }, st || 'any status')));
-  filter.addEventListener('change', () => navigate(cellsPath(wf) + (filter.value ? '?status=' + filter.value : '')));
+  filter.addEventListener('change', () => {
+    const q = new URLSearchParams();
+    if (filter.value) q.set('status', filter.value);
+    if (pin) q.set('pin', pin);
+    const qs = q.toString();
+    navigate(cellsPath(wf) + (qs ? '?' + qs : ''));
+  });
+  const pinBox = h('span', {});
   replace(ctx.main, h('h1', {}, wf), search,
-    h('div', { class: 'toolbar' }, h('label', { for: 'status-filter' }, 'Status'), filter), body);
+    h('div', { class: 'toolbar' }, h('label', { for: 'status-filter' }, 'Status'), filter, pinBox),
+    body);
+  // The live manifests, to name each row's pin.
+  const names = await manifestNames(ctx.signal);
+  if (pin) {
+    replace(pinBox, h('span', { id: 'pin-filter', class: 'pill pinned' }, 'only instances pinned to ' + (names.get(pin) || 'a manifest no longer live') + ' (' + shortHash(pin) + ') ',
+      h('a', { href: cellsPath(wf) + (status ? '?status=' + status : '') }, 'show all')));
+  }
 
   const load = async () => {
     const after = cursors[cursors.length - 1];
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (after) q.set('after', after);
     if (status) q.set('status', status);
+    if (pin) q.set('pin', pin);
     let page;
     try {
       page = await get('/v1/cells/' + encodeURIComponent(wf) + '?' + q, ctx.signal);
@@ -50,6 +67,7 @@ export async function cellsView(ctx, wf) {
     const rows = (page.cells || []).map((c) => [
       h('a', { href: cellPath(wf, c.key), class: 'mono', 'data-key': JSON.stringify(c.key) }, JSON.stringify(c.key)),
       h('span', { class: 'status-' + c.status }, c.status + (c.reason ? ': ' + c.reason : '')),
+      pinCell(c, names),
       h('span', { class: 'mono' }, c.state_hash),
       String(c.size),
     ]);
@@ -59,8 +77,22 @@ export async function cellsView(ctx, wf) {
     nextBtn.addEventListener('click', () => { cursors.push(page.next); load(); });
     replace(body,
       rows.length === 0 ? h('p', { class: 'muted' }, 'No cells' + (status ? ' with status ' + status : '') + '.') :
-        table(['Key', 'Status', 'State hash', 'Bytes'], rows),
+        table(['Key', 'Status', 'Manifest', 'State hash', 'Bytes'], rows, (i) => ({ 'data-pin': (page.cells[i].pin || '') })),
       h('div', { class: 'toolbar' }, prevBtn, h('span', { class: 'muted' }, 'page ' + cursors.length + ', ' + rows.length + ' rows'), nextBtn));
   };
   await load();
+}
+
+// manifestNames maps each live manifest's hash to its name.
+export async function manifestNames(signal) {
+  const page = await get('/v1/manifests', signal);
+  return new Map((page.manifests || []).map((m) => [m.hash, m.name]));
+}
+
+// pinCell says which manifest a row steps under: the current one, or the
+// older one it is pinned to (and, at rest, why it stays there).
+export function pinCell(c, names) {
+  if (!c.pin) return h('span', { class: 'muted' }, 'current');
+  return h('span', { class: 'pin', title: c.pin }, 'pinned to ' + (names.get(c.pin) || 'manifest') + ' ' + shortHash(c.pin),
+    c.pin_reason ? h('span', { class: 'pin-reason' }, ' (stays at rest: ' + c.pin_reason + ')') : null);
 }

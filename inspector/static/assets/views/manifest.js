@@ -4,6 +4,7 @@
 import { h, replace, table, pretty, errorBox } from '../dom.js';
 import { get, post, APIError, Unauthorized } from '../api.js';
 import { cellPath, intentPath } from '../links.js';
+import { liveManifestsSection } from './manifests.js';
 
 export async function manifestView(ctx) {
   const current = h('div', { id: 'manifest-current' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -14,7 +15,9 @@ export async function manifestView(ctx) {
   const dry = h('button', { type: 'button', class: 'primary', id: 'dry-run' }, 'Diff (dry-run apply)');
   const shadow = h('button', { type: 'button', id: 'shadow-run' }, 'Shadow run');
   const out = h('div', { id: 'proposal-result' });
+  const live = h('div', { id: 'live-manifests' }, h('p', { class: 'muted' }, 'Loading…'));
   replace(ctx.main, h('h1', {}, 'Manifest'), current,
+    h('h2', {}, 'Live manifests'), live,
     h('h2', {}, 'Propose a manifest'),
     h('p', { class: 'muted' }, 'Upload the manifest\'s JSON files (a directory\'s *.json, merged in name order) or paste one. Wasm artifacts the world already stores need not be sent. Nothing here changes the world: the diff is a dry run, the shadow run works on a copy.'),
     h('div', { class: 'toolbar' }, h('label', { for: 'manifest-files' }, 'Files'), files),
@@ -47,6 +50,10 @@ export async function manifestView(ctx) {
     replace(out, shadowReport(r));
   }));
 
+  const liveDone = liveManifestsSection(ctx, live).catch((e) => {
+    if (e instanceof APIError) replace(live, errorBox(e));
+    else throw e;
+  });
   try {
     const m = await get('/v1/manifest', ctx.signal);
     let src = m.source;
@@ -59,6 +66,7 @@ export async function manifestView(ctx) {
     if (e instanceof APIError) replace(current, e.status === 409 ? h('p', { class: 'muted' }, 'No manifest applied yet.') : errorBox(e));
     else throw e;
   }
+  await liveDone;
 }
 
 function parse(text, where) {

@@ -5,6 +5,7 @@
 import { h, replace, card, table } from '../dom.js';
 import { get, text } from '../api.js';
 import { cellsPath } from '../links.js';
+import { manifestsTable, pinnedInstances, shortHash } from './manifests.js';
 
 const POLL_MS = 2000;
 
@@ -40,7 +41,8 @@ export async function statusView(ctx) {
       const now = { t: performance.now(), m: sums(prom) };
       now.m.__height = s.journal_height;
       now.m.__receipts = (s.journaled || {}).receipt || 0;
-      draw(root, s, now, prev);
+      const live = (s.pinned || []).length > 0 ? await liveManifests(s, ctx.signal) : null;
+      draw(root, s, now, prev, live);
       prev = now;
     } catch (err) {
       ctx.fail(err);
@@ -51,7 +53,21 @@ export async function statusView(ctx) {
   await tick();
 }
 
-function draw(root, s, now, prev) {
+// liveManifests is the status page's section when an apply --pin keeps
+// older manifests live (the status's pinned): every live manifest and the
+// instances pinned to each older one, linked.
+async function liveManifests(s, signal) {
+  const ms = (await get('/v1/manifests', signal)).manifests || [];
+  const wfs = Object.keys(s.cells || {}).sort();
+  const older = ms.filter((m) => !m.current);
+  const lists = await Promise.all(older.map((m) => pinnedInstances(m.hash, wfs, signal)));
+  return h('div', { id: 'live-manifests' },
+    h('h2', {}, 'Live manifests (', h('a', { href: '/manifest' }, 'retire on the manifest page'), ')'),
+    manifestsTable(ms),
+    older.map((m, i) => [h('h3', {}, 'Pinned to ' + m.name + ' (' + shortHash(m.hash) + ')'), lists[i]]));
+}
+
+function draw(root, s, now, prev, live) {
   const inst = s.instances || {};
   const wfs = Object.keys(s.cells || {}).sort();
   replace(root,
@@ -75,6 +91,7 @@ function draw(root, s, now, prev) {
       card('Receipts', rate(now, prev, '__receipts'), { id: 'rate-receipts' }),
       card('Journal records', rate(now, prev, '__height'), { id: 'rate-records' }),
       card('Since snapshot', String(s.records_since_snapshot) + ' records', { id: 'since-snapshot' })),
+    live,
     h('h2', {}, 'Workflows'),
     wfs.length === 0 ? h('p', { class: 'muted' }, 'No workflows yet: apply a manifest.') :
       table(['Workflow', 'Cells'], wfs.map((wf) => [h('a', { href: cellsPath(wf), 'data-workflow': wf }, wf), String(s.cells[wf])])),
