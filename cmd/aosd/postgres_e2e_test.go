@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aos-kernel/aos/examples/built"
 	"github.com/aos-kernel/aos/internal/pgtest"
@@ -295,4 +297,91 @@ func TestPostgresBench(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "world", "postgres.json")); err != nil {
 		t.Fatalf("the bench world is not on PostgreSQL: %v", err)
 	}
+}
+
+// TestServeInitPostgres: aosd serve --init --postgres makes a directory
+// that holds no world a node of the world in PostgreSQL (creating the world
+// when the schema holds none, joining it otherwise), serves a directory made
+// so as it is on the next start, and refuses, before anything is written, a
+// URL with a password, --postgres without --init, and a directory that
+// holds another world.
+func TestServeInitPostgres(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.Start(t)
+	url := cl.URL("")
+	init := []string{"--init", "--postgres", url, "--schema", "si"}
+	a := filepath.Join(t.TempDir(), "a")
+	da := startDaemonEnv(t, a, nil, init...)
+	if !strings.Contains(da.errb.String(), "created world") {
+		t.Fatalf("first node's serve --init:\n%s", da.errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(a, "postgres.json")); err != nil {
+		t.Fatalf("serve --init --postgres wrote no postgres.json: %v", err)
+	}
+	ok(t, a, "apply", built.Path(t, "counter"))
+	ok(t, a, "send", countEv, `{"key":"a","by":3}`)
+
+	b := filepath.Join(t.TempDir(), "b")
+	db := startDaemonEnv(t, b, nil, init...)
+	if !strings.Contains(db.errb.String(), "joined world") {
+		t.Fatalf("second node's serve --init:\n%s", db.errb.String())
+	}
+	var st struct {
+		Cluster struct {
+			Role string `json:"role"`
+		} `json:"cluster"`
+	}
+	jsonOut(t, b, &st, "status")
+	if st.Cluster.Role != "standby" {
+		t.Fatalf("second node: role %q, want standby", st.Cluster.Role)
+	}
+	var show struct {
+		State map[string]int `json:"state"`
+	}
+	jsonOut(t, b, &show, "cells", "show", counterWF, "a")
+	if show.State["count"] != 3 {
+		t.Fatalf("count %d through the joined node, want 3", show.State["count"])
+	}
+	db.stop(t, b)
+	// The next start of a node made so opens it as it is.
+	db = startDaemonEnv(t, b, nil, init...)
+	if s := db.errb.String(); strings.Contains(s, "created world") || strings.Contains(s, "joined world") {
+		t.Fatalf("a node's second serve --init made it again:\n%s", s)
+	}
+	db.stop(t, b)
+
+	refused := []struct {
+		name  string
+		world string
+		args  []string
+		want  string
+	}{
+		{"password", filepath.Join(t.TempDir(), "p"),
+			[]string{"--init", "--postgres", strings.Replace(url, "postgres@", "postgres:hunter2@", 1)}, "PGPASSWORD"},
+		{"without --init", filepath.Join(t.TempDir(), "n"), []string{"--postgres", url}, "only with --init"},
+		{"another schema", b, []string{"--init", "--postgres", url, "--schema", "other"}, "node of the world in schema si"},
+		{"a Badger world", pgBadgerWorld(t), []string{"--init", "--postgres", url}, "on Badger"},
+	}
+	for _, c := range refused {
+		// A serve that does not refuse would run until stopped: the bound
+		// ends it, and the assertion below then fails on its output.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		r := runCmd(t, exec.CommandContext(ctx, aosdBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--world", c.world}, c.args...)...))
+		cancel()
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "hunter2") {
+			t.Errorf("%s: exit %d, stderr %q, want an error saying %q", c.name, r.code, r.stderr, c.want)
+		}
+		if c.name == "password" || c.name == "without --init" {
+			if _, err := os.Stat(c.world); !os.IsNotExist(err) {
+				t.Errorf("%s: refused serve made %s (%v)", c.name, c.world, err)
+			}
+		}
+	}
+}
+
+// pgBadgerWorld is a new world on Badger.
+func pgBadgerWorld(t *testing.T) string {
+	w := filepath.Join(t.TempDir(), "badger")
+	ok(t, w, "init")
+	return w
 }

@@ -17,12 +17,17 @@ import (
 
 	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/host"
+	"github.com/aos-kernel/aos/kernel"
+	"github.com/aos-kernel/aos/pgdb"
 )
 
 func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback by default; port 0 picks a free port)")
 	prof := fs.String("pprof", "", "also serve Go's profiles (net/http/pprof, no token) on this loopback address, e.g. 127.0.0.1:6060")
 	create := fs.Bool("init", false, "create the world first (as aosd init) when --world holds none: for containers and service units")
+	var pgi host.PostgresInit
+	fs.StringVar(&pgi.URL, "postgres", "", "with --init: make --world a node of the world in PostgreSQL at this postgres:// URL (as aosd init --postgres: created if the schema holds none, joined otherwise) when --world holds none; no password in the URL (give it through PGPASSWORD or PGPASSFILE)")
+	fs.StringVar(&pgi.Schema, "schema", "", "with --init --postgres: the PostgreSQL schema holding the world (default aos)")
 	var lim api.HTTPLimits
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", api.DefaultHeaderTimeout, "a request's line and headers must arrive within this, else the connection is closed")
 	fs.DurationVar(&lim.BodyTimeout, "body-timeout", api.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in, else 408")
@@ -51,8 +56,70 @@ func cmdServe(fs *flag.FlagSet, a *app) func([]string) error {
 		if err := co.Check(); err != nil {
 			return usagef("--lease %s, --standby-poll %s: %v", co.Lease, co.Renew, err)
 		}
-		return serve(a, *listen, *create, lim, co)
+		if err := checkServeInit(*create, pgi); err != nil {
+			return err
+		}
+		return serve(a, *listen, *create, pgi, lim, co)
 	}
+}
+
+// checkServeInit refuses --postgres and --schema without what they go
+// with, and a password in the URL: a node made by serve --init reconnects
+// from postgres.json, which never holds one, so a password given only in
+// the URL would be lost at the first reconnection.
+func checkServeInit(create bool, pgi host.PostgresInit) error {
+	switch {
+	case pgi.URL != "" && !create:
+		return usagef("--postgres: only with --init (a world made by aosd init --postgres is served without it)")
+	case pgi.Schema != "" && pgi.URL == "":
+		return usagef("--schema %s: only with --init --postgres", pgi.Schema)
+	case pgi.URL == "":
+		return nil
+	}
+	if _, had, err := host.StripPassword(pgi.URL); err != nil {
+		return usagef("%v", err)
+	} else if had {
+		return usagef("--postgres: the URL holds a password; serve --init writes none and reconnects without it: give it through PGPASSWORD, PGPASSFILE or ~/.pgpass")
+	}
+	return nil
+}
+
+// initNode makes the world directory a node of the world in PostgreSQL
+// when it holds no world (creating the world there, or joining the one the
+// schema holds), as aosd init --postgres does. A directory that holds a
+// world already is served as it is if it names the same database and
+// schema, and refused otherwise: --init never serves a world other than
+// the one asked for.
+func initNode(a *app, pgi host.PostgresInit, cfg kernel.Config, so host.StoreOptions) error {
+	d := host.Dir(a.world)
+	if d.Check() != nil {
+		c, err := host.InitPostgres(d, pgi, cfg, so)
+		if err != nil {
+			return err
+		}
+		what := "created world"
+		if c.Joined {
+			what = "joined world"
+		}
+		fmt.Fprintf(a.stderr, "%s %s in schema %s of %s as node %s\n", what, c.World, c.Postgres.Schema, c.Postgres.URL, c.Postgres.Node)
+		return nil
+	}
+	pc, err := d.Postgres()
+	if err != nil {
+		return err
+	}
+	want, _, _ := host.StripPassword(pgi.URL)
+	schema := pgi.Schema
+	if schema == "" {
+		schema = pgdb.DefaultSchema
+	}
+	switch {
+	case pc == nil:
+		return fmt.Errorf("serve --init --postgres %s: %s holds a world on Badger (%s/), not one on PostgreSQL; choose another --world", want, a.world, host.StoreDir)
+	case pc.URL != want || pc.Schema != schema:
+		return fmt.Errorf("serve --init --postgres %s --schema %s: %s is a node of the world in schema %s of %s; choose another --world", want, schema, a.world, pc.Schema, pc.URL)
+	}
+	return nil
 }
 
 // checkHTTPLimits refuses a limit that would not bound anything (usage
@@ -154,7 +221,7 @@ func servePprof(a *app, addr string) (stop func(), err error) {
 // serve is host.Run with the CLI's edges: the logger, the configuration
 // read from the environment, and the line that tells scripts where the API
 // is, flushed before the first request can arrive.
-func serve(a *app, listen string, create bool, lim api.HTTPLimits, co host.ClusterOptions) error {
+func serve(a *app, listen string, create bool, pgi host.PostgresInit, lim api.HTTPLimits, co host.ClusterOptions) error {
 	cfg, err := envConfig()
 	if err != nil {
 		return err
@@ -162,6 +229,11 @@ func serve(a *app, listen string, create bool, lim api.HTTPLimits, co host.Clust
 	so, err := envStore()
 	if err != nil {
 		return err
+	}
+	if create && pgi.URL != "" {
+		if err := initNode(a, pgi, cfg, so); err != nil {
+			return err
+		}
 	}
 	// SIGHUP re-reads the token file (docs/operations.md, "Rotating the API
 	// token").
