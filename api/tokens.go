@@ -14,8 +14,8 @@ const MaxTokenGrace = 24 * time.Hour
 
 // TokenSet is the bearer tokens a server accepts: the current one and,
 // after a rotation with a grace, the one before it until the grace ends
-// (in this process's memory only: a restart forgets it). Safe for
-// concurrent use.
+// (the host keeps that grace in the world's files, so a restart or a
+// failover keeps it: host.TokenGraceFile). Safe for concurrent use.
 type TokenSet struct {
 	mu       sync.RWMutex
 	cur, old []byte // "Bearer " + token
@@ -49,15 +49,36 @@ func (s *TokenSet) Check(header string) bool {
 // none only next is accepted. It returns when the old token stops being
 // accepted (the zero time: at once).
 func (s *TokenSet) Rotate(next string, grace time.Duration) time.Time {
+	var until time.Time
+	if grace > 0 {
+		until = s.now().Add(grace)
+	}
+	return s.RotateUntil(next, until)
+}
+
+// RotateUntil is Rotate with the end of the grace given as a time (the
+// zero time: none).
+func (s *TokenSet) RotateUntil(next string, until time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.cur
 	s.cur = []byte("Bearer " + next)
 	s.old, s.oldUntil = nil, time.Time{}
-	if grace > 0 && len(prev) > len("Bearer ") && subtle.ConstantTimeCompare(prev, s.cur) != 1 {
-		s.old, s.oldUntil = prev, s.now().Add(grace)
+	if until.After(s.now()) && len(prev) > len("Bearer ") && subtle.ConstantTimeCompare(prev, s.cur) != 1 {
+		s.old, s.oldUntil = prev, until
 	}
 	return s.oldUntil
+}
+
+// Previous is the token a rotation replaced and when it stops being
+// accepted ("" and the zero time when none is).
+func (s *TokenSet) Previous() (string, time.Time) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.old == nil || !s.now().Before(s.oldUntil) {
+		return "", time.Time{}
+	}
+	return strings.TrimPrefix(string(s.old), "Bearer "), s.oldUntil
 }
 
 // Current is the current token.

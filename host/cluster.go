@@ -88,9 +88,10 @@ type Node struct {
 	lease   leaser
 	lim     api.HTTPLimits
 	metrics *api.ClusterMetrics
-	// token is the world's current token, read from the database; the
+	// tokens are the tokens the world accepts (its token, and one a
+	// rotation replaced while the grace lasts), read from the database; the
 	// standby checks its own answers (/metrics) with it.
-	token func() (string, error)
+	tokens func() (*api.TokenSet, error)
 	// open opens the world as its owner (taking the lease, or failing with
 	// ErrOwnedElsewhere); the Host it returns serves no listener of its
 	// own.

@@ -87,7 +87,7 @@ func contextWith(r *http.Request, target *url.URL) context.Context {
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := f.n
 	if r.URL.Path == "/metrics" {
-		if tok, err := n.token(); err != nil || !api.NewTokenSet(tok, nil).Check(r.Header.Get("Authorization")) {
+		if ts, err := n.tokens(); err != nil || !ts.Check(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aos"`)
 			api.WriteError(w, http.StatusUnauthorized, api.CodeUnauthorized, "Authorization header", "missing or wrong bearer token")
 			return

@@ -27,7 +27,7 @@ func standbyNode(t *testing.T, id string) *Node {
 	t.Helper()
 	n := &Node{dir: Dir(t.TempDir()), id: id, co: ClusterOptions{}.WithDefaults(), log: slog.New(slog.DiscardHandler),
 		lim: api.HTTPLimits{}.WithDefaults(), metrics: api.NewClusterMetrics(),
-		token: func() (string, error) { return "tok", nil }}
+		tokens: func() (*api.TokenSet, error) { return api.NewTokenSet("tok", nil), nil }}
 	n.standbyMetrics = newNodeMetrics(n.metrics)
 	n.proxy = newForwarder(n)
 	n.setRole(api.RoleStandby, nil, nil)

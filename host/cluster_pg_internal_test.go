@@ -57,9 +57,9 @@ func pgNode(t *testing.T, dir string) *Node {
 	t.Cleanup(func() { ps.db.Close() })
 	n := &Node{dir: d, id: pc.Node, co: ClusterOptions{}.WithDefaults(), log: slog.New(slog.DiscardHandler), lease: ps.db,
 		lim: api.HTTPLimits{}.WithDefaults(), metrics: api.NewClusterMetrics()}
-	n.token = func() (string, error) {
-		b, err := (pgFiles{ps}).read(TokenFile)
-		return strings.TrimSpace(string(b)), err
+	n.tokens = func() (*api.TokenSet, error) {
+		ts, _, err := loadTokens(pgFiles{ps}, nil)
+		return ts, err
 	}
 	n.standbyMetrics = newNodeMetrics(n.metrics)
 	n.proxy = newForwarder(n)
@@ -99,10 +99,11 @@ func TestStandbyStatusCarriesItsView(t *testing.T) {
 		t.Fatalf("a second node opened the world while %s owns it", a.id)
 	}
 	epoch := a.status().Epoch
-	tok, err := b.token()
+	ts, err := b.tokens()
 	if err != nil {
 		t.Fatal(err)
 	}
+	tok := ts.Current()
 	req, _ := http.NewRequest("GET", "http://"+b.Addr()+"/v1/status", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)

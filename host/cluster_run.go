@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/aos-kernel/aos/api"
 )
@@ -53,9 +52,9 @@ func RunNode(ctx context.Context, dir string, opts Options, co ClusterOptions) e
 	}
 	defer ps.db.Close()
 	n := &Node{dir: d, id: pc.Node, co: co, log: log, lease: ps.db, lim: opts.HTTP.WithDefaults(), metrics: api.NewClusterMetrics()}
-	n.token = func() (string, error) {
-		b, err := (pgFiles{ps}).read(TokenFile)
-		return strings.TrimSpace(string(b)), err
+	n.tokens = func() (*api.TokenSet, error) {
+		ts, _, err := loadTokens(pgFiles{ps}, log)
+		return ts, err
 	}
 	n.standbyMetrics = newNodeMetrics(n.metrics)
 	n.proxy = newForwarder(n)

@@ -200,7 +200,7 @@ func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.
 	if err != nil {
 		return nil, err
 	}
-	tok, err := readToken(st.files)
+	tokens, tok, err := loadTokens(st.files, log)
 	if err != nil {
 		st.close()
 		return nil, err
@@ -224,7 +224,7 @@ func open(d Dir, opts Options, so StoreOptions, cfg kernel.Config, metrics *api.
 	if st.pg != nil {
 		watchLease(st.pg, metrics)
 	}
-	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: api.NewTokenSet(tok, nil),
+	h := &Host{dir: d, log: log, store: st, k: k, disp: disp, kr: kr, token: tok, tokens: tokens,
 		local: api.NewLocal(k, keysIn(st.files, kr))}
 	h.local.Config = cfg
 	h.metrics = metrics

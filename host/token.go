@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"time"
 
 	"github.com/aos-kernel/aos/api"
@@ -43,6 +46,71 @@ func checkTokenText(path, tok string) error {
 	return nil
 }
 
+// TokenGraceFile is the world file that keeps a token rotation's grace: the
+// token the rotation replaced and until when it stays accepted, as JSON
+// {"token", "until"} (mode 0600, as the token; in the database for a world
+// on PostgreSQL). It is written before the new token, so the world's files
+// never hold a new token whose rotation forgot the old one, and read at
+// every open: a restart, or a failover to another node, keeps accepting
+// the old token until the grace ends. After the grace, or after a rotation
+// without one, it holds nothing that is accepted.
+const TokenGraceFile = "token.grace"
+
+// tokenGrace is TokenGraceFile's content.
+type tokenGrace struct {
+	Token string    `json:"token,omitempty"`
+	Until time.Time `json:"until,omitzero"`
+}
+
+// writeGrace records that old stays accepted until until (the zero time:
+// no token but the current one is).
+func writeGrace(f files, old string, until time.Time) error {
+	g := tokenGrace{}
+	if !until.IsZero() && old != "" {
+		g = tokenGrace{Token: old, Until: until.UTC()}
+	}
+	b, _ := json.Marshal(g)
+	return f.write(TokenGraceFile, append(b, '\n'))
+}
+
+// loadTokens is the token set of the world whose files are f: its token,
+// and the one a rotation replaced while that rotation's grace lasts. A
+// grace file that is missing (a world from before it, or never rotated)
+// grants nothing; one that cannot be read grants nothing and is logged:
+// the grace is a courtesy to clients still holding the old token, never a
+// reason to refuse to open the world.
+func loadTokens(f files, log *slog.Logger) (*api.TokenSet, string, error) {
+	tok, err := readToken(f)
+	if err != nil {
+		return nil, "", err
+	}
+	ts := api.NewTokenSet(tok, nil)
+	b, err := f.read(TokenGraceFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ts, tok, nil
+	}
+	var g tokenGrace
+	if err == nil {
+		err = json.Unmarshal(b, &g)
+	}
+	if err == nil && g.Token != "" {
+		err = checkTokenText(f.where(TokenGraceFile), g.Token)
+	}
+	if err != nil {
+		if log != nil {
+			log.Warn("token grace not restored: only the current token is accepted", "file", f.where(TokenGraceFile), "err", err)
+		}
+		return ts, tok, nil
+	}
+	if g.Token != "" {
+		// The set holds g.Token as current for a moment, then tok with
+		// g.Token for what is left of the grace (nothing once it ended).
+		ts = api.NewTokenSet(g.Token, nil)
+		ts.RotateUntil(tok, g.Until)
+	}
+	return ts, tok, nil
+}
+
 // rotateToken writes a fresh token to the world's file and, once it is
 // durable, makes the server accept it, the old one for grace.
 func (h *Host) rotateToken(grace time.Duration) (*api.TokenRotation, error) {
@@ -52,10 +120,17 @@ func (h *Host) rotateToken(grace time.Duration) (*api.TokenRotation, error) {
 	if err != nil {
 		return nil, err
 	}
+	var until time.Time
+	if grace > 0 {
+		until = time.Now().Add(grace)
+	}
+	if err := writeGrace(h.store.files, h.tokens.Current(), until); err != nil {
+		return nil, err
+	}
 	if err := writeToken(h.store.files, tok); err != nil {
 		return nil, err
 	}
-	until := h.tokens.Rotate(tok, grace)
+	until = h.tokens.RotateUntil(tok, until)
 	h.log.Info("token rotated", "file", h.store.files.where(TokenFile), "grace", grace)
 	out := &api.TokenRotation{Token: tok, File: h.store.files.where(TokenFile), GraceMs: grace.Milliseconds(), Daemon: true}
 	if !until.IsZero() {
@@ -81,7 +156,14 @@ func (h *Host) ReloadToken(grace time.Duration) (changed bool, err error) {
 	if tok == h.tokens.Current() {
 		return false, nil
 	}
-	h.tokens.Rotate(tok, grace)
+	var until time.Time
+	if grace > 0 {
+		until = time.Now().Add(grace)
+	}
+	if err := writeGrace(h.store.files, h.tokens.Current(), until); err != nil {
+		return false, err
+	}
+	h.tokens.RotateUntil(tok, until)
 	h.log.Info("token reloaded", "file", h.store.files.where(TokenFile), "grace", grace)
 	return true, nil
 }

@@ -36,7 +36,7 @@ func cmdToken(fs *flag.FlagSet, a *app) func([]string) error {
 		case !out.Daemon:
 			fmt.Fprintf(a.stdout, "token rotated: the new token is in %s (no daemon serves the world; the next one reads it)\n", out.File)
 		case out.OldValidUntil != nil:
-			fmt.Fprintf(a.stdout, "token rotated: the new token is in %s and the daemon accepts it; it accepts the old one until %s (grace %s, until it restarts)\n",
+			fmt.Fprintf(a.stdout, "token rotated: the new token is in %s and the daemon accepts it; it accepts the old one until %s (grace %s, kept across restarts)\n",
 				out.File, out.OldValidUntil.UTC().Format(time.RFC3339), *grace)
 		default:
 			fmt.Fprintf(a.stdout, "token rotated: the new token is in %s and the daemon accepts it; the old one is refused from now on\n", out.File)
