@@ -88,7 +88,11 @@ type NotDrainedError struct {
 }
 
 func (e *NotDrainedError) Error() string {
-	return fmt.Sprintf("kernel: manifest %s (%s) is not drained: %d instances are pinned to it", e.Name, e.Hash, len(e.Blockers))
+	n := "1 instance is"
+	if len(e.Blockers) != 1 {
+		n = fmt.Sprintf("%d instances are", len(e.Blockers))
+	}
+	return fmt.Sprintf("kernel: manifest %s (%s) is not drained: %s pinned to it", e.Name, e.Hash, n)
 }
 
 func (e *NotDrainedError) Unwrap() error { return ErrNotDrained }
