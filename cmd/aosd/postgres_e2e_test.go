@@ -335,6 +335,13 @@ func TestServeInitPostgres(t *testing.T) {
 	if st.Cluster.Role != "standby" {
 		t.Fatalf("second node: role %q, want standby", st.Cluster.Role)
 	}
+	// The text names the node that answered beside the owner's lease.
+	if out, want := ok(t, b, "status"), "a standby forwarding to the owner "+pgNodeID(t, a)+" at "+da.addr; !strings.Contains(out, want) {
+		t.Fatalf("status through the standby does not say %q:\n%s", want, out)
+	}
+	if out, want := ok(t, a, "status"), "node "+pgNodeID(t, a)+", the owner (epoch"; !strings.Contains(out, want) {
+		t.Fatalf("status through the owner does not say %q:\n%s", want, out)
+	}
 	var show struct {
 		State map[string]int `json:"state"`
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aos-kernel/aos/api"
 	"github.com/aos-kernel/aos/host"
 )
 
@@ -45,6 +46,9 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 					w.row("lease", fmt.Sprintf("node %s reads without the lease (another node, or none, owns the world)", l.Node))
 				}
 			}
+			if cl := st.Cluster; cl != nil {
+				w.row("answered by", clusterLine(cl))
+			}
 			if st.ManifestName != "" {
 				w.row("manifest", st.ManifestName)
 			}
@@ -77,5 +81,20 @@ func cmdStatus(fs *flag.FlagSet, a *app) func([]string) error {
 			}
 			return w.flush()
 		})
+	}
+}
+
+// clusterLine says which node answered a status on a world served by
+// nodes, and who owns the world as it last read the lease: the lease row
+// beside it is the owner's own hold, so a status through a standby names
+// both nodes.
+func clusterLine(cl *api.ClusterStatus) string {
+	switch {
+	case cl.Role == api.RoleOwner:
+		return fmt.Sprintf("node %s, the owner (epoch %d, serving at %s)", cl.Node, cl.Epoch, cl.Address)
+	case cl.Owner == "":
+		return fmt.Sprintf("node %s, a standby; no node holds the lease (epoch %d was the last)", cl.Node, cl.Epoch)
+	default:
+		return fmt.Sprintf("node %s, a standby forwarding to the owner %s at %s (epoch %d)", cl.Node, cl.Owner, cl.OwnerAddress, cl.Epoch)
 	}
 }
