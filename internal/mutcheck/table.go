@@ -935,8 +935,8 @@ var mutations = []mutation{
 		to:   "if p.Next == \"\" {",
 		pkg:  "./api", run: "TestCellsFilterBound"},
 	{name: "inspector/instances-by-status", file: "kernel/cellpage.go",
-		from: "if s := in.status(); slices.Contains(statuses, s) {",
-		to:   "if s := in.status(); s != \"\" {",
+		from: "return slices.Contains(statuses, status)",
+		to:   "return status != \"\"",
 		pkg:  "./api", run: "TestCellsFilters"},
 	// aosd bench: a figure only from a verified run (cmd/aosd/loadgen).
 	// Its event connections: a closing answer makes the next post dial
@@ -1652,7 +1652,7 @@ var mutations = []mutation{
 		to:   "if !n.view.Held {",
 		pkg:  "./host", run: "TestStandbyWithoutOwner"},
 	{name: "cluster/standby-metrics-token", file: "host/cluster_forward.go",
-		from: "if tok, err := n.token(); err != nil || !api.NewTokenSet(tok, nil).Check(r.Header.Get(\"Authorization\")) {",
+		from: "if ts, err := n.tokens(); err != nil || !ts.Check(r.Header.Get(\"Authorization\")) {",
 		to:   "if false {",
 		pkg:  "./host", run: "TestStandbyMetricsNeedToken"},
 	{name: "cluster/standby-status-view", file: "host/cluster_forward.go",
