@@ -993,6 +993,11 @@ var mutations = []mutation{
 		from: "\tt.MaxIdleConnsPerHost = conc + 8\n",
 		to:   "\n",
 		pkg:  "./cmd/aosd/loadgen", run: "TestStdClientPool|TestClients"},
+	// Badger runs the two compactors docs/PERFORMANCE.md measures idle.
+	{name: "badger/two-compactors", file: "badgerdb/open.go",
+		from: "\t\tWithNumCompactors(numCompactors).\n",
+		to:   "",
+		pkg:  "./badgerdb", run: "TestOpenRunsTwoCompactors"},
 	{name: "bench/start-fresh-dir", file: "cmd/aosd/bench.go",
 		from: "if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {",
 		to:   "if false {",
