@@ -40,12 +40,13 @@ func cmdBench(fs *flag.FlagSet, a *app) func([]string) error {
 	tmpl := fs.String("template", "", "FILE: an event object {\"schema\": ..., \"value\": ...} sent instead of the counter's, with {{key}} and {{seq}} filled in per event")
 	effects := fs.Bool("effects", false, "the effect mix: send the orders example's Created events (one order per event) and serve the charge each emits as an external executor (a key of its own through POST /v1/keys, claim, signed receipts), measuring the receipt round trip too")
 	settle := fs.Duration("settle", time.Minute, "after the load, wait up to this long for quiescence before verifying")
+	client := fs.String("client", loadgen.ClientLean, "how events are posted: lean (a connection per worker, written and read on the worker's goroutine) or std (Go's net/http Client, as an ordinary program posts them)")
 	return func(pos []string) error {
 		if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
 			return err
 		}
 		cfg := loadgen.Config{Events: *events, Warmup: *warmup, Batch: *batch, Concurrency: *conc,
-			Keys: *keys, KeyPrefix: *prefix, Settle: *settle, Effects: *effects}
+			Keys: *keys, KeyPrefix: *prefix, Settle: *settle, Effects: *effects, Client: *client}
 		if cfg.KeyPrefix == "" {
 			var r [4]byte
 			rand.Read(r[:])
@@ -230,8 +231,8 @@ func printBench(w io.Writer, r *loadgen.Report) {
 	case r.Receipts != nil:
 		load = "orders with an executor (effect mix)"
 	}
-	fmt.Fprintf(w, "aosd bench: %s, %d events (+%d warm-up) to %s, %d event(s)/request, %d in flight, %d keys\n",
-		load, r.Events, r.Warmup, r.Target, r.Batch, r.Concurrency, r.Keys)
+	fmt.Fprintf(w, "aosd bench: %s, %d events (+%d warm-up) to %s, %d event(s)/request, %d in flight, %d keys, %s client\n",
+		load, r.Events, r.Warmup, r.Target, r.Batch, r.Concurrency, r.Keys, r.Client)
 	fmt.Fprintf(w, "throughput    %.0f events/s (%.0f requests/s) over %.2f s\n", r.EventsPerS, r.RequestsPS, r.Seconds)
 	l := r.Latency
 	fmt.Fprintf(w, "latency ms    p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  mean %.3f (per request)\n", l.P50, l.P90, l.P99, l.Max, l.Mean)
@@ -240,7 +241,7 @@ func printBench(w io.Writer, r *loadgen.Report) {
 	} else {
 		fmt.Fprintf(w, "daemon CPU    n/a (its /metrics has no process_cpu_seconds_total)\n")
 	}
-	fmt.Fprintf(w, "bench CPU     %.2f s (%.1f ms per 1,000 events)\n", r.BenchCPU, r.BenchCPUPer1k*1000)
+	fmt.Fprintf(w, "bench CPU     %.2f s (%.1f ms per 1,000 events, the %s client's)\n", r.BenchCPU, r.BenchCPUPer1k*1000, r.Client)
 	if c := r.GroupCommit; c != nil {
 		fmt.Fprintf(w, "group commit  %d flushes, %.1f events and %.1f records per flush, mean flush %.2f ms\n",
 			c.Flushes, c.EventsPerFlsh, c.MeanRecords, c.MeanFlushMs)

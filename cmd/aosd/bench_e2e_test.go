@@ -26,6 +26,7 @@ type benchReport struct {
 	Concurrency int     `json:"concurrency"`
 	Keys        int     `json:"keys"`
 	Template    bool    `json:"template"`
+	Client      string  `json:"client"`
 	Seconds     float64 `json:"seconds"`
 	EventsPerS  float64 `json:"events_per_second"`
 	Latency     struct {
@@ -34,6 +35,7 @@ type benchReport struct {
 	DaemonCPU      *float64 `json:"daemon_cpu_seconds"`
 	DaemonCPUPer1k *float64 `json:"daemon_cpu_seconds_per_1k_events"`
 	BenchCPU       *float64 `json:"bench_cpu_seconds"`
+	BenchCPUPer1k  *float64 `json:"bench_cpu_seconds_per_1k_events"`
 	GroupCommit    *struct {
 		Flushes     uint64  `json:"flushes"`
 		Records     uint64  `json:"records"`
@@ -91,7 +93,7 @@ func TestBenchVerifiesAgainstADaemon(t *testing.T) {
 		t.Fatalf("bench: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	rep := benchJSON(t, r)
-	if rep.Events != 200 || rep.Warmup != 20 || rep.Requests != 200 || rep.Batch != 1 || rep.Concurrency != 8 || rep.Keys != 50 || rep.Template {
+	if rep.Events != 200 || rep.Warmup != 20 || rep.Requests != 200 || rep.Batch != 1 || rep.Concurrency != 8 || rep.Keys != 50 || rep.Template || rep.Client != "lean" {
 		t.Fatalf("report echoes the wrong load: %+v", rep)
 	}
 	v := rep.Verify
@@ -126,6 +128,36 @@ func TestBenchVerifiesAgainstADaemon(t *testing.T) {
 	for _, want := range []string{"40 events (+0 warm-up)", "events/s", "p50", "p99", "daemon CPU", "ms per 1,000 events", "group commit", "verified      10 keys hold the counts sent, 40 distinct seqs"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("readable report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchStdClient is `aosd bench --client std` against a real daemon:
+// the events go through Go's net/http client, the run verifies, and the
+// report names the client beside the daemon's and the client's CPU per
+// event, in the JSON and in the readable report.
+func TestBenchStdClient(t *testing.T) {
+	t.Parallel()
+	w := servedWorld(t, "counter")
+	r := aosd(t, w, "bench", "--client", "std", "--events", "200", "--warmup", "20", "--concurrency", "8", "--keys", "50", "--key-prefix", "s-", "--json")
+	if r.code != 0 {
+		t.Fatalf("bench --client std: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	rep := benchJSON(t, r)
+	if rep.Client != "std" || !rep.Verify.OK || rep.Verify.Seqs != 220 || rep.Verify.Keys != 50 || rep.Requests != 200 {
+		t.Fatalf("report: client %q, %d requests, verify %+v", rep.Client, rep.Requests, rep.Verify)
+	}
+	if rep.DaemonCPUPer1k == nil || rep.BenchCPUPer1k == nil || rep.EventsPerS <= 0 || !(rep.Latency.P50 > 0 && rep.Latency.P50 <= rep.Latency.P99) {
+		t.Fatalf("figures missing: daemon CPU per 1k %v, client CPU per 1k %v, %v events/s, latency %+v",
+			rep.DaemonCPUPer1k, rep.BenchCPUPer1k, rep.EventsPerS, rep.Latency)
+	}
+	if got := cellCount(t, w, "s-0"); got != 5 {
+		t.Errorf("cell s-0 = %d, want 5 (220 events over 50 keys)", got)
+	}
+	r = aosd(t, w, "bench", "--client", "std", "--events", "50", "--warmup", "0", "--concurrency", "2", "--keys", "5", "--key-prefix", "s2-")
+	for _, want := range []string{"2 in flight, 5 keys, std client", "daemon CPU ", "per 1,000 events, the std client's)", "verified      5 keys"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("bench --client std: exit %d, report lacks %q:\n%s%s", r.code, want, r.stdout, r.stderr)
 		}
 	}
 }
@@ -207,6 +239,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--start", full}, 2, "not empty"},
 		{[]string{"--start", full, "--addr", "127.0.0.1:1"}, 2, "--start and --addr"},
 		{[]string{"--manifest", "m"}, 2, "--manifest is for --start"},
+		{[]string{"--client", "curl"}, 2, `--client "curl": want lean`},
 		{[]string{"extra"}, 2, "want no arguments"},
 		{nil, 1, "no daemon serves"},
 	} {

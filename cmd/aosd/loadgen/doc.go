@@ -10,8 +10,9 @@
 // mix's receipts as any external executor does (docs/executor-protocol.md).
 //
 // Events go out on one keep-alive connection per worker (wire.go), the
-// request written and the answer read on the worker's goroutine; the other
-// requests use an http.Client.
+// request written and the answer read on the worker's goroutine; or, with
+// Config.Client ClientStd, through net/http's Client as an ordinary Go
+// program sends them (std.go). The other requests use an http.Client.
 //
 // Invariants:
 //

@@ -58,6 +58,12 @@ type Config struct {
 	// Settle bounds the wait for quiescence before verifying.
 	Settle time.Duration
 
+	// Client is how the events are posted: ClientLean ("" too) on one
+	// connection per worker written and read on the worker's goroutine
+	// (wire.go), ClientStd through net/http's Client as an ordinary Go
+	// program posts them (std.go).
+	Client string
+
 	// HTTP, when set, sends every request; by default the events are
 	// posted on one connection per worker (wire.go) and the other requests
 	// go through a keep-alive http.Client.
@@ -85,6 +91,8 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--key-prefix %q: want 1 to 64 of A-Z a-z 0-9 . _ -", c.KeyPrefix)
 	case c.Settle <= 0:
 		return fmt.Errorf("--settle %s: want a positive duration", c.Settle)
+	case c.Client != "" && c.Client != ClientLean && c.Client != ClientStd:
+		return fmt.Errorf("--client %q: want %s (bench's own connections) or %s (Go's net/http client)", c.Client, ClientLean, ClientStd)
 	}
 	if c.Template != nil {
 		if c.Effects {
@@ -149,6 +157,7 @@ type Report struct {
 	Concurrency int     `json:"concurrency"`
 	Keys        int     `json:"keys"`
 	Template    bool    `json:"template"`
+	Client      string  `json:"client"`
 	Seconds     float64 `json:"seconds"`
 	EventsPerS  float64 `json:"events_per_second"`
 	RequestsPS  float64 `json:"requests_per_second"`
@@ -222,7 +231,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	g := &gen{c: c, base: strings.TrimRight(c.Base, "/")}
 	g.http = c.HTTP
-	if g.http == nil {
+	switch {
+	case g.http != nil:
+	case c.Client == ClientStd:
+		g.http = stdClient(c.Concurrency)
+	default:
 		if w, ok := newWire(g.base, c.Token); ok {
 			g.wires = []*wire{w}
 			for len(g.wires) < c.Concurrency {
@@ -242,7 +255,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	g.seen = make(map[uint64]struct{}, c.Events+c.Warmup)
 	rep := &Report{Target: g.base, Events: c.Events, Warmup: c.Warmup, Batch: c.Batch,
-		Concurrency: c.Concurrency, Keys: c.Keys, Template: c.Template != nil}
+		Concurrency: c.Concurrency, Keys: c.Keys, Template: c.Template != nil, Client: ClientLean}
+	if g.wires == nil {
+		rep.Client = ClientStd
+	}
 	var ex *executor
 	exDone := make(chan error, 1)
 	if c.Effects {

@@ -37,6 +37,7 @@ func TestConfigCheck(t *testing.T) {
 		{"template-constant", func(c *Config) { c.Template = []byte(`{"schema":"a/B@1","value":1}`) }, "neither {{key}} nor {{seq}}"},
 		{"template-not-json", func(c *Config) { c.Template = []byte(`{"schema":{{key}}}`) }, "not a JSON object"},
 		{"effects-and-template", func(c *Config) { c.Effects, c.Template = true, []byte(`{"schema":"a/B@1","value":"{{key}}"}`) }, "--effects and --template"},
+		{"client", func(c *Config) { c.Client = "curl" }, `--client "curl": want lean`},
 		{"template-no-value", func(c *Config) { c.Template = []byte(`{"schema":"{{key}}"}`) }, `want an event object`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
