@@ -65,6 +65,13 @@ const switchFile = "zz_mutcheck_switch.go"
 // stand (a case clause, a field of a literal) makes the schema fail to
 // build; the compiler's errors name the lines, and the mutations they fall
 // in are taken out and the schema built again (main.go: schemaTask).
+//
+// One difference stays, in both shapes: Go refuses a name declared and
+// never used, and in a schema the original side still uses what the
+// mutated side drops. A mutation that alone would not build for that
+// reason builds in a schema; the code it runs is still the mutated code
+// exactly, so its catch means the same, but the table's text should build
+// alone too (go run ./internal/mutcheck -schemata=false NAME says so).
 
 // schema is the mutations of one test package built together.
 type schema struct {
