@@ -367,11 +367,12 @@ func (s *crashState) executor(e *crashEpoch, addr, tok string, priv ed25519.Priv
 	}
 }
 
-// crashDaemon starts `aosd serve` and reads its address; the harness kills
-// and waits for it itself.
-func crashDaemon(t *testing.T, world string) (*exec.Cmd, string, *syncBuffer) {
+// crashDaemon starts `aosd serve` (the binary bin: aosdKillBin for an epoch
+// that ends in SIGKILL, aosdBin for the last life, whose exit is checked)
+// and reads its address; the harness kills and waits for it itself.
+func crashDaemon(t *testing.T, bin, world string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
-	return launch(t, aosdBin, []string{"serve", "--listen", "127.0.0.1:0", "--world", world},
+	return launch(t, bin, []string{"serve", "--listen", "127.0.0.1:0", "--world", world},
 		[]string{"AOS_SNAPSHOT_EVERY=" + strconv.Itoa(crashSnapEvery)})
 }
 
@@ -489,7 +490,7 @@ func TestCrashHarness(t *testing.T) {
 	}
 
 	// The last life: resend everything unanswered, settle every charge.
-	cmd, addr, errb := crashDaemon(t, world)
+	cmd, addr, errb := crashDaemon(t, aosdBin, world)
 	s.checkClaimedDurable(t, addr, tok)
 	s.mu.Lock()
 	s.draining = true
@@ -546,7 +547,7 @@ func TestCrashHarness(t *testing.T) {
 // epoch's kill, and waits for everything to stop.
 func (s *crashState) runEpoch(t *testing.T, world, tok string, priv ed25519.PrivateKey, mode string, target int) crashEpoch {
 	t.Helper()
-	cmd, addr, errb := crashDaemon(t, world)
+	cmd, addr, errb := crashDaemon(t, aosdKillBin, world)
 	s.checkClaimedDurable(t, addr, tok)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &crashEpoch{pid: cmd.Process.Pid, mode: mode, target: target, ctx: ctx, cancel: cancel,

@@ -25,6 +25,14 @@ import (
 // aosdBin is the real binary, built once; tests drive it as a user would.
 var aosdBin string
 
+// aosdKillBin is the binary for a daemon the test ends with SIGKILL: the
+// same code, never built with -race. A race-built process fails only at
+// its exit (status 66), and a SIGKILLed one has none, so a race there was
+// never reported; built with -race it only ran 5-10 times slower (the crash
+// harness's epochs, TestUpgradeSIGKILL's rounds). A daemon that is stopped
+// and whose exit is checked runs aosdBin, under -race when the test is.
+var aosdKillBin string
+
 func TestMain(m *testing.M) {
 	// The end-to-end tests spend most of their time waiting on the aosd
 	// processes they start, so more of them run at once than go test's
@@ -55,6 +63,18 @@ func TestMain(m *testing.M) {
 	if raceEnabled && os.Getenv("AOS_E2E_NORACE") != "1" {
 		race = []string{"-race"}
 	}
+	aosdKillBin = aosdBin
+	killBuild := make(chan error, 1)
+	if race != nil {
+		aosdKillBin = filepath.Join(dir, "aosd-norace")
+		go func() {
+			b := exec.Command("go", "build", "-o", aosdKillBin, ".")
+			b.Stdout, b.Stderr = os.Stderr, os.Stderr
+			killBuild <- b.Run()
+		}()
+	} else {
+		killBuild <- nil
+	}
 	build := exec.Command("go", append(append([]string{"build"}, race...), "-o", aosdBin, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -65,6 +85,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "build aosd:", err)
 			os.Exit(1)
 		}
+	}
+	if err := <-killBuild; err != nil {
+		fmt.Fprintln(os.Stderr, "build aosd without -race:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	built.Cleanup()
@@ -246,7 +270,19 @@ func startDaemon(t *testing.T, world string) *daemon {
 // daemon's environment and args added to serve's flags.
 func startDaemonEnv(t *testing.T, world string, env []string, args ...string) *daemon {
 	t.Helper()
-	cmd, addr, errb := launch(t, aosdBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--world", world}, args...), env)
+	return startDaemonBin(t, aosdBin, world, env, args...)
+}
+
+// startKilledDaemon is startDaemon for a daemon the test will SIGKILL: it
+// runs aosdKillBin, without -race.
+func startKilledDaemon(t *testing.T, world string) *daemon {
+	t.Helper()
+	return startDaemonBin(t, aosdKillBin, world, nil)
+}
+
+func startDaemonBin(t *testing.T, bin, world string, env []string, args ...string) *daemon {
+	t.Helper()
+	cmd, addr, errb := launch(t, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--world", world}, args...), env)
 	d := &daemon{cmd: cmd, addr: addr, errb: errb}
 	t.Cleanup(func() { d.stop(t, world) })
 	return d

@@ -64,7 +64,7 @@ func postKeyed(t *testing.T, w string, d *daemon, key, value string) sent {
 func TestIdempotencyKeySurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	d := startDaemon(t, w)
+	d := startKilledDaemon(t, w)
 	ok(t, w, "apply", built.Path(t, "counter"))
 	const key, value = "retry-me-1", `{"key":"a","by":1}`
 	first := postKeyed(t, w, d, key, value)

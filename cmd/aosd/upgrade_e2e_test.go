@@ -311,7 +311,7 @@ func TestUpgradeSIGKILL(t *testing.T) {
 		}
 		inflight := getStatus(t, w).Inflight
 		height := getStatus(t, w).JournalHeight
-		d := startDaemon(t, w)
+		d := startKilledDaemon(t, w)
 		tok := token(t, w)
 		answered := make(chan int, 1)
 		go func() {

@@ -16,6 +16,7 @@
 //	go run ./internal/mutcheck budget     # those whose name contains "budget"
 //	go run ./internal/mutcheck -j 1       # one at a time (default: cores+1)
 //	go run ./internal/mutcheck -times     # and the build and test time per package
+//	go run ./internal/mutcheck -pkg ./kernel   # those whose tests are in ./kernel
 //
 // Mutations are checked several at once, each through its own overlay and
 // temporary directory: the tree is shared and never written, and go's build
@@ -23,9 +24,10 @@
 // its build took; the ones not caught are listed again at the end.
 //
 // Building is most of the cost, so the mutations of one package that only
-// change an if's condition share one build, a mutant schema (schema.go):
-// each is behind a switch the test binary reads from AOS_MUTANT. Those a
-// schema cannot hold, and any a schema does not catch, are built alone.
+// change an if's condition, or whole statements that declare nothing,
+// share one build, a mutant schema (schema.go): each is behind a switch
+// the test binary reads from AOS_MUTANT. Those a schema cannot hold, and
+// any a schema does not catch, are built alone.
 //
 //	go run ./internal/mutcheck -schemata=false   # every mutation its own build
 package main
@@ -61,6 +63,7 @@ type mutation struct {
 func main() {
 	jobs := flag.Int("j", runtime.NumCPU()+1, "mutations checked at once (many of their tests mostly wait)")
 	times := flag.Bool("times", false, "print the build and test time summed per package at the end")
+	pkgOnly := flag.String("pkg", "", "only the mutations whose tests are in this package (as the table names it: ./kernel)")
 	schemata := flag.Bool("schemata", true, "build the mutations of one package that a schema can hold once, behind a switch (false: each its own build)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./internal/mutcheck [-j N] [name-substring]")
@@ -74,12 +77,12 @@ func main() {
 	only := flag.Arg(0)
 	var todo []mutation
 	for _, m := range mutations {
-		if only == "" || strings.Contains(m.name, only) {
+		if (only == "" || strings.Contains(m.name, only)) && (*pkgOnly == "" || m.pkg == *pkgOnly) {
 			todo = append(todo, m)
 		}
 	}
 	if len(todo) == 0 {
-		fatal(fmt.Errorf("no mutation matches %q", only))
+		fatal(fmt.Errorf("no mutation matches %q (package %q)", only, *pkgOnly))
 	}
 	type result struct {
 		m               mutation
@@ -100,7 +103,8 @@ func main() {
 	// schemaTask builds s once, then queues each member's tests (first in
 	// line: the binary is there), and checks one by one what the schema
 	// could not hold or did not catch.
-	schemaTask := func(s *schema) func() {
+	var schemaTask func(s *schema) func()
+	schemaTask = func(s *schema) func() {
 		return func() {
 			var ones []func()
 			defer func() { q.pushFront(ones...) }()
@@ -108,15 +112,44 @@ func main() {
 			if err != nil {
 				fatal(err)
 			}
-			ov, left, err := s.write(root, dir)
-			for _, m := range left {
-				ones = append(ones, single(m))
-			}
-			bin, env, took, _, detail := "", []string(nil), time.Duration(0), "", ""
-			if err == nil {
-				bin, env, took, _, detail = buildTest(root, dir, s.pkg, ov)
-			} else {
-				detail = err.Error()
+			bin, env, took, detail := "", []string(nil), time.Duration(0), ""
+			// A build the compiler refuses at lines of some members is
+			// tried again without them (a few times: it stops at ten
+			// errors); one it refuses elsewhere is given up.
+			for try := 0; try < 4 && len(s.members) > 0; try++ {
+				ov, left, over, err := s.write(root, dir)
+				for _, m := range left {
+					ones = append(ones, single(m))
+				}
+				switch {
+				case len(over) > 1:
+					ones = append(ones, schemaTask(&schema{pkg: s.pkg, members: over}))
+				case len(over) == 1:
+					ones = append(ones, single(over[0]))
+				}
+				if err != nil {
+					detail = err.Error()
+					break
+				}
+				var b time.Duration
+				bin, env, b, _, detail = buildTest(root, dir, s.pkg, ov)
+				took += b
+				if bin != "" {
+					break
+				}
+				bad := s.blame(detail)
+				if bad == nil {
+					break
+				}
+				var kept []mutation
+				for _, m := range s.members {
+					if bad[m.name] {
+						ones = append(ones, single(m))
+					} else {
+						kept = append(kept, m)
+					}
+				}
+				s.members = kept
 			}
 			results <- result{m: mutation{name: fmt.Sprintf("(%d in one build)", len(s.members)), pkg: s.pkg}, verdict: "schema", detail: firstLineOf(detail), took: took, built: took}
 			if bin == "" {

@@ -935,8 +935,8 @@ var mutations = []mutation{
 		to:   "if p.Next == \"\" {",
 		pkg:  "./api", run: "TestCellsFilterBound"},
 	{name: "inspector/instances-by-status", file: "kernel/cellpage.go",
-		from: "return slices.Contains(statuses, status)",
-		to:   "return status != \"\"",
+		from: "return slices.Contains(statuses, status)\n",
+		to:   "return status != \"\"\n",
 		pkg:  "./api", run: "TestCellsFilters"},
 	// aosd bench: a figure only from a verified run (cmd/aosd/loadgen).
 	// Its event connections: a closing answer makes the next post dial
@@ -1911,4 +1911,20 @@ var mutations = []mutation{
 		from: "case !c.live[rec.From]:",
 		to:   "case false:",
 		pkg:  "./kernel", run: "TestJournalCheckCatches"},
+	// The mutation check's own schemata (internal/mutcheck/schema.go): a
+	// statement that declares a name means something else in a block of
+	// its own, a case clause is no statement to wrap, and a failed build
+	// sheds members only when every error names one.
+	{name: "mutcheck/schema-refuses-declarations", file: "internal/mutcheck/schema.go",
+		from: "if st.Tok == token.DEFINE {",
+		to:   "if false {",
+		pkg:  "./internal/mutcheck", run: "TestSchemaEditStatements"},
+	{name: "mutcheck/schema-wraps-statements-not-clauses", file: "internal/mutcheck/schema.go",
+		from: "\t\t\t\tcontinue // a clause, not a statement that stands alone\n",
+		to:   "",
+		pkg:  "./internal/mutcheck", run: "TestSchemaEditStatements"},
+	{name: "mutcheck/blame-only-when-every-error-is-named", file: "internal/mutcheck/schema.go",
+		from: "\t\tif !found {\n\t\t\treturn nil\n\t\t}\n",
+		to:   "\t\tif !found && false {\n\t\t\treturn nil\n\t\t}\n",
+		pkg:  "./internal/mutcheck", run: "TestSchemaBlame"},
 }
