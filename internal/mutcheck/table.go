@@ -1884,4 +1884,17 @@ var mutations = []mutation{
 		from: "case !c.live[rec.From]:",
 		to:   "case false:",
 		pkg:  "./kernel", run: "TestJournalCheckCatches"},
+	// A bounded tail after a kill (kernel/snapshot.go holdTail): the loop
+	// waits for a snapshot being written once SnapshotMaxTail records
+	// follow the newest journaled one.
+	{name: "snapshot/hold-tail", file: "kernel/snapshot.go",
+		from: "if limit <= 0 || job == nil || st.stopped != nil || st.seq-st.lastSnapshot < uint64(limit) {",
+		to:   "if limit <= 0 || job == nil || st.stopped != nil || true {",
+		pkg:  "./kernel", run: "TestSnapshotCrashTailBound"},
+	// A long journal read releases the store's mapped pages, so it does not
+	// keep the journal resident (badgerdb/release_linux.go).
+	{name: "badgerdb/read-releases-mapped", file: "badgerdb/journal.go",
+		from: "\t\t\t\treleaseMapped(j.mapDir)\n",
+		to:   "",
+		pkg:  "./badgerdb", run: "TestLongReadReleasesMappedPages"},
 }
