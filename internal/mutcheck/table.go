@@ -1897,4 +1897,8 @@ var mutations = []mutation{
 		from: "\t\t\t\treleaseMapped(j.mapDir)\n",
 		to:   "",
 		pkg:  "./badgerdb", run: "TestLongReadReleasesMappedPages"},
+	{name: "snapshot/max-tail-at-least-every", file: "kernel/config.go",
+		from: "case c.SnapshotMaxTail < c.SnapshotEvery:",
+		to:   "case c.SnapshotMaxTail < 0 && c.SnapshotMaxTail < c.SnapshotEvery:",
+		pkg:  "./kernel", run: "TestSnapshotMaxTailDefaults"},
 }
