@@ -1901,4 +1901,8 @@ var mutations = []mutation{
 		from: "case c.SnapshotMaxTail < c.SnapshotEvery:",
 		to:   "case c.SnapshotMaxTail < 0 && c.SnapshotMaxTail < c.SnapshotEvery:",
 		pkg:  "./kernel", run: "TestSnapshotMaxTailDefaults"},
+	{name: "api/metrics-snapshot-holds", file: "api/metrics.go",
+		from: "func (m *Metrics) SnapshotHolding(_, _ uint64) { m.snapHolds.Inc() }",
+		to:   "func (m *Metrics) SnapshotHolding(_, _ uint64) {}",
+		pkg:  "./api", run: "TestMetricsCountSnapshotHolds"},
 }
