@@ -24,9 +24,13 @@ type Metrics struct {
 	snapTotal    prometheus.Histogram
 	snapPause    prometheus.Histogram
 	snapBytes    prometheus.Gauge
+	snapHolds    prometheus.Counter
 }
 
-var _ kernel.Observer = (*Metrics)(nil)
+var (
+	_ kernel.Observer     = (*Metrics)(nil)
+	_ kernel.TailObserver = (*Metrics)(nil)
+)
 
 // NewMetrics builds the registry with the observer's metrics and the Go and
 // process collectors. Call Watch once the world is open.
@@ -65,9 +69,12 @@ func NewMetrics() *Metrics {
 		snapBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aos_snapshot_bytes", Help: "Size of the last snapshot object.",
 		}),
+		snapHolds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aos_snapshot_holds_total", Help: "Loop turns held for a snapshot still being written, because the records since the newest journaled snapshot reached the tail bound (SnapshotMaxTail): a snapshot slower than ingest.",
+		}),
 	}
 	m.Registry.MustRegister(m.eventsIn, m.steps, m.stepLatency, m.flushLatency, m.flushBatch, m.flushErrors,
-		m.snapTotal, m.snapPause, m.snapBytes,
+		m.snapTotal, m.snapPause, m.snapBytes, m.snapHolds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -168,6 +175,9 @@ func (c *worldCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHitRatio, prometheus.GaugeValue, ratio, s.Workflow)
 	}
 }
+
+// SnapshotHolding implements kernel.TailObserver.
+func (m *Metrics) SnapshotHolding(_, _ uint64) { m.snapHolds.Inc() }
 
 // Snapshotted implements kernel.Observer.
 func (m *Metrics) Snapshotted(pause, total time.Duration, bytes int) {

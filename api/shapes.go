@@ -152,8 +152,9 @@ type Status struct {
 	LastSnapshot *SnapshotRef `json:"last_snapshot"`
 	// RecordsSinceSnapshot is how many records follow the latest snapshot's
 	// checkpoint: what opening the world replays (the whole journal before
-	// the first snapshot). The snapshot policy keeps it near
-	// AOS_SNAPSHOT_EVERY.
+	// the first snapshot). The snapshot policy keeps it below twice
+	// AOS_SNAPSHOT_EVERY plus one loop turn's records, a snapshot being
+	// written included (kernel.Config.SnapshotMaxTail; docs/snapshots.md).
 	RecordsSinceSnapshot uint64 `json:"records_since_snapshot"`
 	// Cluster is the answering node's view of who owns the world, on a
 	// world several nodes serve (aosd serve --node); absent otherwise.

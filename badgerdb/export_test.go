@@ -187,3 +187,14 @@ func (d *DB) NoSpace(err error) error { return d.space.noSpace(err) }
 func (d *DB) WithoutGuard() {
 	d.journal.space, d.cas.space = nil, nil
 }
+
+// SetReleaseEvery sets how many frame bytes a Read goes through between
+// two releases of the mapped pages; it returns the old value.
+func SetReleaseEvery(n int64) int64 {
+	old := releaseEvery
+	releaseEvery = n
+	return old
+}
+
+// ReleaseMapped releases the store's mapped pages now.
+func (j *Journal) ReleaseMapped() int64 { return releaseMapped(j.mapDir) }

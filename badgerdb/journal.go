@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -34,6 +35,7 @@ type Journal struct {
 	// appendMu, as are the fields below.
 	tail      *tail
 	dir       string
+	mapDir    string        // dir as /proc/self/maps names its files (releaseMapped); "" in memory
 	tailLimit int64         // checkpoint once the tail is this big (defaultTailLimit)
 	nextCheck int64         // the tail size at which the next checkpoint is tried
 	vlogFrom  atomic.Uint64 // value-log files numbered below it were synced full
@@ -82,6 +84,9 @@ func openJournal(db *badger.DB, dir string, casWrites *atomic.Uint64, sp *space)
 	j := &Journal{db: db, dropChunk: defaultDropChunk, dir: dir, tailLimit: defaultTailLimit, casWrites: casWrites,
 		committed: make(chan error, 1), space: sp}
 	j.commitDone = func(err error) { j.committed <- err }
+	if dir != "" {
+		j.mapDir = mappedDir(dir)
+	}
 	var frames []tailFrame
 	tailOK := false
 	if dir != "" {
@@ -502,7 +507,12 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		s := journal.NewScan(from, height, start, fn)
+		var read int64 // frame bytes since the last releaseMapped
 		for it.Seek(frameKey(start)); it.Valid(); it.Next() {
+			if read += it.Item().ValueSize(); read >= releaseEvery {
+				releaseMapped(j.mapDir)
+				read = 0
+			}
 			recs, err := decodeFrame(it.Item())
 			if err != nil {
 				return err
@@ -513,6 +523,24 @@ func (j *Journal) Read(from uint64, fn func(journal.Record) (bool, error)) error
 		}
 		return s.End()
 	})
+}
+
+// releaseEvery is how many bytes of frames a Read goes through between two
+// releases of the store's mapped pages (releaseMapped): a read of the whole
+// journal keeps about this much of it resident, not all of it.
+var releaseEvery int64 = 64 << 20
+
+// mappedDir is dir as /proc/self/maps names the files in it: absolute,
+// symlinks resolved, with a trailing separator.
+func mappedDir(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	return abs + string(filepath.Separator)
 }
 
 // ReadKind is Read restricted to records of the given kinds.

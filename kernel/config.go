@@ -148,9 +148,17 @@ type Config struct {
 	MaxBatch int
 	// SnapshotEvery takes a snapshot once this many records were journaled
 	// since the last checkpoint (default 50,000; negative: never by count).
-	// Opening replays at most about this many records after the latest
-	// snapshot.
 	SnapshotEvery int
+	// SnapshotMaxTail bounds what an open replays after a kill at any
+	// moment, during a snapshot included: once this many records were
+	// journaled since the checkpoint of the newest journaled snapshot while
+	// a snapshot is being written, the loop waits for that snapshot before
+	// it hands on its turn (holdTail). A durable journal then never holds
+	// more than SnapshotMaxTail records plus one loop turn's after its
+	// newest snapshot's checkpoint. Default 2 x SnapshotEvery; a positive
+	// value below SnapshotEvery is raised to it; negative, or SnapshotEvery
+	// negative: no bound.
+	SnapshotMaxTail int
 	// SnapshotInterval takes a snapshot when this much time has passed and
 	// anything was journaled since the last checkpoint (default 5 minutes;
 	// negative: never by time).
@@ -249,6 +257,14 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	switch {
+	case c.SnapshotEvery < 0 || c.SnapshotMaxTail < 0:
+		c.SnapshotMaxTail = -1
+	case c.SnapshotMaxTail == 0:
+		c.SnapshotMaxTail = 2 * c.SnapshotEvery
+	case c.SnapshotMaxTail < c.SnapshotEvery:
+		c.SnapshotMaxTail = c.SnapshotEvery
 	}
 	return c
 }

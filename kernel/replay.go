@@ -344,6 +344,7 @@ func (st *state) drive(it *replayItem) error {
 		if err := st.replaySnapshot(r.Seq, &sr); err != nil {
 			return err
 		}
+		st.lastSnapshot = sr.Checkpoint
 		st.emit(journal.KindSnapshot, r.Body)
 	default:
 		return &ReplayError{Seq: r.Seq, Kind: r.Kind, Msg: "record kind cannot start a replay step"}

@@ -83,9 +83,10 @@ type snapJob struct {
 	bytes  int
 	err    error // a storage failure writing it: the world stops
 
-	done chan struct{} // closed once the snapshot record is durable (or it failed)
-	res  SnapshotResult
-	fail error
+	written chan struct{} // closed once write returned (err set): holdTail waits for it
+	done    chan struct{} // closed once the snapshot record is durable (or it failed)
+	res     SnapshotResult
+	fail    error
 }
 
 type snapHead struct {
@@ -138,7 +139,7 @@ func (st *state) checkpoint(reason string) (*snapJob, error) {
 		}
 	}
 	seq := st.emitCheckpoint(reason)
-	job := &snapJob{checkpoint: seq, started: t0, done: make(chan struct{})}
+	job := &snapJob{checkpoint: seq, started: t0, written: make(chan struct{}), done: make(chan struct{})}
 	job.state = st.captureTables()
 	if st.man != nil {
 		job.source = st.man.Source
@@ -193,6 +194,7 @@ func (st *state) keyedHead(n string) bool {
 func (w *World) writeSnapshot(job *snapJob) {
 	defer w.snapWG.Done()
 	job.err = job.write(w)
+	close(job.written)
 	// Hand back to the loop, which journals the record (or stops the
 	// world on a storage failure) and answers once that is durable.
 	_, err := w.send(context.Background(), request{query: func(st *state) { st.finishSnapshot(job) }})
@@ -287,6 +289,7 @@ func (st *state) finishSnapshot(job *snapJob) {
 		}
 	}
 	seq := st.emit(journal.KindSnapshot, schemas.MustMarshal(&records.SnapshotRec{Checkpoint: job.checkpoint, Object: job.object, Bytes: uint64(job.bytes)}))
+	st.lastSnapshot = job.checkpoint
 	var total uint64
 	for _, wf := range job.state.Workflows {
 		total += wf.Cells
@@ -403,6 +406,37 @@ func (st *state) maybeCheckpoint() {
 	if _, err := st.checkpoint(records.CheckpointRecords); err != nil && st.stopped == nil {
 		st.w.cfg.Logger.Warn("automatic snapshot not taken", "err", err)
 	}
+}
+
+// holdTail bounds what an open after a kill replays (Config.SnapshotMaxTail):
+// at the end of a loop turn, once SnapshotMaxTail records were journaled
+// since the checkpoint of the newest snapshot whose record is journaled and
+// a snapshot is being written, the loop waits for that snapshot's writer
+// and journals its record in this turn's batch. So no durable journal ever
+// holds more than SnapshotMaxTail records, plus one turn's, after its
+// newest snapshot's checkpoint, however slowly snapshots are written; a
+// slow snapshot slows ingest instead (TailObserver hears when).
+func (st *state) holdTail() {
+	limit, job := st.w.cfg.SnapshotMaxTail, st.snap
+	if limit <= 0 || job == nil || st.stopped != nil || st.seq-st.lastSnapshot < uint64(limit) {
+		return
+	}
+	if o, ok := st.w.cfg.Observer.(TailObserver); ok {
+		o.SnapshotHolding(st.seq-st.lastSnapshot, job.checkpoint)
+	}
+	<-job.written
+	// The writer hands back to the loop afterwards too; finishSnapshot
+	// then finds the job finished and does nothing.
+	st.finishSnapshot(job)
+}
+
+// TailObserver is an Observer that also hears when the loop holds its turn
+// for a snapshot being written (holdTail, Config.SnapshotMaxTail): tail is
+// the records journaled since the newest journaled snapshot's checkpoint,
+// checkpoint the checkpoint of the snapshot it waits for. It is called on
+// the loop, before the wait.
+type TailObserver interface {
+	SnapshotHolding(tail, checkpoint uint64)
 }
 
 // snapshotTimer asks for a snapshot every interval, taken when anything

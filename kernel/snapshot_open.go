@@ -75,7 +75,7 @@ func (st *state) restore(s *snapshot.State) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("kernel: restore the snapshot of checkpoint %d: %s", s.Height, fmt.Sprintf(format, a...))
 	}
-	st.seq, st.logical, st.lastCheckpoint = s.Height, s.Logical, s.Height
+	st.seq, st.logical, st.lastCheckpoint, st.lastSnapshot = s.Height, s.Logical, s.Height, s.Height
 	st.setLimits(s.Limits)
 	if s.World != "" {
 		if err := st.adoptWorld(s.World); err != nil {

@@ -132,6 +132,7 @@ type state struct {
 
 	snap           *snapJob                   // the snapshot being written (snapshot.go)
 	lastCheckpoint uint64                     // seq of the last checkpoint
+	lastSnapshot   uint64                     // checkpoint of the newest snapshot whose record is journaled (0: none)
 	verifying      map[uint64]*snapshot.State // replay's states at checkpoints, until their snapshot records
 	ahead          *readAhead                 // replay's read-ahead goroutine, while it runs (readahead.go)
 }
@@ -478,6 +479,7 @@ func (w *World) loop() {
 			backlogNext = false
 		}
 		backlog = append(backlog, next...)
+		st.holdTail() // before the check: a snapshot that failed stops the world
 		if st.stopped != nil {
 			// Nothing of this turn was durable or acknowledged: drop its
 			// records and answer its requests with the failure. The

@@ -1927,4 +1927,25 @@ var mutations = []mutation{
 		from: "\t\tif !found {\n\t\t\treturn nil\n\t\t}\n",
 		to:   "\t\tif !found && false {\n\t\t\treturn nil\n\t\t}\n",
 		pkg:  "./internal/mutcheck", run: "TestSchemaBlame"},
+	// A bounded tail after a kill (kernel/snapshot.go holdTail): the loop
+	// waits for a snapshot being written once SnapshotMaxTail records
+	// follow the newest journaled one.
+	{name: "snapshot/hold-tail", file: "kernel/snapshot.go",
+		from: "if limit <= 0 || job == nil || st.stopped != nil || st.seq-st.lastSnapshot < uint64(limit) {",
+		to:   "if limit <= 0 || job == nil || st.stopped != nil || true {",
+		pkg:  "./kernel", run: "TestSnapshotCrashTailBound"},
+	// A long journal read releases the store's mapped pages, so it does not
+	// keep the journal resident (badgerdb/release_linux.go).
+	{name: "badgerdb/read-releases-mapped", file: "badgerdb/journal.go",
+		from: "\t\t\t\treleaseMapped(j.mapDir)\n",
+		to:   "",
+		pkg:  "./badgerdb", run: "TestLongReadReleasesMappedPages"},
+	{name: "snapshot/max-tail-at-least-every", file: "kernel/config.go",
+		from: "case c.SnapshotMaxTail < c.SnapshotEvery:",
+		to:   "case c.SnapshotMaxTail < 0 && c.SnapshotMaxTail < c.SnapshotEvery:",
+		pkg:  "./kernel", run: "TestSnapshotMaxTailDefaults"},
+	{name: "api/metrics-snapshot-holds", file: "api/metrics.go",
+		from: "func (m *Metrics) SnapshotHolding(_, _ uint64) { m.snapHolds.Inc() }",
+		to:   "func (m *Metrics) SnapshotHolding(_, _ uint64) {}",
+		pkg:  "./api", run: "TestMetricsCountSnapshotHolds"},
 }
