@@ -125,7 +125,8 @@ func (in *instance) inFlight() bool {
 
 // tryMove moves an instance at rest that is pinned to an older manifest to
 // the current one when its state validates against the current state
-// schema; otherwise it stays pinned and pinWhy says why. It reports
+// schema, or through the current workflow's declared migration (a journaled
+// move, migrate.go); otherwise it stays pinned and pinWhy says why. It reports
 // whether in is still pinned. The one place a pin is dropped; a later
 // journaled move of a waiting instance (an upgrade) goes through pinTo too.
 func (st *state) tryMove(in *instance) bool {
@@ -149,6 +150,9 @@ func (st *state) tryMove(in *instance) bool {
 		old := in.pin.wfs[in.wf]
 		if old == nil || stateSchemaOf(in.pin.m, old.def.State) != stateSchemaOf(st.cur.m, rt.def.State) {
 			if verr := st.cur.m.Registry.Validate(rt.def.State, state); verr != nil {
+				if rt.def.Migrate != nil {
+					return st.moveMigrating(in, rt, state) // migrate.go
+				}
 				in.pinWhy = fmt.Sprintf("its state does not validate against %s of the current manifest %s (%s): %v",
 					rt.def.State, st.cur.m.Name, st.cur.text, verr)
 				return true
