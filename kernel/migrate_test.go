@@ -84,7 +84,10 @@ func migMigrate(kind string) modules.StepFunc {
 
 var migKinds = []string{"good", "bad", "fault", "invalid", "emits"}
 
-func newMigHarness(t *testing.T, drift bool) *harness {
+// newMigHarness registers v1 and every test/mig-KIND; swap runs another
+// kind's migration under a module's identity (a build that is not the one
+// the journal was written with).
+func newMigHarness(t *testing.T, swap map[string]string) *harness {
 	kr := receipts.NewKeyring()
 	if err := kr.Add("fx", pinExecutorKey.Public().(ed25519.PublicKey), []string{"com.test/pfx@1"}); err != nil {
 		t.Fatal(err)
@@ -94,8 +97,8 @@ func newMigHarness(t *testing.T, drift bool) *harness {
 		for _, k := range migKinds {
 			h.builtins.MustRegister("test/mig-"+k, "test/mig@"+k, "step", migStep(k))
 			mk := k
-			if drift && k == "good" {
-				mk = "drift"
+			if s, ok := swap[k]; ok {
+				mk = s
 			}
 			h.builtins.MustRegister("test/mig-"+k, "test/mig@"+k, "migrate", migMigrate(mk))
 		}
@@ -167,7 +170,7 @@ func sameAfterReplay(t *testing.T, h *harness) {
 // restart and from genesis.
 func TestMigrationAtRest(t *testing.T) {
 	ctx := context.Background()
-	h := newMigHarness(t, false)
+	h := newMigHarness(t, nil)
 	mustApply(t, h, pinManifest(1))
 	v1 := loadManifest(t, pinManifest(1)).Hash
 	for _, c := range [][2]string{{"a", "plain"}, {"w", "fx"}} {
@@ -232,7 +235,7 @@ func TestMigrationFailsLeavesPinned(t *testing.T) {
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ctx := context.Background()
-			h := newMigHarness(t, false)
+			h := newMigHarness(t, nil)
 			mustApply(t, h, pinManifest(1))
 			v1 := loadManifest(t, pinManifest(1)).Hash
 			if err := pinSend(h, "com.test/PAct@1", "w", "fx"); err != nil {
@@ -263,7 +266,7 @@ func TestMigrationFailsLeavesPinned(t *testing.T) {
 // migration gives other bytes diverges at the move record, naming both
 // hashes.
 func TestMigrationReplayRunsItAgain(t *testing.T) {
-	h := newMigHarness(t, false)
+	h := newMigHarness(t, nil)
 	mustApply(t, h, pinManifest(1))
 	if err := pinSend(h, "com.test/PAct@1", "w", "fx"); err != nil {
 		t.Fatal(err)
@@ -278,7 +281,7 @@ func TestMigrationReplayRunsItAgain(t *testing.T) {
 	}
 	h.w.Close()
 	h.w = nil
-	d := newMigHarness(t, true) // same identities, a migration that drifted
+	d := newMigHarness(t, map[string]string{"good": "drift"}) // same identities, a migration that drifted
 	cfg := h.config()
 	cfg.Builtins = d.builtins
 	cfg.FromGenesis = true
@@ -294,6 +297,43 @@ func TestMigrationReplayRunsItAgain(t *testing.T) {
 	}
 }
 
+// TestMigrationReplayFollowsTheJournal: replay moves a cell through its
+// migration only by the journaled move record. A migration that did not
+// complete live (here it failed; a host's timeout journals nothing just
+// the same) and completes on replay leaves the cell where the journal
+// says: pinned, with the reason that does not depend on the host, and the
+// world opens.
+func TestMigrationReplayFollowsTheJournal(t *testing.T) {
+	h := newMigHarness(t, nil)
+	mustApply(t, h, pinManifest(1))
+	v1 := loadManifest(t, pinManifest(1)).Hash
+	if err := pinSend(h, "com.test/PAct@1", "w", "fx"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.w.ApplyWith(context.Background(), loadManifest(t, migManifest("fault")), kernel.ApplyOptions{Pin: true}); err != nil {
+		t.Fatal(err)
+	}
+	receiptFor(t, h, "w")
+	h.w.Close()
+	h.w = nil
+	d := newMigHarness(t, map[string]string{"fault": "good"})
+	cfg := h.config()
+	cfg.Builtins = d.builtins
+	cfg.FromGenesis = true
+	g, err := kernel.Open(h.db.Stores(), cfg)
+	if err != nil {
+		t.Fatalf("replay where the migration now completes: %v", err)
+	}
+	defer g.Close()
+	w, err := g.Cell(context.Background(), pinWorkflow, schemas.MustMarshal("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Pin != v1.String() || stateJSON(w) != `{"n":11}` || !strings.Contains(w.PinReason, "did not complete (not journaled") {
+		t.Fatalf("w after replay: pin %q, %s, %q", w.Pin, stateJSON(w), w.PinReason)
+	}
+}
+
 // TestUpgradeMigrationCommutes: an upgrade of a waiting cell whose new
 // workflow migrates its state checks that the new code's state after each
 // step is the migration of the journaled one: code that keeps m = 2n
@@ -303,7 +343,7 @@ func TestMigrationReplayRunsItAgain(t *testing.T) {
 // first step, naming both hashes, and the cell stays as it was.
 func TestUpgradeMigrationCommutes(t *testing.T) {
 	ctx := context.Background()
-	h := newMigHarness(t, false)
+	h := newMigHarness(t, nil)
 	mustApply(t, h, pinManifest(1))
 	v1 := loadManifest(t, pinManifest(1)).Hash
 	for _, c := range [][2]string{{"w", "plain"}, {"w", "fx"}} {
