@@ -165,9 +165,11 @@ func (st *state) tryMove(in *instance) bool {
 
 // fallbackPin finds, for a cell at rest with no pin whose state does not
 // validate against the current state schema, the newest older live manifest
-// whose state schema accepts the state and which can take d; nil when none
-// does (the step then fails as it would with one live manifest).
-func (st *state) fallbackPin(in *instance, state []byte, d *delivery) *liveManifest {
+// whose state schema accepts the state and which can take d, and d as that
+// manifest's workflow takes it (its own event schema, variant arm: the
+// current manifest may have renamed the event); nil when none does (the
+// step then fails as it would with one live manifest).
+func (st *state) fallbackPin(in *instance, state []byte, d *delivery) (*liveManifest, *delivery) {
 	for i := len(st.live) - 2; i >= 0; i-- {
 		lm := st.live[i]
 		rt := lm.wfs[in.wf]
@@ -175,10 +177,17 @@ func (st *state) fallbackPin(in *instance, state []byte, d *delivery) *liveManif
 			continue
 		}
 		if st.undeliverableUnder(lm, in.wf, "the input", d) == "" {
-			return lm
+			return lm, d
+		}
+		if cur := st.cur.wfs[in.wf]; cur != nil && cur.def.Event != rt.def.Event {
+			if value, why := reshape(st.cur, cur, lm, rt, d); why == "" {
+				nd := *d
+				nd.schema, nd.value = rt.def.Event, value
+				return lm, &nd
+			}
 		}
 	}
-	return nil
+	return nil, d
 }
 
 // underPins checks the targets lm routed an event to against the manifest

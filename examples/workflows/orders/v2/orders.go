@@ -49,8 +49,24 @@ func refundDue(status string, chargeID *string) bool {
 
 // Step runs one order as version 1 does (orders.Step), and marks
 // refund_due when a charge succeeds after the order was cancelled or
-// expired.
+// expired. It also takes an operator's cancellation of one of its intents
+// (`aosd cancel`, the event's "Cancelled" arm, which version 1 did not
+// have): a cancelled expiry timer leaves the order waiting for its
+// payment with no deadline; a cancelled charge cancels an unpaid order.
 func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
+	if ev.Tag == "Cancelled" {
+		if st == nil {
+			return nil, nil
+		}
+		var x sdk.EffectCancelled
+		if err := ev.As(&x); err != nil {
+			return nil, err
+		}
+		if x.Effect == orders.EffectCharge && st.Status == orders.AwaitingPayment {
+			st.Status = orders.Cancelled
+		}
+		return st, nil
+	}
 	var v1 *orders.State
 	if st != nil {
 		v1 = &orders.State{OrderID: st.OrderID, AmountCents: st.AmountCents, Customer: st.Customer, Status: st.Status, ChargeID: st.ChargeID}
