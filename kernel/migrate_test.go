@@ -334,6 +334,33 @@ func TestMigrationReplayFollowsTheJournal(t *testing.T) {
 	}
 }
 
+// TestMigrationAtRestRenamedEvent: a cell at rest with a v1 state whose
+// next input is routed with a manifest that renamed the workflow's event
+// variant takes it under v1, reshaped by arm, and then moves through the
+// migration; it does not fail.
+func TestMigrationAtRestRenamedEvent(t *testing.T) {
+	h := newMigHarness(t, nil)
+	mustApply(t, h, pinManifest(1))
+	if err := pinSend(h, "com.test/PAct@1", "a", "plain"); err != nil {
+		t.Fatal(err)
+	}
+	src := migManifest("good")
+	src = strings.Replace(src, `{"$kind":"defschema","name":"com.test/PKey@1"`,
+		`{"$kind":"defschema","name":"com.test/PEvent@2","variant":{"Act":"com.test/PAct@1","Receipt":"sys/EffectReceiptEnvelope@1"}},
+ {"$kind":"defschema","name":"com.test/PKey@1"`, 1)
+	src = strings.Replace(src, `"event":"com.test/PEvent@1"`, `"event":"com.test/PEvent@2"`, 1)
+	if _, err := h.w.ApplyWith(context.Background(), loadManifest(t, src), kernel.ApplyOptions{Pin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pinSend(h, "com.test/PAct@1", "a", "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if a := pinCell(t, h, "a"); a.Status != kernel.StatusCompleted || a.Pin != "" || stateJSON(a) != `{"m":4,"n":2}` {
+		t.Fatalf("a after its input: %s, pin %q (%s), state %s", a.Status, a.Pin, a.PinReason, stateJSON(a))
+	}
+	sameAfterReplay(t, h)
+}
+
 // TestUpgradeMigrationCommutes: an upgrade of a waiting cell whose new
 // workflow migrates its state checks that the new code's state after each
 // step is the migration of the journaled one: code that keeps m = 2n

@@ -1910,4 +1910,8 @@ var mutations = []mutation{
 		from: "c.migrated, want = &h, ms",
 		to:   "c.migrated = &h",
 		pkg:  "./kernel", run: "TestUpgradeMigrationCommutes"},
+	{name: "pins/fallback-reshapes-input", file: "kernel/pins.go",
+		from: "if value, why := reshape(st.cur, cur, lm, rt, d); why == \"\" {",
+		to:   "if value, why := reshape(st.cur, cur, lm, rt, d); false && why == \"\" {",
+		pkg:  "./kernel", run: "TestMigrationAtRestRenamedEvent"},
 }
