@@ -56,7 +56,8 @@ type UpgradeCell struct {
 	Since      string             `json:"since,omitempty"`
 	Inputs     []uint64           `json:"inputs"`
 	StateHash  *schemas.Hash      `json:"state_hash,omitempty"`
-	Seq        uint64             `json:"seq,omitempty"` // its move record
+	Migrated   *schemas.Hash      `json:"migrated,omitempty"` // the state the workflow's migration took (absent: kept as it was)
+	Seq        uint64             `json:"seq,omitempty"`      // its move record
 	Divergence *UpgradeDivergence `json:"divergence,omitempty"`
 	Reason     string             `json:"reason,omitempty"`
 }
@@ -88,7 +89,7 @@ func UpgradeOutputOf(r *kernel.UpgradeReport) *UpgradeOutput {
 		Start: r.Start, Replayed: r.Replayed, Steps: r.Steps, Cells: make([]UpgradeCell, 0, len(r.Cells))}
 	for _, c := range r.Cells {
 		v := UpgradeCell{Workflow: c.Workflow, Key: records.KeyJSON(c.Key), Outcome: c.Outcome, Status: c.Status, Since: c.Since,
-			Inputs: c.Inputs, StateHash: c.StateHash, Seq: c.Seq, Reason: c.Reason}
+			Inputs: c.Inputs, StateHash: c.StateHash, Migrated: c.Migrated, Seq: c.Seq, Reason: c.Reason}
 		if v.Inputs == nil {
 			v.Inputs = []uint64{}
 		}

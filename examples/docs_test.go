@@ -785,3 +785,69 @@ func TestDocWorkflowDeclarations(t *testing.T) {
 		t.Errorf("found %d of the %d workflows EXAMPLES.md lists", seen, len(want))
 	}
 }
+
+// TestDocOrdersV2Walkthrough pins EXAMPLES.md "orders v2": orders waiting
+// under v1 block a plain apply of v2; with --pin they stay on v1 and a new
+// order starts on v2 (refund_due false); an upgrade's dry run would move
+// both, migrating their state, and journals nothing; the upgrade moves
+// them with their intents; a cancelled expiry timer leaves o2 waiting, a
+// cancelled charge cancels it; v1 then retires. A late charge for an
+// expired order marks the refund due (v2's changed step).
+func TestDocOrdersV2Walkthrough(t *testing.T) {
+	ctx := context.Background()
+	const wf = "com.example/order.step@1"
+	d := newDocWorld(t, "orders")
+	d.send("com.example/OrderCreated@1", `{"order_id":"o1","amount_cents":500,"customer":"ada"}`)
+	d.send("com.example/OrderCreated@1", `{"order_id":"o2","amount_cents":700,"customer":"bob"}`)
+	m2, err := manifest.Load(built.Path(t, "orders-v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.w.Apply(ctx, m2, false); !errors.Is(err, kernel.ErrNotQuiescent) {
+		t.Fatalf("plain apply of v2 while orders wait: %v", err)
+	}
+	res, err := d.w.ApplyWith(ctx, m2, kernel.ApplyOptions{Pin: true})
+	if err != nil || res.PinnedNow != 2 {
+		t.Fatalf("apply --pin: %+v, %v", res, err)
+	}
+	d.send("com.example/OrderCreated@1", `{"order_id":"o3","amount_cents":900,"customer":"cy"}`)
+	d.wantCell(wf, "o3", `{"order_id":"o3","amount_cents":900,"customer":"cy","status":"awaiting_payment","refund_due":false}`)
+
+	height := d.w.Journal().Height()
+	dry, err := d.w.Upgrade(ctx, kernel.UpgradeRequest{Workflow: wf, All: true, DryRun: true})
+	if err != nil || len(dry.Cells) != 2 || d.w.Journal().Height() != height {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	for _, c := range dry.Cells {
+		if c.Outcome != kernel.UpgradeWouldMove || c.Migrated == nil || c.StateHash == nil || *c.Migrated == *c.StateHash {
+			t.Fatalf("dry run cell %s: %+v (%+v)", c.Key, c, c.Divergence)
+		}
+	}
+	timer := d.pending("sys/timer.set@1", "o2")
+	up, err := d.w.Upgrade(ctx, kernel.UpgradeRequest{Workflow: wf, All: true})
+	if err != nil || up.Cells[0].Outcome != kernel.UpgradeMoved || up.Cells[1].Outcome != kernel.UpgradeMoved {
+		t.Fatalf("upgrade: %+v, %v", up, err)
+	}
+	d.wantCell(wf, "o2", `{"order_id":"o2","amount_cents":700,"customer":"bob","status":"awaiting_payment","refund_due":false}`)
+	if again := d.pending("sys/timer.set@1", "o2"); again.Hash != timer.Hash {
+		t.Fatalf("o2's timer after the move: %s, before %s", again.Hash, timer.Hash)
+	}
+
+	if _, err := d.w.CancelIntent(ctx, kernel.CancelRequest{Intent: timer.Hash, Reason: "customer asked to hold the order", By: "ana"}); err != nil {
+		t.Fatal(err)
+	}
+	d.wantCell(wf, "o2", `{"order_id":"o2","amount_cents":700,"customer":"bob","status":"awaiting_payment","refund_due":false}`)
+	if _, err := d.w.CancelIntent(ctx, kernel.CancelRequest{Intent: d.pending("com.example/payment.charge@1", "o2").Hash, Reason: "fraud review", By: "ana"}); err != nil {
+		t.Fatal(err)
+	}
+	d.wantCell(wf, "o2", `{"order_id":"o2","amount_cents":700,"customer":"bob","status":"cancelled","refund_due":false}`)
+
+	// o1 expires, then its charge succeeds late: v2 marks the refund due.
+	d.fire(d.pending("sys/timer.set@1", "o1"))
+	d.charge("o1", receipts.StatusOK, "ch_1", "succeeded")
+	d.wantCell(wf, "o1", `{"order_id":"o1","amount_cents":500,"customer":"ada","status":"expired","charge_id":"ch_1","refund_due":true}`)
+
+	if _, err := d.w.Retire(ctx, *res.Previous); err != nil {
+		t.Fatalf("retire v1: %v", err)
+	}
+}

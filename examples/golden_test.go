@@ -38,6 +38,10 @@ import (
 // and reminders workflows do (to match EXAMPLES.md): their goldens, cells
 // included, and oldworld-scenario.journal were rewritten then; counter and
 // choreography held dcf8b69's bytes until issue 26 gave worlds an identity.
+// Issue 29's sdk.Migration changed the sdk's sources, so every example's
+// wasm build (its build ID hashes them) and with it every manifest hash:
+// only the manifest, event and receipt records (which carry it) changed;
+// every step, intent and cell kept its bytes.
 // Every golden journal was rewritten then, and compared record by record with
 // the one before (docs/DECISIONS.md, "World identity"): each now starts with
 // the world record (seq 1), so every seq, and every field that holds one

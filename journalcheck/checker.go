@@ -297,7 +297,12 @@ func (c *checker) record(r journal.Record) {
 		c.cancelRec(r.Seq, rec)
 	case *records.MoveRec:
 		c.needManifest(r.Seq, "a move")
-		c.idle(r.Seq, "a move")
+		if rec.Since != "rest" {
+			// An upgrade's move is an operator's input, taken only at an
+			// idle world; a migration at rest follows the step that
+			// brought its cell to rest, inside that input's cascade.
+			c.idle(r.Seq, "a move")
+		}
 		c.moveRec(r.Seq, rec)
 	}
 }
@@ -400,7 +405,9 @@ func (c *checker) moveRec(seq uint64, rec *records.MoveRec) {
 		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move from manifest %s to itself", rec.From)
 	case !c.live[rec.From]:
 		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move from manifest %s, which is not live (never applied, replaced by a plain apply, or retired)", rec.From)
-	case len(rec.Inputs) == 0:
+	case rec.Since == "rest" && (len(rec.Inputs) > 0 || rec.Migrated == nil || rec.StateHash == nil):
+		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move at rest (since \"rest\") must migrate a state (migrated and state_hash) and name no input")
+	case rec.Since != "rest" && len(rec.Inputs) == 0:
 		c.violate(seq, RuleMove, rec.Workflow, rec.Key, "a move that names no input checked")
 	}
 	for i, in := range rec.Inputs {

@@ -183,6 +183,12 @@ func (st *state) runtimes(m *manifest.Manifest) (_ map[string]*wfRuntime, _ map[
 					n, mod.describe(), def.Impl.Entrypoint, strings.Join(slices.Sorted(maps.Keys(mod.native.Entrypoints)), ", "))
 			}
 			rt.fn = fn
+			if mg := def.Migrate; mg != nil {
+				if rt.migrate, ok = mod.native.Entrypoints[mg.Entrypoint]; !ok {
+					return nil, nil, fmt.Errorf("workflow %s: %s has no migration entrypoint %q (it has: %s)",
+						n, mod.describe(), mg.Entrypoint, strings.Join(slices.Sorted(maps.Keys(mod.native.Entrypoints)), ", "))
+				}
+			}
 		}
 		rt.head = st.heads[n]
 		if rt.head == nil {

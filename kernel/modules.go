@@ -136,8 +136,14 @@ func resetModules(mods map[string]*boundModule) {
 // call runs one step of rt's module. A business fault comes back as text to
 // journal; an environmental failure as env.
 func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fault string, env *modules.EnvError) {
-	if rt.fn != nil {
-		out, fault = callStep(rt.fn, in)
+	return st.callEntry(rt, rt.fn, rt.def.Impl.Entrypoint, in)
+}
+
+// callEntry is call for any entrypoint of rt's module: fn is its native
+// code (nil: the runner runs entry).
+func (st *state) callEntry(rt *wfRuntime, fn modules.StepFunc, entry string, in *modules.Input) (out *modules.Output, fault string, env *modules.EnvError) {
+	if fn != nil {
+		out, fault = callStep(fn, in)
 		return out, fault, nil
 	}
 	ctx := context.Background()
@@ -162,7 +168,7 @@ func (st *state) call(rt *wfRuntime, in *modules.Input) (out *modules.Output, fa
 			defer cancel()
 		}
 	}
-	o, err := rt.mod.runner.Step(ctx, rt.def.Impl.Entrypoint, in)
+	o, err := rt.mod.runner.Step(ctx, entry, in)
 	if err == nil {
 		if o == nil {
 			return nil, "step returned no output", nil

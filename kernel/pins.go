@@ -129,7 +129,8 @@ func (in *instance) inFlight() bool {
 
 // tryMove moves an instance at rest that is pinned to an older manifest to
 // the current one when its state validates against the current state
-// schema; otherwise it stays pinned and pinWhy says why. It reports
+// schema, or through the current workflow's declared migration (a journaled
+// move, migrate.go); otherwise it stays pinned and pinWhy says why. It reports
 // whether in is still pinned. The one place a pin is dropped; a later
 // journaled move of a waiting instance (an upgrade) goes through pinTo too.
 func (st *state) tryMove(in *instance) bool {
@@ -153,6 +154,9 @@ func (st *state) tryMove(in *instance) bool {
 		old := in.pin.wfs[in.wf]
 		if old == nil || stateSchemaOf(in.pin.m, old.def.State) != stateSchemaOf(st.cur.m, rt.def.State) {
 			if verr := st.cur.m.Registry.Validate(rt.def.State, state); verr != nil {
+				if rt.def.Migrate != nil {
+					return st.moveMigrating(in, rt, state) // migrate.go
+				}
 				in.pinWhy = fmt.Sprintf("its state does not validate against %s of the current manifest %s (%s): %v",
 					rt.def.State, st.cur.m.Name, st.cur.text, verr)
 				return true
@@ -165,9 +169,11 @@ func (st *state) tryMove(in *instance) bool {
 
 // fallbackPin finds, for a cell at rest with no pin whose state does not
 // validate against the current state schema, the newest older live manifest
-// whose state schema accepts the state and which can take d; nil when none
-// does (the step then fails as it would with one live manifest).
-func (st *state) fallbackPin(in *instance, state []byte, d *delivery) *liveManifest {
+// whose state schema accepts the state and which can take d, and d as that
+// manifest's workflow takes it (its own event schema, variant arm: the
+// current manifest may have renamed the event); nil when none does (the
+// step then fails as it would with one live manifest).
+func (st *state) fallbackPin(in *instance, state []byte, d *delivery) (*liveManifest, *delivery) {
 	for i := len(st.live) - 2; i >= 0; i-- {
 		lm := st.live[i]
 		rt := lm.wfs[in.wf]
@@ -175,10 +181,17 @@ func (st *state) fallbackPin(in *instance, state []byte, d *delivery) *liveManif
 			continue
 		}
 		if st.undeliverableUnder(lm, in.wf, "the input", d) == "" {
-			return lm
+			return lm, d
+		}
+		if cur := st.cur.wfs[in.wf]; cur != nil && cur.def.Event != rt.def.Event {
+			if value, why := reshape(st.cur, cur, lm, rt, d); why == "" {
+				nd := *d
+				nd.schema, nd.value = rt.def.Event, value
+				return lm, &nd
+			}
 		}
 	}
-	return nil
+	return nil, d
 }
 
 // underPins checks the targets lm routed an event to against the manifest

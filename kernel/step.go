@@ -275,10 +275,11 @@ func (st *state) exec(in *instance, d *delivery, stepSeq uint64) (res stepResult
 	}
 	if fault != "" {
 		// A cell at rest whose state the current manifest does not
-		// accept stays on an older live manifest that does (pins.go).
+		// accept stays on an older live manifest that does (pins.go),
+		// and takes the input as that manifest's workflow takes it.
 		alt := (*liveManifest)(nil)
 		if len(st.live) > 1 && lm == st.cur {
-			alt = st.fallbackPin(in, prev, d)
+			alt, d = st.fallbackPin(in, prev, d)
 		}
 		if alt == nil {
 			res.fault = fault

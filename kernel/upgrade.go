@@ -96,7 +96,8 @@ type Divergence struct {
 	// (Field names the first differing field of intent Index; Want and Got
 	// are the journaled intent's hash and the new code's), "intents" (how
 	// many), "fault" (the new code failed the step, or the journal holds a
-	// fault), "input" (the new manifest cannot take the input), "workflow"
+	// fault), "migration" (the new workflow's migration cannot take a
+	// journaled state), "input" (the new manifest cannot take the input), "workflow"
 	// (not in the new manifest), "window" (an intent in flight was opened
 	// before the journal the check could read).
 	What      string
@@ -115,10 +116,13 @@ type UpgradeCell struct {
 	From     schemas.Hash // the manifest it is pinned to (zero: not pinned)
 	// Since says where the check started: "creation" or "snapshot";
 	// Inputs are the inputs whose steps were checked.
-	Since      string
-	Inputs     []uint64
-	StateHash  *schemas.Hash // its state after the move (nil: none)
-	Seq        uint64        // the move record (Outcome "moved")
+	Since     string
+	Inputs    []uint64
+	StateHash *schemas.Hash // its state after the move (nil: none)
+	// Migrated is the hash of the state the new workflow's migration
+	// took (its state before the move); nil when the move keeps the state.
+	Migrated   *schemas.Hash
+	Seq        uint64 // the move record (Outcome "moved")
 	Divergence *Divergence
 	Reason     string
 }
@@ -159,10 +163,17 @@ type cellCheck struct {
 	inputs []uint64
 	opened map[schemas.Hash]struct{} // intents the steps checked opened (journaled hashes)
 	div    *Divergence
+	// fromOld: state is the journal's, not yet migrated for the new code
+	// (a check that starts from a snapshot); migrated is the hash of the
+	// journaled state after the last step checked when the new workflow's
+	// migration changed it (nil: it took it as it was).
+	fromOld  bool
+	migrated *schemas.Hash
 }
 
 func (c *cellCheck) reset(since string, state []byte) {
 	c.since, c.state, c.inputs, c.opened, c.div = since, bytes.Clone(state), nil, nil, nil
+	c.fromOld, c.migrated = state != nil, nil
 }
 
 // upgradeTap runs target's code beside every step a scratch world replays
@@ -278,6 +289,15 @@ func (t *upgradeTap) check(st *state, in *instance, c *cellCheck, d *delivery, r
 	if why != "" {
 		return &Divergence{What: "input", Msg: fmt.Sprintf("input %d: %s", d.seq, why)}
 	}
+	if c.fromOld && rt.def.Migrate != nil {
+		// The new code starts from the migration of the state the check
+		// starts from (migrate.go).
+		ms, _, fault, env := st.migrateState(lm, rt, in.key, c.state)
+		if div := migrationDiv("the state the check starts from", fault, env); div != nil {
+			return div
+		}
+		c.state, c.fromOld = ms, false
+	}
 	input := &modules.Input{Version: 1, State: c.state, Event: modules.EventIn{Schema: rt.def.Event, Value: value, Key: in.key}}
 	if rt.ctx {
 		input.Ctx = st.context(lm, rt, in, d, res.stepSeq)
@@ -295,7 +315,26 @@ func (t *upgradeTap) check(st *state, in *instance, c *cellCheck, d *delivery, r
 				Msg: fmt.Sprintf("the new code's state does not validate against %s: %v", rt.def.State, err)}
 		}
 	}
-	if div := sameState(res.state, out.State); div != nil {
+	// With a migration, the step must commute with it: the new code's
+	// state is the migration of the journaled state (migrate.go).
+	want := res.state
+	c.migrated = nil
+	if want != nil && rt.def.Migrate != nil { // without a migration, the states compare as they are
+		ms, _, fault, env := st.migrateState(lm, rt, in.key, want)
+		if div := migrationDiv("the journaled state after this step", fault, env); div != nil {
+			div.Want = schemas.HashBytes(want)
+			return div
+		}
+		if !bytes.Equal(ms, want) {
+			h := schemas.HashBytes(want)
+			c.migrated, want = &h, ms
+		}
+	}
+	if div := sameState(want, out.State); div != nil {
+		if c.migrated != nil {
+			div.Msg = fmt.Sprintf("state hash %s in the journal migrates to %s, but the new code's state is %s",
+				c.migrated, stateText(want, div.Want), stateText(out.State, div.Got))
+		}
 		return div
 	}
 	if len(out.Effects) != len(res.intents) {
@@ -318,6 +357,17 @@ func (t *upgradeTap) check(st *state, in *instance, c *cellCheck, d *delivery, r
 			c.opened = map[schemas.Hash]struct{}{}
 		}
 		c.opened[res.intents[i].Hash] = struct{}{}
+	}
+	return nil
+}
+
+// migrationDiv is the divergence of a migration that cannot take a state.
+func migrationDiv(what, fault string, env *modules.EnvError) *Divergence {
+	switch {
+	case env != nil:
+		return &Divergence{What: "fault", Msg: "the migration of " + what + " could not be run: " + env.Error()}
+	case fault != "":
+		return &Divergence{What: "migration", Msg: what + ": " + fault}
 	}
 	return nil
 }
@@ -579,6 +629,7 @@ func (w *World) checkUpgrade(ctx context.Context, target *manifest.Manifest, wan
 		}
 		r := res[c.id]
 		c.out.Since, c.out.Inputs, c.out.Divergence, c.out.StateHash, c.lastSeq = r.Since, r.Inputs, r.Divergence, r.StateHash, r.lastSeq
+		c.out.Migrated = r.Migrated
 		switch {
 		case r.Divergence != nil:
 			c.out.Outcome = UpgradeDiverged
@@ -643,6 +694,7 @@ func runCheck(ctx context.Context, sc Stores, cfg Config, fromGenesis bool, tap 
 				h := schemas.HashBytes(c.state)
 				r.StateHash = &h
 			}
+			r.Migrated = c.migrated
 			if r.Divergence != nil || in == nil {
 				continue
 			}
@@ -688,7 +740,7 @@ func (st *state) moveChecked(target *manifest.Manifest, cands []*upgradeCand) {
 			c.out.Outcome, c.out.Reason = UpgradeChanged, why+"; run the upgrade again"
 			continue
 		}
-		rec := &records.MoveRec{Workflow: in.wf, Key: in.key, From: c.out.From, To: target.Hash, Inputs: c.out.Inputs, Since: c.out.Since, StateHash: c.out.StateHash}
+		rec := &records.MoveRec{Workflow: in.wf, Key: in.key, From: c.out.From, To: target.Hash, Inputs: c.out.Inputs, Since: c.out.Since, StateHash: c.out.StateHash, Migrated: c.out.Migrated}
 		seq, err := st.move(in, rec)
 		if err != nil {
 			c.out.Outcome, c.out.Reason = UpgradeChanged, err.Error()+"; run the upgrade again"
@@ -713,6 +765,20 @@ func (st *state) move(in *instance, rec *records.MoveRec) (uint64, error) {
 	if err != nil {
 		st.stop("cell store read for "+in.wf, err)
 		return 0, st.stopped
+	}
+	if rec.Migrated != nil {
+		out, err := st.migrateForMove(rt, in.key, state, exists, rec) // migrate.go
+		if err != nil {
+			return 0, err
+		}
+		seq := st.emit(journal.KindMove, schemas.MustMarshal(rec))
+		if err := rt.head.PutHashed(in.key, out, *rec.StateHash, st.logical); err != nil {
+			st.stop("cell store write for "+in.wf, err)
+			return 0, st.stopped
+		}
+		st.pinTo(in, nil, "")
+		st.settle(in)
+		return seq, nil
 	}
 	var now *schemas.Hash
 	if exists {

@@ -138,12 +138,15 @@ type state struct {
 }
 
 type wfRuntime struct {
-	def   *manifest.WorkflowDef
-	mod   *boundModule
-	fn    modules.StepFunc // the native code, when the module has it; else mod.runner runs it
-	head  *cells.Head
-	ctx   bool
-	keyed bool
+	def *manifest.WorkflowDef
+	mod *boundModule
+	fn  modules.StepFunc // the native code, when the module has it; else mod.runner runs it
+	// migrate is the native code of def.Migrate's entrypoint, when the
+	// module has it (migrate.go).
+	migrate modules.StepFunc
+	head    *cells.Head
+	ctx     bool
+	keyed   bool
 	// hashText is def.Hash.String(), which every step's context carries:
 	// made once, not per step.
 	hashText string

@@ -185,6 +185,7 @@ func (l *loader) checkWorkflow(d *rawDef) {
 	if w.Impl.Module != "" && l.userDef(w.Impl.Module, KindModule) == nil {
 		l.bad(d, "/impl/module", "module %s: %s", w.Impl.Module, l.unknownMsg(w.Impl.Module, KindModule))
 	}
+	l.checkMigration(d, w)
 	seen := map[string]int{}
 	for i, e := range w.EffectsEmitted {
 		ptr := "/effects_emitted/" + strconv.Itoa(i)
@@ -202,6 +203,32 @@ func (l *loader) checkWorkflow(d *rawDef) {
 	// would fail the instance.
 	if len(w.EffectsEmitted) > 0 && eventOK && w.Event != SysEffectReceiptEnvelope && !l.hasArm(w.Event, SysEffectReceiptEnvelope) {
 		l.bad(d, "/event", "the workflow emits effects but its event schema %s cannot carry their receipts: make it a variant with an arm for %s", w.Event, SysEffectReceiptEnvelope)
+	}
+}
+
+// checkMigration checks a defworkflow's "migrate": at least one "from"
+// schema, each a schema of the manifest, listed once, and not the state
+// schema itself (a state that validates against it needs no migration).
+func (l *loader) checkMigration(d *rawDef, w *WorkflowDef) {
+	if w.Migrate == nil {
+		return
+	}
+	if len(w.Migrate.From) == 0 {
+		l.bad(d, "/migrate/from", "\"from\" must name at least one state schema the migration takes")
+	}
+	seen := map[string]int{}
+	for i, s := range w.Migrate.From {
+		ptr := "/migrate/from/" + strconv.Itoa(i)
+		if j, dup := seen[s]; dup {
+			l.bad(d, ptr, "schema %s is listed twice (also at /migrate/from/%d)", s, j)
+			continue
+		}
+		seen[s] = i
+		if s == w.State {
+			l.bad(d, ptr, "schema %s is the workflow's state schema: a state that validates against it is not migrated", s)
+			continue
+		}
+		l.refSchema(d, ptr, "migration source schema", s)
 	}
 }
 

@@ -313,6 +313,10 @@ func (l *loader) decodeWorkflow(d *rawDef, f *fields) {
 		w.Impl.Entrypoint = inf.str("entrypoint", true)
 		inf.finish()
 	}
+	if mf := f.object("migrate", false); mf != nil {
+		w.Migrate = &Migration{Entrypoint: mf.str("entrypoint", true), From: mf.strList("from", true)}
+		mf.finish()
+	}
 }
 
 func (l *loader) decodeEffect(d *rawDef, f *fields) {

@@ -91,7 +91,20 @@ type WorkflowDef struct {
 	KeySchema      string   `json:"key_schema,omitempty"`
 	EffectsEmitted []string `json:"effects_emitted"`
 	Impl           Impl     `json:"impl"`
-	Hash           schemas.Hash
+	// Migrate, when set, is the module's state migration: a pure function
+	// from a state of one of From's schemas to a state of State, run when a
+	// cell moves onto this manifest with a state State does not accept
+	// (docs/upgrades.md, "Migrating state").
+	Migrate *Migration `json:"migrate,omitempty"`
+	Hash    schemas.Hash
+}
+
+// Migration is a defworkflow's "migrate": an entrypoint of the workflow's
+// module (Impl.Module) that takes an old state, given as its event of the
+// From schema it validates against, and returns the new state.
+type Migration struct {
+	Entrypoint string   `json:"entrypoint"`
+	From       []string `json:"from"`
 }
 
 // Keyed reports whether the workflow keeps one cell per key.

@@ -140,11 +140,18 @@ type MoveRec struct {
 	// the cell existed there; Since says which). A move changes no state,
 	// so a cell moved before is checked over its whole life again.
 	Inputs []uint64 `cbor:"inputs"`
-	// Since is where the check started: "creation" or "snapshot".
+	// Since is where the check started: "creation" or "snapshot"; "rest"
+	// for a cell at rest moved through its migration, which no step had
+	// to be checked for (Inputs is empty).
 	Since string `cbor:"since"`
 	// StateHash is the cell's state after the move (its migrated state
 	// when the new module migrates it); nil when the cell has no state.
 	StateHash *schemas.Hash `cbor:"state_hash,omitempty"`
+	// Migrated is the hash of the state the new workflow's declared
+	// migration took (the cell's state before the move), when the move
+	// migrated it: replay runs the migration again on that state and must
+	// reach StateHash. Absent for a move that kept the state as it was.
+	Migrated *schemas.Hash `cbor:"migrated,omitempty"`
 }
 
 // StateChangeRec is what an apply journals about state schemas: the

@@ -203,6 +203,7 @@ type MoveBody struct {
 	Inputs    []uint64        `json:"inputs"`
 	Key       json.RawMessage `json:"key"`
 	KeyCBOR   *[]byte         `json:"key_cbor,omitempty"`
+	Migrated  *schemas.Hash   `json:"migrated,omitempty"` // the state the workflow's migration took
 	Since     string          `json:"since"`
 	StateHash *schemas.Hash   `json:"state_hash,omitempty"`
 	To        schemas.Hash    `json:"to"`
@@ -336,7 +337,7 @@ func Describe(r journal.Record) (*JournalEntry, error) {
 		b.Key, b.KeyCBOR = keyOut(rec.Key)
 		body = b
 	case *records.MoveRec:
-		b := &MoveBody{From: rec.From, Inputs: rec.Inputs, Since: rec.Since, StateHash: rec.StateHash, To: rec.To, Workflow: rec.Workflow}
+		b := &MoveBody{From: rec.From, Inputs: rec.Inputs, Migrated: rec.Migrated, Since: rec.Since, StateHash: rec.StateHash, To: rec.To, Workflow: rec.Workflow}
 		b.Key, b.KeyCBOR = keyOut(rec.Key)
 		body = b
 	case *records.CheckpointRec:
@@ -666,7 +667,7 @@ func parseRec(kind journal.Kind, js json.RawMessage) (any, error) {
 		if err := into(&b); err != nil {
 			return nil, err
 		}
-		rec := &records.MoveRec{Workflow: b.Workflow, From: b.From, To: b.To, Inputs: b.Inputs, Since: b.Since, StateHash: b.StateHash}
+		rec := &records.MoveRec{Workflow: b.Workflow, From: b.From, To: b.To, Inputs: b.Inputs, Since: b.Since, StateHash: b.StateHash, Migrated: b.Migrated}
 		var err error
 		rec.Key, err = keyIn("key", b.Key, b.KeyCBOR)
 		return rec, err

@@ -195,6 +195,10 @@ func (g exportGen) record(t *testing.T, kind journal.Kind) any {
 		for range r.IntN(3) {
 			m.Inputs = append(m.Inputs, g.Num())
 		}
+		if r.IntN(3) == 0 {
+			h := g.Hash()
+			m.Migrated = &h
+		}
 		if r.IntN(2) == 0 {
 			h := g.Hash()
 			m.StateHash = &h
@@ -487,6 +491,7 @@ func TestExportOfRareKindsMatchesOpenAPI(t *testing.T) {
 		{journal.KindRetire, &records.RetireRec{Hash: h, Name: "m"}},
 		{journal.KindMove, &records.MoveRec{Workflow: "w@1", Key: key, From: h, To: h, Inputs: []uint64{3, 5}, Since: "creation", StateHash: &h}},
 		{journal.KindMove, &records.MoveRec{Workflow: "w@1", From: h, To: h, Inputs: []uint64{3}, Since: "snapshot"}},
+		{journal.KindMove, &records.MoveRec{Workflow: "w@1", Key: key, From: h, To: h, Inputs: []uint64{}, Since: "rest", StateHash: &h, Migrated: &h}},
 		{journal.KindIntent, &records.IntentRec{Hash: h, IntentID: records.IntentID{OriginWorkflow: "w@1", OriginKey: key,
 			Effect: "e@1", Params: schemas.MustMarshal([]byte{3}), IdempotencyKey: []byte("k"), IssuerRef: "r", EmittedAt: 7}}},
 	} {

@@ -98,6 +98,14 @@ func printUpgrade(w io.Writer, o *api.UpgradeOutput) {
 		case c.Seq > 0:
 			detail = fmt.Sprintf("move record %d", c.Seq)
 		}
+		if c.Migrated != nil && c.Divergence == nil {
+			// The state the workflow's migration takes, and what it gives.
+			m := fmt.Sprintf("state migrated %s -> %s", shortHash(*c.Migrated), shortHash(*c.StateHash))
+			if detail != "" {
+				m = detail + "; " + m
+			}
+			detail = m
+		}
 		if detail == "" {
 			detail = "-"
 		}

@@ -1948,4 +1948,34 @@ var mutations = []mutation{
 		from: "func (m *Metrics) SnapshotHolding(_, _ uint64) { m.snapHolds.Inc() }",
 		to:   "func (m *Metrics) SnapshotHolding(_, _ uint64) {}",
 		pkg:  "./api", run: "TestMetricsCountSnapshotHolds"},
+	// State migrations (kernel/migrate.go): a migrated state must validate
+	// against the new state schema and a migration emits nothing; replay
+	// runs a move's migration again and compares its output with the
+	// record; replay never moves a cell through a migration without its
+	// record; an upgrade compares the new code's state with the migration
+	// of the journaled one.
+	{name: "migrate/result-validated", file: "kernel/migrate.go",
+		from: "if err := reg.Validate(rt.def.State, o.State); err != nil {",
+		to:   "if err := error(nil); err != nil {",
+		pkg:  "./kernel", run: "TestMigrationFailsLeavesPinned"},
+	{name: "migrate/emits-nothing", file: "kernel/migrate.go",
+		from: "case len(o.DomainEvents) > 0 || len(o.Effects) > 0 || len(o.Ann) > 0:",
+		to:   "case false:",
+		pkg:  "./kernel", run: "TestMigrationFailsLeavesPinned"},
+	{name: "migrate/replay-compares-output", file: "kernel/migrate.go",
+		from: "if rec.StateHash == nil || got != *rec.StateHash {",
+		to:   "if rec.StateHash == nil {",
+		pkg:  "./kernel", run: "TestMigrationReplayRunsItAgain"},
+	{name: "migrate/replay-waits-for-record", file: "kernel/migrate.go",
+		from: "\tcase st.replaying:\n\t\tin.pinWhy = migrationPendingWhy(rt)",
+		to:   "\tcase false:\n\t\tin.pinWhy = migrationPendingWhy(rt)",
+		pkg:  "./kernel", run: "TestMigrationReplayFollowsTheJournal"},
+	{name: "migrate/upgrade-commutes", file: "kernel/upgrade.go",
+		from: "c.migrated, want = &h, ms",
+		to:   "c.migrated = &h",
+		pkg:  "./kernel", run: "TestUpgradeMigrationCommutes"},
+	{name: "pins/fallback-reshapes-input", file: "kernel/pins.go",
+		from: "if value, why := reshape(st.cur, cur, lm, rt, d); why == \"\" {",
+		to:   "if value, why := reshape(st.cur, cur, lm, rt, d); false && why == \"\" {",
+		pkg:  "./kernel", run: "TestMigrationAtRestRenamedEvent"},
 }
