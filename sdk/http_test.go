@@ -1,0 +1,71 @@
+package sdk_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/aos-kernel/aos/modules/sys"
+	"github.com/aos-kernel/aos/schemas"
+	"github.com/aos-kernel/aos/sdk"
+)
+
+// TestJSONRequestValidates: a request JSONRequest builds, with a retry
+// policy, is a valid sys/HttpRequestParams@2 carrying the JSON body.
+func TestJSONRequestValidates(t *testing.T) {
+	req, err := sdk.JSONRequest("POST", "https://pay.example/charges", map[string]any{"order": "o-1", "amount": 1250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Retry = &sdk.HTTPRetry{MaxAttempts: 5, InitialBackoffMs: 200, RetryStatuses: []uint64{500, 503}}
+	b, err := sdk.Marshal(sys.HTTPRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.NewRegistry().Validate(sys.SchemaHTTPRequestParams, b); err != nil {
+		t.Fatalf("params do not validate: %v", err)
+	}
+	js, _ := schemas.ToJSON(b)
+	want := `{"body":"eyJhbW91bnQiOjEyNTAsIm9yZGVyIjoiby0xIn0=","headers":{"Accept":"application/json","Content-Type":"application/json"},` +
+		`"method":"POST","retry":{"initial_backoff_ms":200,"max_attempts":5,"retry_statuses":[500,503]},"url":"https://pay.example/charges"}`
+	if string(js) != want {
+		t.Errorf("params\n%s\nwant\n%s", js, want)
+	}
+	if _, err := sdk.JSONRequest("POST", "u", func() {}); err == nil {
+		t.Error("a body JSON cannot encode was taken")
+	}
+}
+
+// TestReceiptHTTPResponse reads the three kinds of sys/http.request@2
+// receipt: a response (a 500 is one), a failure, another effect's.
+func TestReceiptHTTPResponse(t *testing.T) {
+	ok := sdk.ReceiptEnvelope{Effect: sdk.EffectHTTPRequest, Status: sdk.StatusOK,
+		Payload: mustMarshal(t, sys.HTTPResponse{Status: 500, Headers: map[string]string{}, Body: []byte(`{"id":"ch_1"}`), Attempts: 3})}
+	resp, err := ok.HTTPResponse()
+	if err != nil || resp.Status != 500 || resp.Attempts != 3 || resp.Success() {
+		t.Fatalf("ok receipt: %+v %v", resp, err)
+	}
+	var body struct{ ID string }
+	if err := resp.JSON(&body); err != nil || body.ID != "ch_1" {
+		t.Fatalf("json body: %+v %v", body, err)
+	}
+	failed := sdk.ReceiptEnvelope{Effect: sdk.EffectHTTPRequest, Status: sdk.StatusTimeout,
+		Payload: mustMarshal(t, sys.HTTPFailure{Attempts: 2, Error: "no response within 1s"})}
+	_, err = failed.HTTPResponse()
+	var he *sdk.HTTPError
+	if !errors.As(err, &he) || he.Attempts != 2 || he.Status != sdk.StatusTimeout || he.Error() != "http request timeout after 2 attempts: no response within 1s" {
+		t.Fatalf("failed receipt: %v", err)
+	}
+	other := sdk.ReceiptEnvelope{Effect: sdk.EffectTimerSet, IntentHash: "sha256:ab", Status: sdk.StatusOK}
+	if _, err := other.HTTPResponse(); err == nil || err.Error() != "receipt of intent sha256:ab is for sys/timer.set@1, not sys/http.request@2" {
+		t.Fatalf("timer receipt: %v", err)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := sdk.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
