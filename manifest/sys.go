@@ -18,8 +18,8 @@ const (
 	// SysHTTPRequest2 is sys/http.request@1 with a per-call retry policy
 	// and an attempt count in its receipt.
 	SysHTTPRequest2 = sys.EffectHTTPRequest
-	SysBlobPut     = sys.EffectBlobPut
-	SysBlobGet     = "sys/blob.get@1"
+	SysBlobPut      = sys.EffectBlobPut
+	SysBlobGet      = "sys/blob.get@1"
 )
 
 // sysEffectDecls are the built-in effects, as a manifest would declare them,
