@@ -239,8 +239,8 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 // runAttempts performs an intent with an executor that retries by itself
 // and submits the signed receipt.
 func (d *Dispatcher) runAttempts(ctx context.Context, ax AttemptExecutor, it kernel.OpenIntent, first int) {
-	status, payload, attempt, err := ax.ExecuteAttempts(ctx, it, uint64(first), func(n uint64, why string, wait time.Duration) {
-		d.retrying(ctx, it, n, why, wait)
+	status, payload, attempt, err := ax.ExecuteAttempts(ctx, it, uint64(first), func(a AttemptStart) {
+		d.starting(ctx, it, a)
 	})
 	if ctx.Err() != nil {
 		return // settled elsewhere, or shutting down: the world republishes on reopen
@@ -259,6 +259,26 @@ func (d *Dispatcher) runAttempts(ctx context.Context, ax AttemptExecutor, it ker
 func (d *Dispatcher) retrying(ctx context.Context, it kernel.OpenIntent, attempt uint64, why string, wait time.Duration) {
 	frame := schemas.MustMarshal(map[string]any{"attempt": attempt, "error": why, "retry_in_ms": uint64(wait.Milliseconds())})
 	sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: attempt, Executor: d.cfg.Name, Payload: frame})
+	if _, err := d.sink.SubmitFrame(ctx, sf); err != nil {
+		d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", err)
+	}
+}
+
+// starting journals, before an AttemptExecutor's attempt, that it is
+// being made, as a stream frame whose seq is the attempt's number, and
+// waits for it to be durable: a restart goes on from the next number even
+// if the attempt never finished. A frame that cannot be recorded (the
+// world closing, its frame limit) does not stop the attempt.
+func (d *Dispatcher) starting(ctx context.Context, it kernel.OpenIntent, a AttemptStart) {
+	frame := map[string]any{"attempt": a.Attempt}
+	if a.LastError != "" {
+		frame["last_error"], frame["waited_ms"] = a.LastError, uint64(a.Waited.Milliseconds())
+	}
+	if a.Resumed {
+		frame["resumed"] = true
+	}
+	sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: a.Attempt, Executor: d.cfg.Name,
+		Payload: schemas.MustMarshal(frame)})
 	if _, err := d.sink.SubmitFrame(ctx, sf); err != nil {
 		d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", err)
 	}

@@ -21,14 +21,24 @@ import (
 // AttemptExecutor is an Executor that runs its own retries, by a policy
 // that comes with each call: the dispatcher does not retry it. first is the
 // number the first attempt of this run takes (above 1 when the intent was
-// published again after a restart); retrying is called for each failed
-// attempt that will be retried, with the wait before the next. It returns
-// the receipt, or an error the dispatcher settles as "error", and the
-// number of the last attempt made.
+// published again after a restart); starting is called before each attempt
+// is made and returns once the attempt is on the journal, so an attempt
+// cut short by a crash is still counted. It returns the receipt, or an
+// error the dispatcher settles as "error", and the number of the last
+// attempt made.
 type AttemptExecutor interface {
 	Executor
-	ExecuteAttempts(ctx context.Context, it kernel.OpenIntent, first uint64,
-		retrying func(attempt uint64, err string, wait time.Duration)) (receipts.Status, []byte, uint64, error)
+	ExecuteAttempts(ctx context.Context, it kernel.OpenIntent, first uint64, starting func(AttemptStart)) (receipts.Status, []byte, uint64, error)
+}
+
+// AttemptStart is what is journaled before an attempt: a stream frame of
+// seq Attempt with payload {"attempt", "last_error"?, "waited_ms"?,
+// "resumed"?}.
+type AttemptStart struct {
+	Attempt   uint64
+	LastError string        // why the attempt before failed ("" for a run's first)
+	Waited    time.Duration // the pause since that failure
+	Resumed   bool          // the first attempt after a restart: the one before may have been sent
 }
 
 // IdempotencyHeader is the header the built-in HTTP executors send the
@@ -124,15 +134,21 @@ func (h HTTP2) Execute(ctx context.Context, it kernel.OpenIntent) (receipts.Stat
 // ExecuteAttempts implements AttemptExecutor. Attempts made before a
 // restart (first > 1) count against max_attempts, but a run always makes
 // at least one.
-func (h HTTP2) ExecuteAttempts(ctx context.Context, it kernel.OpenIntent, first uint64,
-	retrying func(attempt uint64, err string, wait time.Duration)) (receipts.Status, []byte, uint64, error) {
+func (h HTTP2) ExecuteAttempts(ctx context.Context, it kernel.OpenIntent, first uint64, starting func(AttemptStart)) (receipts.Status, []byte, uint64, error) {
 	p, err := decodeParams(it)
 	if err != nil {
 		return "", nil, first, err
 	}
 	pol := httpPolicyOf(p)
 	first = max(first, 1)
+	next := AttemptStart{Attempt: first, Resumed: first > 1}
 	for attempt := first; ; attempt++ {
+		if starting != nil {
+			starting(next)
+			if ctx.Err() != nil {
+				return "", nil, attempt, ctx.Err()
+			}
+		}
 		res, failure, retryAfter := httpAttempt(ctx, h.Client, it, p)
 		if ctx.Err() != nil {
 			return "", nil, attempt, ctx.Err()
@@ -160,9 +176,7 @@ func (h HTTP2) ExecuteAttempts(ctx context.Context, it kernel.OpenIntent, first 
 			return receipts.StatusError, schemas.MustMarshal(map[string]any{"attempts": attempt, "error": why}), attempt, nil
 		}
 		wait := pol.wait(attempt-first+1, retryAfter)
-		if retrying != nil {
-			retrying(attempt, why, wait)
-		}
+		next = AttemptStart{Attempt: attempt + 1, LastError: why, Waited: wait}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -1884,4 +1884,42 @@ var mutations = []mutation{
 		from: "case !c.live[rec.From]:",
 		to:   "case false:",
 		pkg:  "./kernel", run: "TestJournalCheckCatches"},
+	// Typed HTTP (sys/http.request@2, effects/http.go): the call's retry
+	// policy decides what is retried, and the intent hash goes as
+	// Idempotency-Key unless the call set one.
+	{name: "http2/retry-status-decision", file: "effects/http.go",
+		from: "return slices.Contains(p.statuses, uint64(status))",
+		to:   "return false",
+		pkg:  "./effects", run: "TestHTTP2RetryPolicy"},
+	{name: "http2/retry-attempt-budget", file: "effects/http.go",
+		from: "if attempt >= pol.attempts {",
+		to:   "if attempt >= pol.attempts+1 {",
+		pkg:  "./effects", run: "TestHTTP2RetryPolicy"},
+	{name: "http2/no-retry-on-bad-request", file: "effects/http.go",
+		from: "case failure != nil:\n\t\t\twhy = failure.Error()\n\t\tcase pol.retriesStatus(res.status):",
+		to:   "case failure != nil:\n\t\t\twhy = failure.Error()\n\t\tcase true:",
+		pkg:  "./effects", run: "TestHTTP2RetryPolicy"},
+	{name: "http2/idempotency-key-sent", file: "effects/http.go",
+		from: "req.Header.Set(IdempotencyHeader, it.Hash.String())",
+		to:   "_ = it",
+		pkg:  "./effects", run: "TestHTTP2RetryPolicy"},
+	{name: "http2/caller-key-kept", file: "effects/http.go",
+		from: "if req.Header.Get(IdempotencyHeader) == \"\" {",
+		to:   "if true {",
+		pkg:  "./effects", run: "TestHTTP2RetryPolicy"},
+	// Attempts count across restarts: each typed HTTP attempt is journaled
+	// (a frame) before it is sent, and a republished intent goes on from
+	// the last one (OpenIntent.LastFrame).
+	{name: "http2/attempts-go-on-after-restart", file: "effects/dispatcher.go",
+		from: "first := int(it.LastFrame) + 1",
+		to:   "first := 1",
+		pkg:  "./effects", run: "TestHTTP2AttemptsCountAcrossCrash"},
+	{name: "http2/last-frame-published", file: "kernel/publish.go",
+		from: "EmittedAt: it.EmittedAt, LastFrame: st.frameSeq[it.Hash]}",
+		to:   "EmittedAt: it.EmittedAt}",
+		pkg:  "./effects", run: "TestHTTP2AttemptsCountAcrossCrash"},
+	{name: "http2/attempt-journaled-before-send", file: "effects/http.go",
+		from: "\t\t\tstarting(next)\n",
+		to:   "\t\t\t_ = next\n",
+		pkg:  "./effects", run: "TestHTTP2AttemptsCountAcrossCrash"},
 }
