@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,6 +235,10 @@ func httpAttempt(ctx context.Context, client *http.Client, it kernel.OpenIntent,
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return httpResult{}, fmt.Errorf("%w: %s %s: no response within %s", errAttemptTimeout, method, url, timeout), 0
+		}
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the method and URL
 		}
 		return httpResult{}, fmt.Errorf("%s %s: %v", method, url, err), 0
 	}

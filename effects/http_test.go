@@ -111,7 +111,7 @@ func TestHTTP2RetryPolicy(t *testing.T) {
 			}
 			p, _ := st["payload"].(map[string]any)
 			delete(p, "headers")
-			if e, ok := p["error"].(string); ok && strings.Contains(e, srv.URL) {
+			if e, ok := p["error"].(string); ok && strings.HasPrefix(e, "POST "+srv.URL+"/charge: ") && !strings.Contains(e, `Post "`) {
 				p["error"] = "ERR"
 			}
 			got, _ := json.Marshal(p)
