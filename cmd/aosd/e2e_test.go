@@ -703,7 +703,7 @@ func TestHelpAndDemo(t *testing.T) {
 		t.Errorf("demo: %s", out)
 	}
 	// It shows an effect and its receipt: the reminder's timer fired.
-	if !regexp.MustCompile(`receipt\s+sys/timer.set@1 ok from aos/builtin`).MatchString(out) || !strings.Contains(out, `"status": "fired"`) {
+	if !regexp.MustCompile(`receipt\s+sys/timer.set@1 ok: fired \d{4}-\d\d-\d\d [0-9:.]+Z, attempt 1 from aos/builtin`).MatchString(out) || !strings.Contains(out, `"status": "fired"`) {
 		t.Errorf("the demo shows no effect and receipt:\n%s", out)
 	}
 	// It ends with commands that work, and says how to get aosd on PATH.

@@ -237,9 +237,23 @@ func TestTypedHTTPSaga(t *testing.T) {
 	if refund[1] != "refund-ch_1" {
 		t.Errorf("the refund's own Idempotency-Key was not kept: %q", refund[1])
 	}
-	// The keys are the intent hashes: the trace names them.
+	// The keys are the intent hashes: the trace names them, and tells the
+	// story: each call, its attempts, each status, each state change.
 	tr := ok(t, world, "trace", "com.acme/pay.step@1", "o-1")
-	if !strings.Contains(tr, charge1[1]) || !strings.Contains(tr, ship[1]) {
-		t.Errorf("the trace does not name the intents the keys carried:\n%s", tr)
+	for _, want := range []string{
+		"intent   sys/http.request@2 POST " + srv.URL + `/charges (ref "charge"): ` + charge1[1] + ", opened by step ",
+		`sys/http.request@2 (ref "charge") attempt 1 sent`,
+		`sys/http.request@2 (ref "charge") attempt 2 sent after 20 ms (attempt 1: status 500)`,
+		`sys/http.request@2 ok: HTTP 201, attempt 2 from aos/builtin (ref "charge") for ` + charge1[1],
+		"sys/http.request@2 POST " + srv.URL + `/shipments (ref "ship"): ` + ship[1],
+		`sys/http.request@2 ok: HTTP 400, attempt 1 from aos/builtin (ref "ship")`,
+		`(sys/http.request@2 ok (ref "ship")) -> state sha256:`,
+		`~ /stage "refunding"`,
+		`+ /why "shipping: status 400"`,
+		`~ /stage "refunded"`,
+	} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, tr)
+		}
 	}
 }

@@ -1922,4 +1922,9 @@ var mutations = []mutation{
 		from: "\t\t\tstarting(next)\n",
 		to:   "\t\t\t_ = next\n",
 		pkg:  "./effects", run: "TestHTTP2AttemptsCountAcrossCrash"},
+	// The inspector's and the trace's state diff keep integers above 2^53.
+	{name: "views/diff-exact-numbers", file: "views/timeline.go",
+		from: "bytes.TrimSpace(b), exactNumbers)",
+		to:   "bytes.TrimSpace(b))",
+		pkg:  "./views", run: "TestStateDiffKeepsLargeIntegers"},
 }
