@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +19,9 @@ func TestTraceStoryLines(t *testing.T) {
 	h2 := schemas.HashBytes([]byte("timer"))
 	m1, m2 := schemas.HashBytes([]byte("m1")), schemas.HashBytes([]byte("m2"))
 	st := schemas.HashBytes([]byte("state"))
-	entry := func(e views.TraceEntry) traceLine { return traceLine{TimelineEntry: views.TimelineEntry{TraceEntry: e}} }
+	entry := func(e views.TraceEntry) traceLine {
+		return traceLine{TimelineEntry: views.TimelineEntry{TraceEntry: e}}
+	}
 	step := func(seq, input uint64, diff string, intents ...schemas.Hash) traceLine {
 		l := entry(views.TraceEntry{Seq: seq, Kind: journal.KindStep, Input: input, StateHash: &st, Intents: intents})
 		l.Diff = json.RawMessage(diff)
@@ -73,9 +74,6 @@ func TestTraceStoryLines(t *testing.T) {
 		if i >= len(got) || i >= len(want) || got[i] != want[i] {
 			t.Errorf("line %d:\n got %q\nwant %q", i, at(got, i), at(want, i))
 		}
-	}
-	if !slices.Equal(got, want) && t.Failed() == false {
-		t.Error("lines differ")
 	}
 }
 
