@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	"github.com/aos-kernel/aos/sdk"
+	"github.com/aos-kernel/aos/sdk/httpcall"
 )
 
 var Module = sdk.NewModule("com.acme/pay")
@@ -53,19 +54,19 @@ func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 		if err := ev.As(&o); err != nil {
 			return nil, err
 		}
-		req, err := sdk.JSONRequest("POST", o.Payments+"/charges", map[string]any{"order": o.Key, "amount": o.Amount})
+		req, err := httpcall.JSON("POST", o.Payments+"/charges", map[string]any{"order": o.Key, "amount": o.Amount})
 		if err != nil {
 			return nil, err
 		}
-		req.Retry = &sdk.HTTPRetry{MaxAttempts: 4, InitialBackoffMs: 20, RetryStatuses: []uint64{500, 502, 503, 504}}
-		c.HTTP(req, sdk.IssuerRef("charge"))
+		req.Retry = &httpcall.Retry{MaxAttempts: 4, InitialBackoffMs: 20, RetryStatuses: []uint64{500, 502, 503, 504}}
+		httpcall.Send(c, req, sdk.IssuerRef("charge"))
 		return &State{Stage: "charging", Payments: o.Payments, Shipping: o.Shipping}, nil
 	case "Receipt":
 		var r sdk.ReceiptEnvelope
 		if err := ev.As(&r); err != nil {
 			return nil, err
 		}
-		resp, err := r.HTTPResponse()
+		resp, err := httpcall.Result(&r)
 		failed := ""
 		if err != nil {
 			failed = err.Error()
@@ -83,20 +84,20 @@ func Step(c *sdk.Ctx, st *State, ev sdk.Variant) (*State, error) {
 				return nil, err
 			}
 			st.Stage, st.ChargeID, st.ChargeAttempts = "shipping", ch.ID, resp.Attempts
-			ship, err := sdk.JSONRequest("POST", st.Shipping+"/shipments", map[string]any{"charge": ch.ID})
+			ship, err := httpcall.JSON("POST", st.Shipping+"/shipments", map[string]any{"charge": ch.ID})
 			if err != nil {
 				return nil, err
 			}
-			c.HTTP(ship, sdk.IssuerRef("ship"))
+			httpcall.Send(c, ship, sdk.IssuerRef("ship"))
 		case "ship":
 			if failed == "" {
 				st.Stage = "shipped"
 				return st, nil
 			}
 			st.Stage, st.Why = "refunding", "shipping: "+failed
-			refund := sdk.HTTPRequest{Method: "POST", URL: st.Payments + "/charges/" + st.ChargeID + "/refund",
+			refund := httpcall.Request{Method: "POST", URL: st.Payments + "/charges/" + st.ChargeID + "/refund",
 				Headers: map[string]string{"Idempotency-Key": "refund-" + st.ChargeID}}
-			c.HTTP(refund, sdk.IssuerRef("refund"))
+			httpcall.Send(c, refund, sdk.IssuerRef("refund"))
 		case "refund":
 			if failed != "" {
 				st.Stage, st.Why = "refund_failed", failed
@@ -176,7 +177,7 @@ func (s *services) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestTypedHTTPSaga builds a wasm workflow from source that uses the sdk's
-// typed HTTP (JSONRequest, HTTPRetry, Ctx.HTTP, HTTPResponse) and runs it
+// typed HTTP (package sdk/httpcall: JSON, Retry, Send, Result, Response.JSON) and runs it
 // in a real daemon against loopback services: the charge's 500 is retried
 // under the call's policy, the shipping 400 is not retried and the saga
 // refunds; every request but the refund bears its intent hash as

@@ -1,4 +1,4 @@
-package sdk_test
+package httpcall_test
 
 import (
 	"errors"
@@ -7,17 +7,18 @@ import (
 	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/sdk"
+	"github.com/aos-kernel/aos/sdk/httpcall"
 )
 
-// TestJSONRequestValidates: a request JSONRequest builds, with a retry
-// policy, is a valid sys/HttpRequestParams@2 carrying the JSON body.
+// TestJSONRequestValidates: a request JSON builds, with a retry policy, is
+// a valid sys/HttpRequestParams@2 carrying the JSON body.
 func TestJSONRequestValidates(t *testing.T) {
-	req, err := sdk.JSONRequest("POST", "https://pay.example/charges", map[string]any{"order": "o-1", "amount": 1250})
+	req, err := httpcall.JSON("POST", "https://pay.example/charges", map[string]any{"order": "o-1", "amount": 1250})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Retry = &sdk.HTTPRetry{MaxAttempts: 5, InitialBackoffMs: 200, RetryStatuses: []uint64{500, 503}}
-	b, err := sdk.Marshal(sys.HTTPRequest(req))
+	req.Retry = &httpcall.Retry{MaxAttempts: 5, InitialBackoffMs: 200, RetryStatuses: []uint64{500, 503}}
+	b, err := sdk.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,17 +31,17 @@ func TestJSONRequestValidates(t *testing.T) {
 	if string(js) != want {
 		t.Errorf("params\n%s\nwant\n%s", js, want)
 	}
-	if _, err := sdk.JSONRequest("POST", "u", func() {}); err == nil {
+	if _, err := httpcall.JSON("POST", "u", func() {}); err == nil {
 		t.Error("a body JSON cannot encode was taken")
 	}
 }
 
-// TestReceiptHTTPResponse reads the three kinds of sys/http.request@2
-// receipt: a response (a 500 is one), a failure, another effect's.
-func TestReceiptHTTPResponse(t *testing.T) {
-	ok := sdk.ReceiptEnvelope{Effect: sdk.EffectHTTPRequest, Status: sdk.StatusOK,
+// TestResult reads the three kinds of sys/http.request@2 receipt: a
+// response (a 500 is one), a failure, another effect's.
+func TestResult(t *testing.T) {
+	ok := sdk.ReceiptEnvelope{Effect: httpcall.Effect, Status: sdk.StatusOK,
 		Payload: mustMarshal(t, sys.HTTPResponse{Status: 500, Headers: map[string]string{}, Body: []byte(`{"id":"ch_1"}`), Attempts: 3})}
-	resp, err := ok.HTTPResponse()
+	resp, err := httpcall.Result(&ok)
 	if err != nil || resp.Status != 500 || resp.Attempts != 3 || resp.Success() {
 		t.Fatalf("ok receipt: %+v %v", resp, err)
 	}
@@ -48,15 +49,15 @@ func TestReceiptHTTPResponse(t *testing.T) {
 	if err := resp.JSON(&body); err != nil || body.ID != "ch_1" {
 		t.Fatalf("json body: %+v %v", body, err)
 	}
-	failed := sdk.ReceiptEnvelope{Effect: sdk.EffectHTTPRequest, Status: sdk.StatusTimeout,
+	failed := sdk.ReceiptEnvelope{Effect: httpcall.Effect, Status: sdk.StatusTimeout,
 		Payload: mustMarshal(t, sys.HTTPFailure{Attempts: 2, Error: "no response within 1s"})}
-	_, err = failed.HTTPResponse()
-	var he *sdk.HTTPError
+	_, err = httpcall.Result(&failed)
+	var he *httpcall.Error
 	if !errors.As(err, &he) || he.Attempts != 2 || he.Status != sdk.StatusTimeout || he.Error() != "http request timeout after 2 attempts: no response within 1s" {
 		t.Fatalf("failed receipt: %v", err)
 	}
 	other := sdk.ReceiptEnvelope{Effect: sdk.EffectTimerSet, IntentHash: "sha256:ab", Status: sdk.StatusOK}
-	if _, err := other.HTTPResponse(); err == nil || err.Error() != "receipt of intent sha256:ab is for sys/timer.set@1, not sys/http.request@2" {
+	if _, err := httpcall.Result(&other); err == nil || err.Error() != "receipt of intent sha256:ab is for sys/timer.set@1, not sys/http.request@2" {
 		t.Fatalf("timer receipt: %v", err)
 	}
 }
