@@ -17,7 +17,7 @@ const (
 	SysHTTPRequest = "sys/http.request@1"
 	// SysHTTPRequest2 is sys/http.request@1 with a per-call retry policy
 	// and an attempt count in its receipt.
-	SysHTTPRequest2 = sys.EffectHTTPRequest
+	SysHTTPRequest2 = "sys/http.request@2"
 	SysBlobPut      = sys.EffectBlobPut
 	SysBlobGet      = "sys/blob.get@1"
 )
@@ -28,7 +28,7 @@ var sysEffectDecls = [...]struct{ name, params, receipt string }{
 	{SysBlobGet, "sys/BlobGetParams@1", "sys/BlobGetReceipt@1"},
 	{SysBlobPut, "sys/BlobPutParams@1", sys.SchemaBlobPutReceipt},
 	{SysHTTPRequest, "sys/HttpRequestParams@1", "sys/HttpRequestReceipt@1"},
-	{SysHTTPRequest2, sys.SchemaHTTPRequestParams, sys.SchemaHTTPRequestReceipt},
+	{SysHTTPRequest2, "sys/HttpRequestParams@2", "sys/HttpRequestReceipt@2"},
 	{SysTimerSet, sys.SchemaTimerSetParams, sys.SchemaTimerSetReceipt},
 }
 

@@ -11,14 +11,8 @@ const (
 	SchemaTimerSetReceipt = "sys/TimerSetReceipt@1"
 	SchemaBlobPutReceipt  = "sys/BlobPutReceipt@1"
 
-	SchemaHTTPRequestParams  = "sys/HttpRequestParams@2"
-	SchemaHTTPRequestReceipt = "sys/HttpRequestReceipt@2"
-
 	EffectTimerSet = "sys/timer.set@1"
 	EffectBlobPut  = "sys/blob.put@1"
-	// EffectHTTPRequest is the typed HTTP effect: sys/http.request@1 plus a
-	// per-call retry policy and an attempt count in the receipt.
-	EffectHTTPRequest = "sys/http.request@2"
 )
 
 // Receipt statuses (ReceiptEnvelope.Status).
@@ -120,44 +114,4 @@ type TimerSetReceipt struct {
 type BlobPutReceipt struct {
 	BlobRef string `cbor:"blob_ref"`
 	Size    uint64 `cbor:"size"`
-}
-
-// HTTPRequest is sys/HttpRequestParams@2, the params of sys/http.request@2.
-type HTTPRequest struct {
-	Method       string            `cbor:"method"`
-	URL          string            `cbor:"url"`
-	Headers      map[string]string `cbor:"headers,omitempty"`
-	Body         []byte            `cbor:"body,omitempty"`
-	TimeoutMs    uint64            `cbor:"timeout_ms,omitempty"`     // per attempt; 0: 30 s
-	MaxBodyBytes uint64            `cbor:"max_body_bytes,omitempty"` // 0: 1 MiB
-	Retry        *HTTPRetry        `cbor:"retry,omitempty"`          // nil: the default policy
-}
-
-// HTTPRetry is the per-call retry policy of sys/http.request@2. A zero
-// field takes its default (docs/sdk.md).
-type HTTPRetry struct {
-	MaxAttempts      uint64   `cbor:"max_attempts,omitempty"`       // attempts in all, first included; default 3, at most 20
-	InitialBackoffMs uint64   `cbor:"initial_backoff_ms,omitempty"` // wait before the second attempt; default 100
-	MaxBackoffMs     uint64   `cbor:"max_backoff_ms,omitempty"`     // cap on any wait; default 5000
-	Multiplier       uint64   `cbor:"multiplier,omitempty"`         // each wait is the last times this; default 2
-	RetryStatuses    []uint64 `cbor:"retry_statuses,omitempty"`     // statuses that retry; default 429, 502, 503, 504
-	NoStatusRetry    bool     `cbor:"no_status_retry,omitempty"`    // retry no status (network errors still retry)
-}
-
-// HTTPResponse is sys/HttpRequestReceipt@2, the payload of an "ok"
-// sys/http.request@2 receipt: the last attempt's response, whatever its
-// status.
-type HTTPResponse struct {
-	Status    uint64            `cbor:"status"`
-	Headers   map[string]string `cbor:"headers"` // names lower-case; repeated values joined with ", "
-	Body      []byte            `cbor:"body"`
-	Truncated bool              `cbor:"truncated,omitempty"` // the body was cut at max_body_bytes
-	Attempts  uint64            `cbor:"attempts"`
-}
-
-// HTTPFailure is the payload of an "error" or "timeout" sys/http.request@2
-// receipt: no attempt got a response.
-type HTTPFailure struct {
-	Attempts uint64 `cbor:"attempts"`
-	Error    string `cbor:"error"`
 }

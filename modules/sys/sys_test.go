@@ -29,10 +29,6 @@ var shapes = map[string]any{
 	sys.SchemaTimerSetParams:  &sys.TimerSetParams{DeliverAtNs: 6, Key: "k"},
 	sys.SchemaTimerSetReceipt: &sys.TimerSetReceipt{DeliveredAtNs: 7, Key: "k"},
 	sys.SchemaBlobPutReceipt:  &sys.BlobPutReceipt{BlobRef: hash, Size: 8},
-	sys.SchemaHTTPRequestParams: &sys.HTTPRequest{Method: "POST", URL: "https://example.com/charge", Headers: map[string]string{"a": "b"},
-		Body: []byte("{}"), TimeoutMs: 9, MaxBodyBytes: 10, Retry: &sys.HTTPRetry{MaxAttempts: 4, InitialBackoffMs: 50,
-			MaxBackoffMs: 800, Multiplier: 3, RetryStatuses: []uint64{500, 503}, NoStatusRetry: true}},
-	sys.SchemaHTTPRequestReceipt: &sys.HTTPResponse{Status: 200, Headers: map[string]string{"a": "b"}, Body: []byte("{}"), Truncated: true, Attempts: 2},
 }
 
 // TestShapesMatchSchemas holds each shape to its built-in JSON Schema
@@ -89,7 +85,7 @@ func TestShapesMatchSchemas(t *testing.T) {
 			t.Errorf("%s: a %s without its optional fields does not validate: %v", name, typ.Name(), err)
 		}
 	}
-	if len(shapes) != 10 {
+	if len(shapes) != 8 {
 		t.Fatalf("%d shapes checked", len(shapes))
 	}
 }

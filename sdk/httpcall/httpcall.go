@@ -10,38 +10,73 @@
 // every other module keeps its bytes, and so its hash, whatever is added
 // here.
 //
+// Its types are the sys/ shapes of the effect, here rather than in
+// modules/sys: a guest's bytes include a build ID hashed from the sources
+// of every package it links, so a shape added to modules/sys would change
+// every module's hash, HTTP or not.
+//
 // What it must not touch: what the sdk must not (it is linked into wasm
-// guests): the standard library, the sdk and modules/sys only; no clock,
-// randomness or I/O.
+// guests): the standard library and the sdk only; no clock, randomness or
+// I/O.
 package httpcall
 
 import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/sdk"
 )
 
-// Effect is the typed HTTP effect, sys/http.request@2. A workflow lists it
-// in effects_emitted.
-const Effect = sys.EffectHTTPRequest
+// The typed HTTP effect and its schemas (schemas/sys.go). A workflow lists
+// Effect in effects_emitted.
+const (
+	Effect         = "sys/http.request@2"
+	SchemaParams   = "sys/HttpRequestParams@2"
+	SchemaResponse = "sys/HttpRequestReceipt@2"
+)
 
-// Request is sys/HttpRequestParams@2 (fields: sys.HTTPRequest): one HTTP
-// call and its retry policy. Method and URL are required; the rest may be
-// left zero. Build one by hand, or with JSON for a JSON body.
-type Request = sys.HTTPRequest
+// Request is sys/HttpRequestParams@2: one HTTP call and its retry policy.
+// Method and URL are required; the rest may be left zero. Build one by
+// hand, or with JSON for a JSON body.
+type Request struct {
+	Method       string            `cbor:"method"`
+	URL          string            `cbor:"url"`
+	Headers      map[string]string `cbor:"headers,omitempty"`
+	Body         []byte            `cbor:"body,omitempty"`
+	TimeoutMs    uint64            `cbor:"timeout_ms,omitempty"`     // per attempt; 0: 30 s, at most 5 min
+	MaxBodyBytes uint64            `cbor:"max_body_bytes,omitempty"` // 0: 1 MiB, at most 16 MiB
+	Retry        *Retry            `cbor:"retry,omitempty"`          // nil: the default policy
+}
 
-// Retry is the call's retry policy (fields: sys.HTTPRetry); a zero field
-// takes its default: 3 attempts in all, 100 ms before the second, each
-// wait twice the last, at most 5 s, retrying network errors, timeouts and
-// the statuses 429, 502, 503 and 504.
-type Retry = sys.HTTPRetry
+// Retry is the call's retry policy; a zero field takes its default: 3
+// attempts in all, 100 ms before the second, each wait twice the last, at
+// most 5 s, retrying network errors, timeouts and the statuses 429, 502,
+// 503 and 504.
+type Retry struct {
+	MaxAttempts      uint64   `cbor:"max_attempts,omitempty"`       // attempts in all, first included; default 3, at most 20
+	InitialBackoffMs uint64   `cbor:"initial_backoff_ms,omitempty"` // wait before the second attempt; default 100
+	MaxBackoffMs     uint64   `cbor:"max_backoff_ms,omitempty"`     // cap on any wait; default 5000
+	Multiplier       uint64   `cbor:"multiplier,omitempty"`         // each wait is the last times this; default 2
+	RetryStatuses    []uint64 `cbor:"retry_statuses,omitempty"`     // statuses that retry; default 429, 502, 503, 504
+	NoStatusRetry    bool     `cbor:"no_status_retry,omitempty"`    // retry no status (network errors still retry)
+}
 
-// Response is sys/HttpRequestReceipt@2 (fields: sys.HTTPResponse), the
-// payload of an "ok" receipt: the response the last attempt got, whatever
-// its status, and how many attempts were made.
-type Response sys.HTTPResponse
+// Response is sys/HttpRequestReceipt@2, the payload of an "ok" receipt:
+// the response the last attempt got, whatever its status, and how many
+// attempts were made.
+type Response struct {
+	Status    uint64            `cbor:"status"`
+	Headers   map[string]string `cbor:"headers"` // names lower-case; repeated values joined with ", "
+	Body      []byte            `cbor:"body"`
+	Truncated bool              `cbor:"truncated,omitempty"` // the body was cut at max_body_bytes
+	Attempts  uint64            `cbor:"attempts"`
+}
+
+// failure is the payload of an "error" or "timeout" receipt.
+type failure struct {
+	Attempts uint64 `cbor:"attempts"`
+	Error    string `cbor:"error"`
+}
 
 // Success reports whether the response's status is 2xx.
 func (r *Response) Success() bool { return r.Status >= 200 && r.Status < 300 }
@@ -102,12 +137,12 @@ func Result(r *sdk.ReceiptEnvelope) (*Response, error) {
 	}
 	if r.OK() {
 		resp := new(Response)
-		if err := r.DecodePayload((*sys.HTTPResponse)(resp)); err != nil {
+		if err := r.DecodePayload(resp); err != nil {
 			return nil, err
 		}
 		return resp, nil
 	}
-	var f sys.HTTPFailure
+	var f failure
 	if err := r.DecodePayload(&f); err != nil {
 		return nil, err
 	}

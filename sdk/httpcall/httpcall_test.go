@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/aos-kernel/aos/modules/sys"
 	"github.com/aos-kernel/aos/schemas"
 	"github.com/aos-kernel/aos/sdk"
 	"github.com/aos-kernel/aos/sdk/httpcall"
@@ -22,7 +21,7 @@ func TestJSONRequestValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := schemas.NewRegistry().Validate(sys.SchemaHTTPRequestParams, b); err != nil {
+	if err := schemas.NewRegistry().Validate(httpcall.SchemaParams, b); err != nil {
 		t.Fatalf("params do not validate: %v", err)
 	}
 	js, _ := schemas.ToJSON(b)
@@ -40,7 +39,7 @@ func TestJSONRequestValidates(t *testing.T) {
 // response (a 500 is one), a failure, another effect's.
 func TestResult(t *testing.T) {
 	ok := sdk.ReceiptEnvelope{Effect: httpcall.Effect, Status: sdk.StatusOK,
-		Payload: mustMarshal(t, sys.HTTPResponse{Status: 500, Headers: map[string]string{}, Body: []byte(`{"id":"ch_1"}`), Attempts: 3})}
+		Payload: mustMarshal(t, httpcall.Response{Status: 500, Headers: map[string]string{}, Body: []byte(`{"id":"ch_1"}`), Attempts: 3})}
 	resp, err := httpcall.Result(&ok)
 	if err != nil || resp.Status != 500 || resp.Attempts != 3 || resp.Success() {
 		t.Fatalf("ok receipt: %+v %v", resp, err)
@@ -50,7 +49,7 @@ func TestResult(t *testing.T) {
 		t.Fatalf("json body: %+v %v", body, err)
 	}
 	failed := sdk.ReceiptEnvelope{Effect: httpcall.Effect, Status: sdk.StatusTimeout,
-		Payload: mustMarshal(t, sys.HTTPFailure{Attempts: 2, Error: "no response within 1s"})}
+		Payload: mustMarshal(t, map[string]any{"attempts": uint64(2), "error": "no response within 1s"})}
 	_, err = httpcall.Result(&failed)
 	var he *httpcall.Error
 	if !errors.As(err, &he) || he.Attempts != 2 || he.Status != sdk.StatusTimeout || he.Error() != "http request timeout after 2 attempts: no response within 1s" {
@@ -69,4 +68,23 @@ func mustMarshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestShapesMatchSchemas: Request and Response validate against their
+// built-in schemas, filled and with every optional field left out, and a
+// Response decodes what the executor writes.
+func TestShapesMatchSchemas(t *testing.T) {
+	reg := schemas.NewRegistry()
+	full := httpcall.Request{Method: "POST", URL: "https://x/y", Headers: map[string]string{"a": "b"}, Body: []byte("{}"), TimeoutMs: 9, MaxBodyBytes: 10,
+		Retry: &httpcall.Retry{MaxAttempts: 4, InitialBackoffMs: 50, MaxBackoffMs: 800, Multiplier: 3, RetryStatuses: []uint64{500}, NoStatusRetry: true}}
+	for _, v := range []any{full, httpcall.Request{Method: "GET", URL: "u"}, httpcall.Request{Method: "GET", URL: "u", Retry: &httpcall.Retry{}}} {
+		if err := reg.Validate(httpcall.SchemaParams, mustMarshal(t, v)); err != nil {
+			t.Errorf("%+v: %v", v, err)
+		}
+	}
+	for _, v := range []httpcall.Response{{Status: 200, Headers: map[string]string{}, Body: []byte{}, Attempts: 1}, {Status: 503, Headers: map[string]string{"a": "b"}, Body: []byte("x"), Truncated: true, Attempts: 3}} {
+		if err := reg.Validate(httpcall.SchemaResponse, mustMarshal(t, v)); err != nil {
+			t.Errorf("%+v: %v", v, err)
+		}
+	}
 }
