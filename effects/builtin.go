@@ -26,6 +26,7 @@ func Builtins(store cas.Store, client *http.Client) map[string]Executor {
 	return map[string]Executor{
 		"sys/timer.set@1":    Timer{},
 		"sys/http.request@1": HTTP{Client: client},
+		"sys/http.request@2": HTTP2{Client: client},
 		"sys/blob.put@1":     BlobPut{Store: store},
 		"sys/blob.get@1":     BlobGet{Store: store},
 	}
@@ -52,8 +53,10 @@ func decodeParams(it kernel.OpenIntent) (map[string]any, error) {
 	return m, nil
 }
 
-func uintField(m map[string]any, k string) (uint64, bool) {
-	switch n := m[k].(type) {
+func uintField(m map[string]any, k string) (uint64, bool) { return uintValue(m[k]) }
+
+func uintValue(v any) (uint64, bool) {
+	switch n := v.(type) {
 	case uint64:
 		return n, true
 	case int64:
@@ -93,8 +96,9 @@ func (Timer) Execute(ctx context.Context, it kernel.OpenIntent) (receipts.Status
 }
 
 // HTTP performs sys/http.request@1 with net/http. Transport failures are
-// transient (retried per policy); any response is a result, whatever its
-// status code. Bodies beyond max_body_bytes (default 1 MiB, at most 16 MiB)
+// transient (retried per the effect's policy, by default 3 attempts); any
+// response is a result, whatever its status code. The intent hash goes as
+// Idempotency-Key unless the call sets that header. Bodies beyond max_body_bytes (default 1 MiB, at most 16 MiB)
 // are cut and marked truncated; timeout_ms defaults to 30 s, at most 5 min.
 type HTTP struct{ Client *http.Client }
 
@@ -128,13 +132,7 @@ func (h HTTP) Execute(ctx context.Context, it kernel.OpenIntent) (receipts.Statu
 	if err != nil {
 		return "", nil, fmt.Errorf("intent %s: request: %w", it.Hash, err)
 	}
-	if hs, ok := p["headers"].(map[string]any); ok {
-		for k, v := range hs {
-			if s, ok := v.(string); ok {
-				req.Header.Set(k, s)
-			}
-		}
-	}
+	setHeaders(req, p, it)
 	resp, err := h.Client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

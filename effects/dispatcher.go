@@ -193,10 +193,17 @@ func (d *Dispatcher) policy(it kernel.OpenIntent) RetryPolicy {
 // failures, and submits the signed receipt.
 func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent) {
 	defer d.wg.Done()
+	// Attempts go on from the last one journaled (a frame each) before a
+	// restart, so a re-sent request is not counted as attempt 1 again.
+	first := int(it.LastFrame) + 1
+	if ax, ok := ex.(AttemptExecutor); ok {
+		d.runAttempts(ctx, ax, it, first)
+		return
+	}
 	pol := d.policy(it)
 	var status receipts.Status
 	var payload []byte
-	attempt := 1
+	attempt := first
 	for ; ; attempt++ {
 		var err error
 		status, payload, err = ex.Execute(ctx, it)
@@ -211,12 +218,8 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 			payload = schemas.MustMarshal(map[string]any{"error": err.Error(), "attempts": uint64(attempt)})
 			break
 		}
-		wait := pol.backoff(attempt)
-		frame := schemas.MustMarshal(map[string]any{"attempt": uint64(attempt), "error": err.Error(), "retry_in_ms": uint64(wait.Milliseconds())})
-		sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: uint64(attempt), Executor: d.cfg.Name, Payload: frame})
-		if _, ferr := d.sink.SubmitFrame(ctx, sf); ferr != nil {
-			d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", ferr)
-		}
+		wait := pol.backoff(attempt - first + 1)
+		d.retrying(ctx, it, uint64(attempt), err.Error(), wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -231,6 +234,54 @@ func (d *Dispatcher) run(ctx context.Context, ex Executor, it kernel.OpenIntent)
 	// delivered receipt into a "not admitted" error here.
 	d.submit(d.ctx, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: it.Effect, Executor: d.cfg.Name, Status: status,
 		Payload: payload, Attempt: uint64(attempt), IssuerRef: it.IssuerRef})
+}
+
+// runAttempts performs an intent with an executor that retries by itself
+// and submits the signed receipt.
+func (d *Dispatcher) runAttempts(ctx context.Context, ax AttemptExecutor, it kernel.OpenIntent, first int) {
+	status, payload, attempt, err := ax.ExecuteAttempts(ctx, it, uint64(first), func(a AttemptStart) {
+		d.starting(ctx, it, a)
+	})
+	if ctx.Err() != nil {
+		return // settled elsewhere, or shutting down: the world republishes on reopen
+	}
+	if err != nil {
+		status = receipts.StatusError
+		payload = schemas.MustMarshal(map[string]any{"error": err.Error(), "attempts": attempt})
+	}
+	d.submit(d.ctx, receipts.Receipt{World: it.World, Intent: it.Hash, Effect: it.Effect, Executor: d.cfg.Name, Status: status,
+		Payload: payload, Attempt: attempt, IssuerRef: it.IssuerRef})
+}
+
+// retrying journals a failed attempt that will be retried as a stream
+// frame whose seq is the attempt's number: `aosd trace` shows it, and a
+// restart goes on from the next number (OpenIntent.LastFrame).
+func (d *Dispatcher) retrying(ctx context.Context, it kernel.OpenIntent, attempt uint64, why string, wait time.Duration) {
+	frame := schemas.MustMarshal(map[string]any{"attempt": attempt, "error": why, "retry_in_ms": uint64(wait.Milliseconds())})
+	sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: attempt, Executor: d.cfg.Name, Payload: frame})
+	if _, err := d.sink.SubmitFrame(ctx, sf); err != nil {
+		d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", err)
+	}
+}
+
+// starting journals, before an AttemptExecutor's attempt, that it is
+// being made, as a stream frame whose seq is the attempt's number, and
+// waits for it to be durable: a restart goes on from the next number even
+// if the attempt never finished. A frame that cannot be recorded (the
+// world closing, its frame limit) does not stop the attempt.
+func (d *Dispatcher) starting(ctx context.Context, it kernel.OpenIntent, a AttemptStart) {
+	frame := map[string]any{"attempt": a.Attempt}
+	if a.LastError != "" {
+		frame["last_error"], frame["waited_ms"] = a.LastError, uint64(a.Waited.Milliseconds())
+	}
+	if a.Resumed {
+		frame["resumed"] = true
+	}
+	sf := receipts.SignFrame(d.cfg.Key, receipts.Frame{World: it.World, Intent: it.Hash, Effect: it.Effect, Seq: a.Attempt, Executor: d.cfg.Name,
+		Payload: schemas.MustMarshal(frame)})
+	if _, err := d.sink.SubmitFrame(ctx, sf); err != nil {
+		d.cfg.Logger.Debug("attempt frame not recorded", "intent", it.Hash, "err", err)
+	}
 }
 
 func (d *Dispatcher) submit(ctx context.Context, r receipts.Receipt) {

@@ -1,6 +1,6 @@
 // Package effects performs the effects a world admits: it receives durable
 // intents from the kernel (kernel.Publisher), runs the built-in executors
-// (sys/timer.set@1, sys/http.request@1, sys/blob.put@1, sys/blob.get@1),
+// (sys/timer.set@1, sys/http.request@1 and @2, sys/blob.put@1, sys/blob.get@1),
 // leases the other intents to external executors that claim them over the
 // HTTP API, retries transient failures with capped exponential backoff as the
 // effect's retry policy says, and returns signed receipts to the kernel.
@@ -14,4 +14,10 @@
 //
 // Attempts: each failed attempt that will be retried is reported as a stream
 // frame ({attempt, error, retry_in_ms}), so attempts show in `aosd trace`.
+// An AttemptExecutor (sys/http.request@2) retries by the call's own policy
+// and journals a frame ({attempt, last_error?, waited_ms?, resumed?})
+// before each attempt is sent instead. Either way a frame's seq is its
+// attempt's number, and an intent published again after a restart goes on
+// from the last one journaled (kernel.OpenIntent.LastFrame), so a request
+// re-sent after a crash is not counted as attempt 1 again.
 package effects

@@ -40,11 +40,13 @@ const testManifest = `[
  {"$kind":"defmodule","name":"com.test/jobs_mod@1","runtime":{"kind":"builtin","builtin":"test/jobs","identity":"test/jobs@1"}},
  {"$kind":"defworkflow","name":"com.test/timer@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","context":"sys/WorkflowContext@1","key_schema":"com.test/Id@1","effects_emitted":["sys/timer.set@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"timer"}},
  {"$kind":"defworkflow","name":"com.test/http@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["sys/http.request@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"http"}},
+ {"$kind":"defworkflow","name":"com.test/http2@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["sys/http.request@2"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"http2"}},
  {"$kind":"defworkflow","name":"com.test/blob@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["sys/blob.put@1","sys/blob.get@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"blob"}},
  {"$kind":"defworkflow","name":"com.test/charger@1","state":"com.test/JobState@1","event":"com.test/JobEvent@1","key_schema":"com.test/Id@1","effects_emitted":["com.test/charge@1"],"impl":{"module":"com.test/jobs_mod@1","entrypoint":"charge"}},
  {"$kind":"manifest","name":"com.test/jobs","routing":{"subscriptions":[
    {"event":"com.test/Job@1","workflow":"com.test/timer@1","key_field":"id"},
    {"event":"com.test/Job@1","workflow":"com.test/http@1","key_field":"id"},
+   {"event":"com.test/Job@1","workflow":"com.test/http2@1","key_field":"id"},
    {"event":"com.test/Job@1","workflow":"com.test/blob@1","key_field":"id"},
    {"event":"com.test/Job@1","workflow":"com.test/charger@1","key_field":"id"}]}}
 ]`
@@ -83,6 +85,7 @@ func jobs() *modules.Builtins {
 			}
 		}
 		st["payload"] = p
+		st["intent"] = v["intent_hash"]
 	}
 	b.MustRegister("test/jobs", "test/jobs@1", "timer", func(in *modules.Input) (*modules.Output, error) {
 		ev, st := dec(in.Event.Value), state(in)
@@ -115,6 +118,23 @@ func jobs() *modules.Builtins {
 		}
 		return out(st)
 	})
+	b.MustRegister("test/jobs", "test/jobs@1", "http2", func(in *modules.Input) (*modules.Output, error) {
+		ev, st := dec(in.Event.Value), state(in)
+		v := ev["$value"].(map[string]any)
+		switch ev["$tag"] {
+		case "Job":
+			if v["http2"] == nil {
+				return out(st)
+			}
+			return out(st, modules.EffectOut{Effect: "sys/http.request@2", Params: schemas.MustMarshal(v["http2"])})
+		case "Frame":
+			n, _ := st["frames"].(uint64)
+			st["frames"] = n + 1
+		case "Receipt":
+			onReceipt(st, v)
+		}
+		return out(st)
+	})
 	b.MustRegister("test/jobs", "test/jobs@1", "blob", func(in *modules.Input) (*modules.Output, error) {
 		ev, st := dec(in.Event.Value), state(in)
 		v := ev["$value"].(map[string]any)
@@ -139,7 +159,7 @@ func jobs() *modules.Builtins {
 		v := ev["$value"].(map[string]any)
 		switch ev["$tag"] {
 		case "Job":
-			if v["url"] != nil || v["data"] != nil || v["in_ms"] != nil {
+			if v["url"] != nil || v["data"] != nil || v["in_ms"] != nil || v["http2"] != nil {
 				return out(st)
 			}
 			return out(st, modules.EffectOut{Effect: "com.test/charge@1", Params: schemas.MustMarshal(map[string]any{"amount": uint64(5)})})

@@ -24,6 +24,12 @@ type OpenIntent struct {
 	IssuerRef      string
 	EmittedAt      uint64
 	Retry          *manifest.RetryPolicy
+	// LastFrame is the seq of the last stream frame journaled for the
+	// intent (0: none). The built-in executors report each failed attempt
+	// as a frame whose seq is its attempt number, so an intent published
+	// again after a restart goes on from attempt LastFrame+1 rather than
+	// counting from 1 again.
+	LastFrame uint64
 }
 
 // Publisher receives durable work for executors: intents opened and intents
@@ -48,7 +54,7 @@ func (nopPublisher) Publish([]OpenIntent, []schemas.Hash) {}
 
 func (st *state) openIntent(it *records.IntentRec) OpenIntent {
 	oi := OpenIntent{World: st.world, Hash: it.Hash, Effect: it.Effect, Params: it.Params, OriginWorkflow: it.OriginWorkflow,
-		OriginKey: it.OriginKey, IssuerRef: it.IssuerRef, EmittedAt: it.EmittedAt}
+		OriginKey: it.OriginKey, IssuerRef: it.IssuerRef, EmittedAt: it.EmittedAt, LastFrame: st.frameSeq[it.Hash]}
 	if def := st.effectDef(it); def != nil {
 		oi.Retry = def.Retry
 	}

@@ -400,7 +400,7 @@ func TestSysEffects(t *testing.T) {
 			t.Errorf("%s: no hash or not sys", e.Name)
 		}
 	}
-	if fmt.Sprint(names) != "[sys/blob.get@1 sys/blob.put@1 sys/http.request@1 sys/timer.set@1]" {
+	if fmt.Sprint(names) != "[sys/blob.get@1 sys/blob.put@1 sys/http.request@1 sys/http.request@2 sys/timer.set@1]" {
 		t.Fatalf("names %v", names)
 	}
 	effs[0].Params = "changed"

@@ -15,8 +15,11 @@ const (
 
 	SysTimerSet    = sys.EffectTimerSet
 	SysHTTPRequest = "sys/http.request@1"
-	SysBlobPut     = sys.EffectBlobPut
-	SysBlobGet     = "sys/blob.get@1"
+	// SysHTTPRequest2 is sys/http.request@1 with a per-call retry policy
+	// and an attempt count in its receipt.
+	SysHTTPRequest2 = "sys/http.request@2"
+	SysBlobPut      = sys.EffectBlobPut
+	SysBlobGet      = "sys/blob.get@1"
 )
 
 // sysEffectDecls are the built-in effects, as a manifest would declare them,
@@ -25,6 +28,7 @@ var sysEffectDecls = [...]struct{ name, params, receipt string }{
 	{SysBlobGet, "sys/BlobGetParams@1", "sys/BlobGetReceipt@1"},
 	{SysBlobPut, "sys/BlobPutParams@1", sys.SchemaBlobPutReceipt},
 	{SysHTTPRequest, "sys/HttpRequestParams@1", "sys/HttpRequestReceipt@1"},
+	{SysHTTPRequest2, "sys/HttpRequestParams@2", "sys/HttpRequestReceipt@2"},
 	{SysTimerSet, sys.SchemaTimerSetParams, sys.SchemaTimerSetReceipt},
 }
 

@@ -175,6 +175,9 @@ func TestSysSchemas(t *testing.T) {
 		"sys/TimerSetReceipt@1":    `{"delivered_at_ns":1000}`,
 		"sys/HttpRequestParams@1":  `{"method":"GET","url":"https://example.com","headers":{"a":"b"},"body":"","timeout_ms":100,"max_body_bytes":1024}`,
 		"sys/HttpRequestReceipt@1": `{"status":200,"headers":{},"body":"aGk=","truncated":false}`,
+		"sys/HttpRequestParams@2": `{"method":"POST","url":"https://example.com","headers":{"a":"b"},"body":"aGk=","timeout_ms":100,"max_body_bytes":1024,` +
+			`"retry":{"max_attempts":4,"initial_backoff_ms":50,"max_backoff_ms":1000,"multiplier":3,"retry_statuses":[500,503],"no_status_retry":false}}`,
+		"sys/HttpRequestReceipt@2": `{"status":503,"headers":{"retry-after":"1"},"body":"aGk=","attempts":2}`,
 		"sys/BlobPutParams@1":      `{"bytes":"aGk="}`,
 		"sys/BlobPutReceipt@1":     `{"blob_ref":` + h0 + `,"size":2}`,
 		"sys/BlobGetParams@1":      `{"blob_ref":` + h0 + `}`,
@@ -209,6 +212,11 @@ func TestSysSchemas(t *testing.T) {
 		{"sys/BlobGetParams@1", `{"blob_ref":"sha256:abc"}`, "/blob_ref"},
 		{"sys/BlobPutParams@1", `{"bytes":"aGk=","extra":1}`, "/"},
 		{"sys/TimerSetParams@1", `{}`, "/"},
+		{"sys/HttpRequestParams@2", `{"method":"GET","url":"u","retry":{"max_attempts":21}}`, "/retry/max_attempts"},
+		{"sys/HttpRequestParams@2", `{"method":"GET","url":"u","retry":{"max_attempts":0}}`, "/retry/max_attempts"},
+		{"sys/HttpRequestParams@2", `{"method":"GET","url":"u","retry":{"retry_statuses":[99]}}`, "/retry/retry_statuses/0"},
+		{"sys/HttpRequestParams@2", `{"method":"GET","url":"u","retry":{"jitter":true}}`, "/retry"},
+		{"sys/HttpRequestReceipt@2", `{"status":200,"headers":{},"body":""}`, "/"},
 	}
 	for _, c := range bad {
 		_, err := r.FromJSON(c.name, []byte(c.js))

@@ -23,6 +23,14 @@ const (
 	jsNonEmpt = `{"type":"string","minLength":1}`
 	jsBool    = `{"type":"boolean"}`
 	jsHeaders = `{"type":"object","additionalProperties":{"type":"string"}}`
+	// The per-call retry policy of sys/http.request@2 (bounds: docs/sdk.md).
+	jsHTTPRetry = `{"type":"object","additionalProperties":false,"properties":{` +
+		`"max_attempts":{"type":"integer","minimum":1,"maximum":20},` +
+		`"initial_backoff_ms":{"type":"integer","minimum":0,"maximum":600000},` +
+		`"max_backoff_ms":{"type":"integer","minimum":0,"maximum":600000},` +
+		`"multiplier":{"type":"integer","minimum":1,"maximum":10},` +
+		`"retry_statuses":{"type":"array","maxItems":64,"items":{"type":"integer","minimum":100,"maximum":599}},` +
+		`"no_status_retry":{"type":"boolean"}}}`
 	// At least 32 bytes: 10 full base64 quads (30 bytes) then either "xxx="
 	// (2 more bytes) or one or more full quads and an optional partial one.
 	jsEntropy = `{"type":"string","contentEncoding":"base64",` +
@@ -93,6 +101,19 @@ var sysSources = map[string]string{
 	}, "headers", "body", "timeout_ms", "max_body_bytes"),
 	"sys/HttpRequestReceipt@1": sysObject([][2]string{
 		{"status", jsUint}, {"headers", jsHeaders}, {"body", jsBytes}, {"truncated", jsBool},
+	}, "truncated"),
+	// @2 adds a per-call retry policy and counts attempts in the receipt.
+	// It is a new version rather than new optional fields in @1 because a
+	// sys schema's bytes feed the hash of every manifest that uses it: a
+	// changed @1 would rehash existing worlds' manifests, and their
+	// snapshots would no longer open (kernel.restoreManifest).
+	"sys/HttpRequestParams@2": sysObject([][2]string{
+		{"method", jsNonEmpt}, {"url", jsNonEmpt}, {"headers", jsHeaders}, {"body", jsBytes},
+		{"timeout_ms", jsUint}, {"max_body_bytes", jsUint}, {"retry", jsHTTPRetry},
+	}, "headers", "body", "timeout_ms", "max_body_bytes", "retry"),
+	"sys/HttpRequestReceipt@2": sysObject([][2]string{
+		{"status", jsUint}, {"headers", jsHeaders}, {"body", jsBytes}, {"truncated", jsBool},
+		{"attempts", `{"type":"integer","minimum":1}`},
 	}, "truncated"),
 	"sys/BlobPutParams@1":  sysObject([][2]string{{"bytes", jsBytes}}),
 	"sys/BlobPutReceipt@1": sysObject([][2]string{{"blob_ref", jsHash}, {"size", jsUint}}),

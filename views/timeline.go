@@ -356,7 +356,7 @@ func stateDiff(from, to []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := jsondiff.CompareJSON(bytes.TrimSpace(a), bytes.TrimSpace(b))
+	p, err := jsondiff.CompareJSON(bytes.TrimSpace(a), bytes.TrimSpace(b), exactNumbers)
 	if err != nil {
 		return nil, err
 	}
@@ -365,3 +365,12 @@ func stateDiff(from, to []byte) (json.RawMessage, error) {
 	}
 	return json.Marshal(p)
 }
+
+// exactNumbers has the diff read numbers as json.Number, not float64: a
+// state's integers (nanosecond times, amounts) above 2^53 keep every digit
+// in the patch.
+var exactNumbers = jsondiff.UnmarshalFunc(func(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+})

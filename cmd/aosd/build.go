@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/aos-kernel/aos/build"
 )
@@ -19,6 +21,8 @@ func cmdBuild(fs *flag.FlagSet, a *app) func([]string) error {
 		path := "."
 		if len(pos) == 1 {
 			path = pos[0]
+		} else if hint := manifestDirHint(path); hint != "" {
+			return errors.New(hint)
 		}
 		rep, err := build.Build(a.ctx, path, build.Options{SourcesFrom: *from, Log: a.stderr, GOROOT: os.Getenv(envGOROOT)})
 		if rep != nil {
@@ -67,4 +71,35 @@ func relPath(p string) string {
 		return r
 	}
 	return p
+}
+
+// manifestDirHint says which directory to pass when dir, the default PATH,
+// holds no manifest (*.json) but directories right below it do, as the
+// root of a project `aosd new` made does (its manifest is in manifest/).
+// It is "" when dir has JSON files of its own or no such directory.
+func manifestDirHint(dir string) string {
+	if js, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(js) > 0 {
+		return ""
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	var dirs []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if js, _ := filepath.Glob(filepath.Join(dir, e.Name(), "*.json")); len(js) > 0 {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	abs, _ := filepath.Abs(dir)
+	switch len(dirs) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("no manifest (*.json) in %s, the default PATH; its directory %s/ has one: run aosd build %s", abs, dirs[0], dirs[0])
+	}
+	return fmt.Sprintf("no manifest (*.json) in %s, the default PATH; pass the manifest directory, one of: %s", abs, strings.Join(dirs, ", "))
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -736,5 +737,30 @@ func TestHelpAndDemo(t *testing.T) {
 	out := ok(t, w, "demo", "--manifests", repoManifests)
 	if !strings.Contains(out, `"count": 42`) {
 		t.Errorf("demo: %s", out)
+	}
+	// It shows an effect and its receipt: the reminder's timer fired.
+	if !regexp.MustCompile(`receipt\s+sys/timer.set@1 ok: fired \d{4}-\d\d-\d\d [0-9:.]+Z, attempt 1 from aos/builtin`).MatchString(out) || !strings.Contains(out, `"status": "fired"`) {
+		t.Errorf("the demo shows no effect and receipt:\n%s", out)
+	}
+	// It ends with commands that work, and says how to get aosd on PATH.
+	_, next, found := strings.Cut(out, "Next, try:")
+	if !found {
+		t.Fatalf("the demo suggests nothing next:\n%s", out)
+	}
+	var cmds []string
+	for _, l := range strings.Split(next, "\n") {
+		if strings.HasPrefix(l, "    aosd ") {
+			cmds = append(cmds, strings.TrimPrefix(l, "    aosd "))
+		}
+	}
+	if len(cmds) != 2 || !strings.HasPrefix(cmds[0], "cells ls ") || !strings.HasPrefix(cmds[1], "serve --world ") {
+		t.Fatalf("suggested commands %q", cmds)
+	}
+	r := runCmd(t, exec.Command(aosdBin, strings.Fields(cmds[0])...))
+	if r.code != 0 || !strings.Contains(r.stdout, `"a"`) || !strings.Contains(r.stdout, `"b"`) {
+		t.Errorf("aosd %s: exit %d\n%s%s", cmds[0], r.code, r.stdout, r.stderr)
+	}
+	if _, err := exec.LookPath("aosd"); err != nil && !strings.Contains(next, "aosd is not on your PATH. From the repository root:\n\n    go install ./cmd/aosd") {
+		t.Errorf("no word on getting aosd on PATH:\n%s", next)
 	}
 }

@@ -34,7 +34,7 @@ func TestKeysEffects(t *testing.T) {
 	}
 	ls := ok(t, world, "keys", "ls")
 	if !strings.Contains(ls, "EFFECTS") || !strings.Contains(ls, "(none: add it again with --effects)") ||
-		!strings.Contains(ls, "sys/blob.get@1,sys/blob.put@1,sys/http.request@1,sys/timer.set@1") {
+		!strings.Contains(ls, "sys/blob.get@1,sys/blob.put@1,sys/http.request@1,sys/http.request@2,sys/timer.set@1") {
 		t.Fatalf("keys ls over an old executors.json:\n%s", ls)
 	}
 	for _, c := range []struct {

@@ -50,6 +50,10 @@ func TestNewProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// aosd build with no argument in the project root names the directory.
+	if r := aosdIn(t, dir, "build"); r.code != 1 || !strings.Contains(r.stderr, "its directory manifest/ has one: run aosd build manifest") {
+		t.Errorf("aosd build in the project root: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	var cmds []string
 	for _, line := range strings.Split(string(readme), "\n") {
 		if strings.HasPrefix(line, "    aosd ") {

@@ -26,23 +26,41 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 			key = pos[1]
 		}
 		return a.withReadConn(a.ctx, func(c *host.Conn) error {
-			var tr []views.TraceEntry
-			var err error
-			if *intent != "" {
-				tr, err = c.TraceIntent(a.ctx, *intent)
+			var lines []traceLine
+			if *intent != "" || a.json {
+				var tr []views.TraceEntry
+				var err error
+				if *intent != "" {
+					tr, err = c.TraceIntent(a.ctx, *intent)
+				} else {
+					tr, err = c.Trace(a.ctx, pos[0], key)
+				}
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(tr)
+				}
+				for _, e := range tr {
+					lines = append(lines, traceLine{TimelineEntry: views.TimelineEntry{TraceEntry: e}})
+				}
 			} else {
-				tr, err = c.Trace(a.ctx, pos[0], key)
-			}
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(tr)
+				var err error
+				if lines, err = cellStory(a.ctx, c, pos[0], key, len(pos) == 2); err != nil {
+					return err
+				}
 			}
 			w := newTable(a.stdout)
 			w.row("SEQ", "KIND", "DETAIL")
-			for _, e := range tr {
-				w.row(e.Seq, string(e.Kind), traceDetail(e))
+			story := newTraceStory(lines)
+			for _, l := range lines {
+				for i, d := range story.detail(l) {
+					if i == 0 {
+						w.row(l.Seq, string(l.Kind), d)
+					} else {
+						w.row("", "", d)
+					}
+				}
 			}
 			if err := w.flush(); err != nil {
 				return err
@@ -52,9 +70,10 @@ func cmdTrace(fs *flag.FlagSet, a *app) func([]string) error {
 				if *intent == "" {
 					link = inspectorCellURL(c.Addr, pos[0], key, len(pos) == 2)
 				}
-				_, err = fmt.Fprintf(a.stdout, "inspector: %s\n", link)
+				_, err := fmt.Fprintf(a.stdout, "inspector: %s\n", link)
+				return err
 			}
-			return err
+			return nil
 		})
 	}
 }
@@ -75,61 +94,4 @@ func inspectorCellURL(addr, workflow, key string, keyed bool) string {
 		}
 	}
 	return "http://" + addr + "/cells/" + url.PathEscape(workflow) + "/" + url.PathEscape(k)
-}
-
-func traceDetail(e views.TraceEntry) string {
-	switch e.Kind {
-	case "event":
-		return fmt.Sprintf("%s %s", e.Schema, compact(e.Value, 100))
-	case "step":
-		s := fmt.Sprintf("input %d -> ", e.Input)
-		if e.Deleted || e.StateHash == nil {
-			s += "deleted"
-		} else {
-			s += "state " + e.StateHash.String()
-		}
-		if len(e.Emitted) > 0 {
-			s += fmt.Sprintf(", emitted %v", e.Emitted)
-		}
-		if len(e.Intents) > 0 {
-			s += fmt.Sprintf(", %d intent(s)", len(e.Intents))
-		}
-		return s
-	case "intent":
-		h := ""
-		if len(e.Intents) > 0 {
-			h = e.Intents[0].String()
-		}
-		return fmt.Sprintf("%s %s (emitted at %d)", e.Effect, h, e.Input)
-	case "fault":
-		return fmt.Sprintf("input %d: %s", e.Input, e.Reason)
-	case "recover":
-		return fmt.Sprintf("%s of fault %d (input %d, %s)", e.Action, e.Fault, e.Input, recoverCounts(e.Skipped, e.Parked, e.Dropped))
-	case "receipt", "drop":
-		s := fmt.Sprintf("%s %s from %s", e.Effect, e.Status, e.Executor)
-		if e.Attempt > 0 {
-			s += fmt.Sprintf(" (attempt %d)", e.Attempt)
-		}
-		if len(e.Intents) > 0 {
-			s += " for " + e.Intents[0].String()
-		}
-		if e.Reason != "" {
-			s += ": " + e.Reason
-		}
-		return s
-	case "frame":
-		return fmt.Sprintf("frame %d from %s: %s", e.FrameSeq, e.Executor, compact(e.Value, 100))
-	case "cancel":
-		s := e.Effect
-		if len(e.Intents) > 0 {
-			s += " " + e.Intents[0].String()
-		}
-		s += " cancelled by " + e.By
-		if e.Reason != "" {
-			s += ": " + e.Reason
-		}
-		return s
-	}
-	b, _ := json.Marshal(e)
-	return string(b)
 }
