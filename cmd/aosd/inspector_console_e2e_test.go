@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,6 +146,53 @@ func TestInspectorConsole(t *testing.T) {
 		t.Errorf("why o2 waits: %q", s)
 	}
 	b.shot(t, "cell-waiting")
+
+	// Pending work: what the API lists in flight, o2's timer with its due
+	// time, each row linking its cell and intent; the timer filter.
+	req, _ := http.NewRequest("GET", "http://"+d.addr+"/v1/pending", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending struct {
+		Total   int
+		Intents []struct{ Hash, State string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&pending); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/pending: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	b.open(t, "/pending")
+	b.until(t, "the pending work", `document.querySelector('#pending-page').dataset.loaded === '1'`)
+	rows := eval[[]string](t, b, `[...document.querySelectorAll('#pending-page tr[data-pending]')].map((tr) => tr.dataset.pending + ' ' + tr.dataset.state)`)
+	if len(rows) != len(pending.Intents) || pending.Total != len(pending.Intents) {
+		t.Fatalf("the page lists %d rows, the API %d (total %d)", len(rows), len(pending.Intents), pending.Total)
+	}
+	for i, it := range pending.Intents {
+		if rows[i] != it.Hash+" "+it.State {
+			t.Errorf("pending row %d: %q, want %s %s", i, rows[i], it.Hash, it.State)
+		}
+	}
+	timerRow := `document.querySelector('#pending-page tr[data-pending="` + timer.Hash + `"]')`
+	if due := eval[string](t, b, timerRow+`.dataset.dueNs`); due != jsNumber(float64(timer.Due)) {
+		t.Errorf("o2's timer due %s on the pending page, its params say %d", due, timer.Due)
+	}
+	if s := eval[string](t, b, timerRow+`.textContent`); !strings.Contains(s, "timer (built-in)") || !strings.Contains(s, " UTC") {
+		t.Errorf("o2's timer row: %q", s)
+	}
+	links := eval[[]string](t, b, `[...`+timerRow+`.querySelectorAll('a')].map((a) => decodeURIComponent(a.getAttribute('href')))`)
+	if !slices.Contains(links, "/cells/"+orderWF+`/"o2"`) || !slices.Contains(links, "/intents/"+timer.Hash) {
+		t.Errorf("o2's timer row links %q, want its cell and its intent", links)
+	}
+	t.Logf("pending work, first page of %d: %s ms (answer %s ms)", len(rows), eval[string](t, b, `document.querySelector('#pending-page').dataset.firstPageMs`),
+		eval[string](t, b, `document.querySelector('#pending-page').dataset.firstFetchMs`))
+	b.shot(t, "pending")
+	b.do(t, "filter the timers", chromedp.SendKeys(chromedp.ID("pending-effect"), "sys/timer.set@1"), chromedp.Click(chromedp.CSS(`#pending-form button`)))
+	b.until(t, "the timers alone", `location.search === '?effect=sys%2Ftimer.set%401' && document.querySelector('#pending-page').dataset.loaded === '1'`)
+	if s := eval[string](t, b, `[...document.querySelectorAll('#pending-page tr[data-pending]')].map((tr) => tr.dataset.state).join(',')`); s == "" || strings.Trim(strings.ReplaceAll(s, "timer", ""), ",") != "" {
+		t.Errorf("the timer filter shows states %q", s)
+	}
 
 	// The charge, typed as a prefix in the workflows page.
 	b.open(t, "/cells")
