@@ -120,9 +120,17 @@ func (c pendingCursor) covers(it *kernel.OpenIntent) bool {
 
 func (s *Server) pending(ctx context.Context, effect, workflow string, after pendingCursor, limit int) (*PendingPage, error) {
 	x := s.Executors
-	its, err := x.W.PendingIntents(ctx) // oldest first: by emitted_at, then hash
-	if err != nil {
-		return nil, AsError(err, "pending")
+	// The dispatcher holds every intent in flight, in the kernel's order
+	// (by emitted_at, then hash), under its own lock: reading it never
+	// waits behind the kernel's loop (a step, a snapshot).
+	var its []kernel.OpenIntent
+	if x.Dispatcher != nil {
+		its = x.Dispatcher.InFlight()
+	} else {
+		var err error
+		if its, err = x.W.PendingIntents(ctx); err != nil {
+			return nil, AsError(err, "pending")
+		}
 	}
 	page := &PendingPage{Intents: []PendingIntent{}}
 	// The first intent after the cursor: the list is in cursor order.

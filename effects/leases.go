@@ -1,7 +1,10 @@
 package effects
 
 import (
+	"sort"
 	"time"
+
+	"github.com/aos-kernel/aos/kernel"
 
 	"github.com/aos-kernel/aos/schemas"
 )
@@ -31,4 +34,25 @@ func (d *Dispatcher) Holding(h schemas.Hash) (Holding, bool) {
 		out.LeasedTo, out.LeaseUntil = e.leasedTo, e.leaseEnd
 	}
 	return out, true
+}
+
+// InFlight lists every intent this dispatcher holds (published once
+// durable, dropped once settled), in the kernel's order of in-flight
+// intents: by the seq of the step that opened it, then by hash. It reads
+// under the dispatcher's own lock, never the kernel's loop, so listing a
+// world's pending work does not wait behind its stepping or snapshots.
+func (d *Dispatcher) InFlight() []kernel.OpenIntent {
+	d.mu.Lock()
+	out := make([]kernel.OpenIntent, 0, len(d.pending))
+	for _, e := range d.pending {
+		out = append(out, e.it)
+	}
+	d.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].EmittedAt != out[j].EmittedAt {
+			return out[i].EmittedAt < out[j].EmittedAt
+		}
+		return string(out[i].Hash[:]) < string(out[j].Hash[:])
+	})
+	return out
 }
