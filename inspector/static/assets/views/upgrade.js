@@ -75,6 +75,12 @@ function why(c) {
       d.message ? h('div', { class: 'muted' }, d.message) : null);
   }
   if (c.reason) return c.reason;
-  if (c.outcome === 'would_move') return `reproduces its ${c.inputs || 0} input${c.inputs === 1 ? '' : 's'} since seq ${c.since || 0}; state ${c.state_hash || ''}`;
+  if (c.outcome === 'would_move') {
+    // inputs: the seqs of the cell's inputs replayed; since: where its
+    // history starts ("creation", or a snapshot's seq).
+    const n = Array.isArray(c.inputs) ? c.inputs.length : (c.inputs || 0);
+    const since = /^\d+$/.test(String(c.since)) ? 'seq ' + c.since : String(c.since || 'creation');
+    return `reproduces its ${n} input${n === 1 ? '' : 's'} (since ${since}); state ${c.state_hash || ''}`;
+  }
   return '';
 }
