@@ -70,8 +70,9 @@ func probePins(t *testing.T, manifest string, start func(string) string) {
 		{name: "receipt under the pin", route: "POST /v1/receipts", path: "/v1/receipts", body: signedReceipt(t, aw.w.Identity(), payments, "payments", workFx, aw.intentOf(t, "j1"), map[string]any{"ok": true}), status: 200, journals: true},
 		{name: "manifests, drained", route: "GET /v1/manifests", path: "/v1/manifests", status: 200, says: `"drained":true`},
 		{name: "cells pinned to the drained manifest", route: "GET /v1/cells/{workflow}", path: pinnedTo(old), status: 200, says: `{"cells":[]}`},
-		{name: "retire", route: "POST /v1/manifests/{hash}/retire", path: retire(old), status: 200, journals: true, says: `"retired":true`},
+		{name: "retire by a prefix", route: "POST /v1/manifests/{hash}/retire", path: retire(old[:len("sha256:")+8]), status: 200, journals: true, says: `"hash":"` + old + `"`},
 		{name: "retire again", route: "POST /v1/manifests/{hash}/retire", path: retire(old), status: 404, code: "not_found"},
+		{name: "retire again by a prefix", route: "POST /v1/manifests/{hash}/retire", path: retire(old[len("sha256:") : len("sha256:")+9]), status: 404, code: "not_found", says: "no live manifest hash starts with"},
 	} {
 		aw.run(t, p)
 	}

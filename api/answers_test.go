@@ -82,6 +82,7 @@ var answerRoutes = map[string]string{
 	"POST /v1/replay/manifest":           "/v1/replay/manifest",
 	"POST /v1/upgrade":                   "/v1/upgrade",
 	"GET /v1/intents/{hash}":             "/v1/intents/sha256:" + strings.Repeat("0", 64),
+	"GET /v1/pending":                    "/v1/pending",
 	"POST /v1/intents/{hash}/cancel":     "/v1/intents/sha256:" + strings.Repeat("0", 64) + "/cancel",
 	"GET /v1/keys":                       "/v1/keys",
 	"POST /v1/keys":                      "/v1/keys",
@@ -336,6 +337,16 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "intent", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String(), status: 200, says: `"kind":"frame"`},
 		{name: "intent not a hash", route: "GET /v1/intents/{hash}", path: "/v1/intents/nope", status: 400, code: "invalid_input"},
 		{name: "intent unknown", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + ghost.String(), status: 404, code: "not_found"},
+		{name: "intent by a prefix", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()[:len("sha256:")+8], status: 200, says: `"intents":["` + i1.String() + `"]`},
+		{name: "intent by a bare prefix", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()[len("sha256:"):len("sha256:")+11], status: 200, says: `"kind":"frame"`},
+		{name: "intent prefix too short", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + i1.String()[:len("sha256:")+7], status: 400, code: "invalid_input", says: "has 7 hex digits"},
+		{name: "intent prefix of none", route: "GET /v1/intents/{hash}", path: "/v1/intents/" + ghost.String()[:len("sha256:")+12], status: 404, code: "not_found", says: "no intent hash starts with"},
+		{name: "pending", route: "GET /v1/pending", path: "/v1/pending", status: 200, says: `{"hash":"` + i1.String() + `","effect":"t/work@1"`},
+		{name: "pending, a page of one", route: "GET /v1/pending", path: "/v1/pending?limit=1&effect=t/work@1", status: 200, says: `"next":"`},
+		{name: "pending of another workflow", route: "GET /v1/pending", path: "/v1/pending?workflow=t/none@1", status: 200, says: `{"intents":[],"total":0}`},
+		{name: "pending, bad limit", route: "GET /v1/pending", path: "/v1/pending?limit=1001", status: 400, code: "invalid_input", says: `"where":"limit"`},
+		{name: "pending, bad after", route: "GET /v1/pending", path: "/v1/pending?after=12", status: 400, code: "invalid_input", says: `"where":"after"`},
+		{name: "pending without executors", route: "GET /v1/pending", base: aw.bare, path: "/v1/pending", status: 503, code: "unavailable"},
 	} {
 		aw.run(t, p)
 	}
@@ -458,6 +469,8 @@ func TestAPIAnswers(t *testing.T) {
 		{name: "cancel reason too long", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: `{"reason":"` + strings.Repeat("x", 1025) + `"}`, status: 400, code: "invalid_input", says: "reason is 1025 bytes; at most 1024"},
 		{name: "cancel too large", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: strings.Repeat(" ", api.DefaultMaxBodyBytes+1), status: 413, code: "too_large"},
 		{name: "cancel unknown intent", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + ghost.String() + "/cancel", status: 404, code: "unknown_intent"},
+		{name: "cancel a prefix of none", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + ghost.String()[:len("sha256:")+10] + "/cancel", status: 404, code: "unknown_intent", says: "no intent hash starts with"},
+		{name: "cancel a short prefix", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + ghost.String()[:len("sha256:")+4] + "/cancel", status: 400, code: "invalid_input", says: "has 4 hex digits"},
 		{name: "cancel settled intent", route: "POST /v1/intents/{hash}/cancel", path: "/v1/intents/" + i1.String() + "/cancel", status: 409, code: "not_in_flight", says: "was settled by the receipt at seq"},
 		{name: "cancel", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, body: `{"reason":"not needed","by":"ops"}`, status: 200, journals: true, says: `"delivered":false,"status":"failed"`},
 		{name: "cancel again", route: "POST /v1/intents/{hash}/cancel", path: cancelI4, status: 409, code: "cancelled", says: "was cancelled already, at seq"},

@@ -351,7 +351,11 @@ func (l *Local) Trace(ctx context.Context, workflow, key string) ([]views.TraceE
 	if err != nil {
 		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, records.KeyJSON(k)))
 	}
-	return views.TraceView(es), nil
+	tr := views.TraceView(es)
+	if err := views.StampTimes(ctx, l.W.Journal(), tr); err != nil {
+		return nil, AsError(err, fmt.Sprintf("trace %s key %s", workflow, records.KeyJSON(k)))
+	}
+	return tr, nil
 }
 
 func (l *Local) workflow(name string) (*manifest.WorkflowDef, error) {

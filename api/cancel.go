@@ -62,9 +62,9 @@ func CancelResultOf(r *kernel.CancelResult) *CancelResult {
 
 // Cancel implements Writer.
 func (l *Local) Cancel(ctx context.Context, hash string, req CancelRequest) (*CancelResult, error) {
-	h, err := schemas.ParseHash(hash)
+	h, err := l.resolveIntent(ctx, hash, CodeUnknownIntent)
 	if err != nil {
-		return nil, newError(http.StatusBadRequest, CodeInvalidInput, "intent "+hash, "%v", err)
+		return nil, err
 	}
 	res, err := l.W.CancelIntent(ctx, kernel.CancelRequest{Intent: h, Reason: req.Reason, By: req.By})
 	if err != nil {

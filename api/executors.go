@@ -376,9 +376,9 @@ func (s *Server) removeKeyRoute(w http.ResponseWriter, r *http.Request) {
 
 // TraceIntent implements Reader.
 func (l *Local) TraceIntent(ctx context.Context, hash string) ([]views.TraceEntry, error) {
-	h, err := schemas.ParseHash(hash)
+	h, err := l.resolveIntent(ctx, hash, CodeNotFound)
 	if err != nil {
-		return nil, newError(http.StatusBadRequest, CodeInvalidInput, hash, "%v", err)
+		return nil, err
 	}
 	log := l.W.Journal()
 	first := log.First()
@@ -387,6 +387,9 @@ func (l *Local) TraceIntent(ctx context.Context, hash string) ([]views.TraceEntr
 		return nil, err
 	}
 	tr := views.TraceView(es)
+	if err := views.StampTimes(ctx, log, tr); err != nil {
+		return nil, err
+	}
 	if len(tr) == 0 {
 		if first > 1 {
 			return nil, newError(http.StatusNotFound, CodeNotFound, hash, "no intent with this hash in the journal, which starts at seq %d: retention (aosd gc --drop-journal) dropped the records before it", first)

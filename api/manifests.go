@@ -10,7 +10,6 @@ import (
 
 	"github.com/aos-kernel/aos/kernel"
 	"github.com/aos-kernel/aos/records"
-	"github.com/aos-kernel/aos/schemas"
 )
 
 // Error codes of live manifests and pins (kernel/pins.go, docs/upgrades.md).
@@ -77,9 +76,9 @@ func (l *Local) Manifests(ctx context.Context) ([]LiveManifestView, error) {
 // RetireManifest implements Writer.
 func (l *Local) RetireManifest(ctx context.Context, hash string) (*RetireResult, error) {
 	where := "manifest " + hash
-	h, err := schemas.ParseHash(hash)
+	h, err := l.resolveManifest(ctx, hash)
 	if err != nil {
-		return nil, newError(http.StatusBadRequest, CodeInvalidInput, where, "not a manifest hash (sha256:<64 hex>): %v", err)
+		return nil, err
 	}
 	res, err := l.W.Retire(ctx, h)
 	var nd *kernel.NotDrainedError

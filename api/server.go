@@ -153,6 +153,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/upgrade", s.upgradeRoute},
 		{"GET", "/v1/intents/{hash}", s.intentRoute},
 		{"POST", "/v1/intents/{hash}/cancel", s.cancelRoute},
+		{"GET", "/v1/pending", s.needsExecutors(s.pendingRoute)},
 		{"GET", "/v1/keys", s.keysRoute},
 		{"POST", "/v1/keys", s.addKeyRoute},
 		{"DELETE", "/v1/keys/{id}", s.removeKeyRoute},

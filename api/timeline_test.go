@@ -294,3 +294,65 @@ func TestTimelineLongCell(t *testing.T) {
 		s.checkStateHash(t, e)
 	}
 }
+
+// TestTimelineTimes: every entry of a timeline carries its logical time,
+// the journaled ingress stamp: an event's and a receipt's their own, a step
+// its input's, an intent its emitting step's input's, on every page size
+// (the intents' steps on another page are read from the journal). An
+// intent's life (GET /v1/intents) says the same time, and the intent's
+// origin, params and idempotency key as the intent record holds them.
+func TestTimelineTimes(t *testing.T) {
+	s := serveWorld(t, true)
+	pay := s.payments(t)
+	s.order(t, "o1")
+	s.pay(t, pay, "o1")
+	for _, limit := range []int{1, 100} {
+		var es []views.TimelineEntry
+		after := uint64(0)
+		for {
+			p := s.timeline(t, "o1", fmt.Sprintf("limit=%d&after=%d", limit, after))
+			es = append(es, p.Entries...)
+			if p.Next == nil {
+				break
+			}
+			after = *p.Next
+		}
+		at := map[uint64]uint64{}
+		for _, e := range es {
+			at[e.Seq] = e.NowNs
+		}
+		for _, e := range es {
+			var want uint64
+			switch e.Kind {
+			case journal.KindEvent, journal.KindReceipt, journal.KindFrame:
+				want = e.NowNs // its own stamp: checked non-zero below
+			case journal.KindStep:
+				want = at[e.Input]
+			case journal.KindIntent:
+				for _, st := range es {
+					if st.Seq == e.Input {
+						want = at[st.Input]
+					}
+				}
+			}
+			if e.NowNs == 0 || e.NowNs != want {
+				t.Errorf("limit %d: %s at seq %d: now_ns %d, want %d (non-zero)", limit, e.Kind, e.Seq, e.NowNs, want)
+			}
+		}
+	}
+	intent := s.chargeIntent(t, "o1")
+	code, body := s.do(t, "GET", "/v1/intents/"+intent.String(), "")
+	var life []views.TraceEntry
+	if code != 200 || json.Unmarshal([]byte(body), &life) != nil || len(life) == 0 || life[0].Kind != journal.KindIntent {
+		t.Fatalf("intent %s: %d %s", intent, code, body)
+	}
+	it := life[0]
+	tl := s.timeline(t, "o1", "")
+	if it.NowNs == 0 || it.NowNs != tl.Entries[0].NowNs {
+		t.Errorf("the intent's now_ns %d, want its order's event's %d", it.NowNs, tl.Entries[0].NowNs)
+	}
+	if it.OriginWorkflow != orderWF || string(it.OriginKey) != `"o1"` || len(it.IdempotencyKey) == 0 || !json.Valid(it.Value) {
+		t.Errorf("the intent's identity: origin %s %s, idempotency key %q, params %s", it.OriginWorkflow, it.OriginKey, it.IdempotencyKey, it.Value)
+	}
+	t.Logf("intent entry: %s", body)
+}

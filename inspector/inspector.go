@@ -27,6 +27,7 @@ var appRoutes = map[string]bool{
 	"intents":  true,
 	"journal":  true,
 	"manifest": true,
+	"pending":  true,
 }
 
 // Handler serves the inspector: /assets/* from the embedded files, and
@@ -66,7 +67,7 @@ func Handler() http.Handler {
 		}
 		first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
 		if !appRoutes[first] {
-			http.Error(w, "404 no such page: "+p+" (the inspector's pages are /, /cells, /journal, /manifest, /intents; the API is under /v1)", http.StatusNotFound)
+			http.Error(w, "404 no such page: "+p+" (the inspector's pages are /, /cells, /pending, /journal, /manifest, /intents; the API is under /v1)", http.StatusNotFound)
 			return
 		}
 		h.Set("Content-Type", "text/html; charset=utf-8")

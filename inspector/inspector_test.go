@@ -29,7 +29,7 @@ func get(t *testing.T, h http.Handler, method, path string) (*http.Response, str
 func TestServesPageAndDeepLinks(t *testing.T) {
 	h := inspector.Handler()
 	for _, p := range []string{"/", "/login", "/status", "/cells", "/cells/com.example%2Forder.step@1",
-		"/cells/com.example%2Forder.step@1/%22o-1%22", "/intents/sha256:00", "/journal", "/journal/42", "/manifest"} {
+		"/cells/com.example%2Forder.step@1/%22o-1%22", "/intents/sha256:00", "/journal", "/journal/42", "/manifest", "/pending", "/pending?effect=sys%2Ftimer.set%401"} {
 		resp, body := get(t, h, "GET", p)
 		if resp.StatusCode != 200 || !strings.Contains(body, `<script type="module" src="/assets/app.js">`) {
 			t.Errorf("GET %s: %d, want index.html\n%s", p, resp.StatusCode, body)

@@ -42,6 +42,16 @@ type TraceEntry struct {
 	Parked    uint64 // a recover: events parked for the instance, delivered after it (or dropped)
 	Dropped   bool   // a recover: the parked events were dropped (drop_parked)
 	By        string // a cancel: who asked for it, as the request said
+	// NowNs is the record's own ingress stamp (now_ns) when it has one
+	// (events, receipts, frames, cancels, recovers); 0 for steps, intents,
+	// faults and drops, which happen at the time of their input.
+	NowNs uint64
+	// An intent's identity beyond its hash: who opened it, its idempotency
+	// key and issuer ref, as the intent record holds them.
+	OriginWorkflow string
+	OriginKey      []byte
+	IdempotencyKey []byte
+	IssuerRef      string
 }
 
 // Trace returns the durable timeline of one instance: events delivered to it,
@@ -247,7 +257,7 @@ func traceEntry(seq uint64, kind journal.Kind, rec any, match matchFilter) (Trac
 	case *EventRec:
 		for _, t := range r.Targets {
 			if match(kind, t.Workflow, t.Key, none) {
-				e.Schema, e.Value = r.Schema, r.Value
+				e.Schema, e.Value, e.NowNs = r.Schema, r.Value, r.Stamp.NowNs
 				return e, true
 			}
 		}
@@ -260,24 +270,26 @@ func traceEntry(seq uint64, kind journal.Kind, rec any, match matchFilter) (Trac
 		return e, match(kind, r.Workflow, r.Key, none)
 	case *RecoverRec:
 		e.Input, e.Action, e.Fault, e.Skipped, e.Parked, e.Dropped = r.Input, r.Action, r.Fault, r.Skipped, r.Parked, r.DropParked
+		e.NowNs = r.Stamp.NowNs
 		return e, match(kind, r.Workflow, r.Key, none)
 	case *IntentRec:
 		e.Effect, e.Intents, e.Input, e.Value = r.Effect, []schemas.Hash{r.Hash}, r.EmittedAt, r.Params
+		e.OriginWorkflow, e.OriginKey, e.IdempotencyKey, e.IssuerRef = r.OriginWorkflow, r.OriginKey, r.IdempotencyKey, r.IssuerRef
 		return e, match(kind, r.OriginWorkflow, r.OriginKey, r.Hash)
 	case *ReceiptRec:
 		sr := &r.Receipt
 		e.Effect, e.Intents, e.Status, e.Executor, e.Reason = sr.Effect, []schemas.Hash{sr.Intent}, string(sr.Status), sr.Executor, r.Rejected
-		e.Attempt, e.Value = sr.Attempt, sr.Payload
+		e.Attempt, e.Value, e.NowNs = sr.Attempt, sr.Payload, r.Stamp.NowNs
 		return e, match(kind, "", nil, sr.Intent)
 	case *DropRec:
 		sr := &r.Receipt
 		e.Effect, e.Intents, e.Status, e.Executor, e.Reason = sr.Effect, []schemas.Hash{sr.Intent}, string(sr.Status), sr.Executor, r.Reason
 		return e, match(kind, "", nil, sr.Intent)
 	case *FrameRec:
-		e.Intents, e.Executor, e.FrameSeq, e.Value = []schemas.Hash{r.Intent}, r.Executor, r.Seq, r.Payload
+		e.Intents, e.Executor, e.FrameSeq, e.Value, e.NowNs = []schemas.Hash{r.Intent}, r.Executor, r.Seq, r.Payload, r.Stamp.NowNs
 		return e, match(kind, "", nil, r.Intent)
 	case *CancelRec:
-		e.Effect, e.Intents, e.Reason, e.By = r.Effect, []schemas.Hash{r.Intent}, r.Reason, r.By
+		e.Effect, e.Intents, e.Reason, e.By, e.NowNs = r.Effect, []schemas.Hash{r.Intent}, r.Reason, r.By, r.Stamp.NowNs
 		return e, match(kind, r.Workflow, r.Key, r.Intent)
 	}
 	return e, false

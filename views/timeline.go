@@ -121,7 +121,11 @@ func (t *Timelines) Page(ctx context.Context, w World, cfg kernel.Config, workfl
 	if first > 1 {
 		page.First = first
 	}
-	for i, e := range TraceView(es) {
+	tv := TraceView(es)
+	if err := StampTimes(ctx, log, tv); err != nil {
+		return nil, err
+	}
+	for i, e := range tv {
 		page.Entries[i].TraceEntry = e
 	}
 	if full && len(es) > 0 {

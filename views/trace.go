@@ -38,6 +38,15 @@ type TraceEntry struct {
 	Parked    uint64          `json:"parked,omitempty"`  // a recover: events parked for the instance, delivered after it (or dropped)
 	Dropped   bool            `json:"dropped,omitempty"` // a recover: its parked events were dropped
 	By        string          `json:"by,omitempty"`      // a cancel: who asked, as the request said
+	// NowNs is the entry's logical time: the journaled ingress stamp of its
+	// record, or for a step, fault or intent, of the input it stepped
+	// (StampTimes fills those in); 0 when not known.
+	NowNs uint64 `json:"now_ns,omitempty"`
+	// An intent's origin, idempotency key (bytes, base64) and issuer ref.
+	OriginWorkflow string          `json:"origin_workflow,omitempty"`
+	OriginKey      json.RawMessage `json:"origin_key,omitempty"`
+	IdempotencyKey []byte          `json:"idempotency_key,omitempty"`
+	IssuerRef      string          `json:"issuer_ref,omitempty"`
 }
 
 // TraceView renders typed trace entries as JSON entries, never nil.
@@ -48,6 +57,7 @@ func TraceView(es []records.TraceEntry) []TraceEntry {
 			Deleted: e.Deleted, Emitted: e.Emitted, Intents: e.Intents, Effect: e.Effect, Status: e.Status,
 			Executor: e.Executor, Attempt: e.Attempt, FrameSeq: e.FrameSeq, Reason: e.Reason, Value: valueJSON(e.Value),
 			Action: e.Action, Fault: e.Fault, Skipped: e.Skipped, Parked: e.Parked, Dropped: e.Dropped, By: e.By}
+		intentIdentity(&out[i], e)
 	}
 	return out
 }

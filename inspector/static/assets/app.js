@@ -9,6 +9,7 @@ import { cellView } from './views/cell.js';
 import { intentView } from './views/intent.js';
 import { journalView } from './views/journal.js';
 import { manifestView } from './views/manifest.js';
+import { pendingView } from './views/pending.js';
 
 const main = document.getElementById('main');
 let current = null; // { abort: AbortController, cleanup: [] } of the view shown
@@ -55,6 +56,7 @@ function route() {
     case 'intents': return ['cells', (c) => intentView(c, seg[1] || '')];
     case 'journal': return ['journal', (c) => journalView(c, seg[1])];
     case 'manifest': return ['manifest', (c) => manifestView(c)];
+    case 'pending': return ['pending', (c) => pendingView(c)];
     case 'login': return ['login', null];
     default: return ['', (c) => replace(c.main, h('h1', {}, 'No such page'), h('p', {}, location.pathname))];
   }

@@ -6,6 +6,8 @@ import { h, replace, table, pretty, compact, errorBox } from '../dom.js';
 import { get, APIError } from '../api.js';
 import { apiCell, cellsPath, intentPath, journalPath } from '../links.js';
 import { manifestNames } from './cells.js';
+import { timeCell, duration, isoTime, ago } from '../time.js';
+import { intentLane, waitingWhy } from './lane.js';
 
 const PAGE = 100;
 
@@ -18,7 +20,7 @@ export async function cellView(ctx, wf, key) {
     head,
     h('h2', {}, 'Timeline'),
     h('div', { class: 'split' }, tl, panel));
-  const summary = Promise.all([get(apiCell('cells', wf, key), ctx.signal), manifestNames(ctx.signal)]).then(([c, names]) => drawHead(head, c, names), (err) => {
+  const summary = Promise.all([get(apiCell('cells', wf, key), ctx.signal), manifestNames(ctx.signal)]).then(([c, names]) => drawHead(head, c, names, ctx.signal), (err) => {
     if (err instanceof APIError && err.status === 404) replace(head, h('p', { class: 'muted', id: 'no-cell' }, 'No cell and no instance at this key now; its history follows.'));
     else if (err instanceof APIError) replace(head, errorBox(err));
     else throw err;
@@ -26,7 +28,7 @@ export async function cellView(ctx, wf, key) {
   await Promise.all([summary, timeline(ctx, wf, key, tl, panel)]);
 }
 
-function drawHead(root, c, names) {
+function drawHead(root, c, names, signal) {
   const inflight = c.inflight || [];
   replace(root, h('div', { class: 'cards' },
     c.pin ? h('div', { class: 'card pinned', id: 'cell-pin', 'data-pin': c.pin },
@@ -45,6 +47,7 @@ function drawHead(root, c, names) {
     h('div', { class: 'card' }, h('div', { class: 'label' }, 'Parked events'),
       h('div', { class: 'value', id: 'cell-parked' }, String(c.parked || 0) +
         (c.aside_module ? ' (module ' + c.aside_module + ' set aside)' : '')))),
+  c.status === 'waiting' && inflight.length ? waitingWhy(inflight, signal) : null,
   h('h2', {}, 'State now'), h('pre', { class: 'json', id: 'cell-state' }, pretty(c.state)));
 }
 
@@ -73,11 +76,18 @@ async function timeline(ctx, wf, key, root, panel) {
     const entries = page.entries || [];
     const rows = [];
     const byRow = [];
+    let prevStep = null;
     for (const e of entries) {
-      rows.push([h('a', { href: journalPath(e.seq), class: 'mono' }, String(e.seq)), h('span', { class: 'kind kind-' + e.kind }, e.kind), detail(e)]);
+      let when = timeCell(e.now_ns);
+      if (e.kind === 'step' && prevStep && e.now_ns && prevStep.now_ns) {
+        when = [when, h('div', { class: 'delta', 'data-delta-ns': String(e.now_ns - prevStep.now_ns) },
+          '+' + duration(e.now_ns - prevStep.now_ns) + ' after step #' + prevStep.seq)];
+      }
+      if (e.kind === 'step') prevStep = e;
+      rows.push([h('a', { href: journalPath(e.seq), class: 'mono' }, String(e.seq)), when, h('span', { class: 'kind kind-' + e.kind }, e.kind), detail(e)]);
       byRow.push(e);
     }
-    const tbl = table(['Seq', 'Kind', 'What'], rows, (i) => ({
+    const tbl = table(['Seq', 'Time', 'Kind', 'What'], rows, (i) => ({
       class: byRow[i].kind === 'step' ? 'selectable' : '', 'data-seq': byRow[i].seq, 'data-kind': byRow[i].kind,
     }));
     tbl.id = 'timeline-table';
@@ -101,7 +111,7 @@ async function timeline(ctx, wf, key, root, panel) {
     const dropped = page.first && cursors.length === 1
       ? h('p', { class: 'muted', id: 'timeline-retained' }, `The journal starts at seq ${page.first}: retention (aosd gc --drop-journal) dropped what came before, so the timeline starts there.`)
       : null;
-    replace(root, dropped,
+    replace(root, dropped, intentLane(entries),
       entries.length === 0 ? h('p', { class: 'muted' }, 'Nothing in the journal reached this cell.') : tbl,
       h('div', { class: 'toolbar' }, prevBtn, h('span', { class: 'muted', id: 'timeline-count' }, 'page ' + cursors.length + ': ' + entries.length + ' entries'), nextBtn));
     if (first) {
@@ -128,6 +138,7 @@ function drawStep(panel, e) {
   const ops = Array.isArray(e.diff) ? e.diff : [];
   replace(panel,
     h('h2', { id: 'step-title' }, 'After step ', h('a', { href: journalPath(e.seq) }, '#' + e.seq), ' (input ', h('a', { href: journalPath(e.input) }, '#' + e.input), ')'),
+    e.now_ns ? h('p', { class: 'muted', id: 'step-time' }, 'At ' + isoTime(e.now_ns) + ' (' + ago(e.now_ns) + '), its input\'s logical time.') : null,
     h('p', { class: 'muted', id: 'state-source', 'data-source': e.state_source || '' }, (e.deleted ? 'The step deleted the cell. ' : '') + sourceText(e)),
     h('h2', {}, 'Diff from the step before'),
     ops.length === 0 ? h('p', { class: 'muted', id: 'state-diff' }, e.diff === undefined ? 'No diff available.' : 'No change.') :
@@ -153,7 +164,10 @@ function sourceText(e) {
 
 // detail is one line about an entry, with links to what it names.
 export function detail(e) {
-  const intentLinks = (xs) => (xs || []).map((x) => h('a', { href: intentPath(x), class: 'mono', 'data-intent': x }, short(x)));
+  // Each hash its own link, with a separator between them (two side by
+  // side read as one).
+  const intentLinks = (xs) => (xs || []).map((x, i) => [i > 0 ? h('span', { class: 'sep' }, ', ') : null,
+    h('a', { href: intentPath(x), class: 'mono', 'data-intent': x, title: x }, short(x))]);
   switch (e.kind) {
     case 'event': return [e.schema, ' ', h('span', { class: 'mono' }, compact(e.value))];
     case 'step': {
@@ -176,6 +190,6 @@ export function detail(e) {
   }
 }
 
-function short(hash) {
+export function short(hash) {
   return typeof hash === 'string' && hash.startsWith('sha256:') ? hash.slice(0, 19) + '…' : String(hash);
 }

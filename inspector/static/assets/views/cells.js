@@ -2,7 +2,7 @@
 // filtered by status, and a search by exact key.
 import { h, replace, table, errorBox } from '../dom.js';
 import { get, APIError } from '../api.js';
-import { cellsPath, cellPath, parseKey } from '../links.js';
+import { cellsPath, cellPath, intentPath, parseKey } from '../links.js';
 import { navigate } from '../app.js';
 import { shortHash } from './manifests.js';
 
@@ -12,7 +12,18 @@ const STATUSES = ['', 'running', 'waiting', 'completed', 'failed'];
 export async function workflowsView(ctx) {
   const s = await get('/v1/status', ctx.signal);
   const wfs = Object.keys(s.cells || {}).sort();
-  replace(ctx.main, h('h1', {}, 'Workflows'),
+  // An intent by its hash or a prefix of 8+ hex digits, as git takes a
+  // short commit id: the intent's page asks the API, which resolves it
+  // (or says it is ambiguous, listing the matches).
+  const hashInput = h('input', { type: 'text', id: 'intent-search', placeholder: 'sha256:… or a prefix of 8+ hex digits', size: 40, spellcheck: 'false' });
+  const find = h('form', { id: 'intent-form', class: 'toolbar' },
+    h('label', { for: 'intent-search' }, 'Intent'), hashInput, h('button', { type: 'submit' }, 'Open intent'));
+  find.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const raw = hashInput.value.trim();
+    if (raw !== '') navigate(intentPath(raw));
+  });
+  replace(ctx.main, h('h1', {}, 'Workflows'), find,
     wfs.length === 0 ? h('p', { class: 'muted' }, 'No workflows yet: apply a manifest.') :
       table(['Workflow', 'Cells'], wfs.map((wf) => [h('a', { href: cellsPath(wf), 'data-workflow': wf }, wf), String(s.cells[wf])])));
 }

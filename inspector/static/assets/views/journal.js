@@ -9,6 +9,7 @@ import { h, replace, table, pretty, compact, errorBox } from '../dom.js';
 import { get, lines, APIError } from '../api.js';
 import { cellPath, intentPath, journalPath } from '../links.js';
 import { navigate } from '../app.js';
+import { timeCell } from '../time.js';
 
 const PAGE = 100;
 const MAX_ROWS = 1000;
@@ -25,11 +26,13 @@ export async function journalView(ctx, seqParam) {
   let s = null;
   try { s = await get('/v1/status', ctx.signal); } catch (e) { if (!(e instanceof APIError) || from === null) throw e; }
   const first = s && s.journal_first > 1 ? s.journal_first : 0; // 0: nothing dropped, from the start
-  if (from === null) from = Math.max(first, s.journal_height - PAGE + 1);
+  // Seqs start at 1: the default page, and any from below it, starts there.
+  if (from === null) from = Math.max(first, 1, s.journal_height - PAGE + 1);
+  from = Math.max(from, 1);
 
   const boxes = KINDS.map((k) => h('label', {}, h('input', { type: 'checkbox', value: k, checked: kinds.includes(k), 'data-kind-filter': k }), ' ' + k));
   const follow = h('input', { type: 'checkbox', id: 'follow' });
-  const fromInput = h('input', { type: 'number', id: 'journal-from', min: 0, value: String(from), size: 8 });
+  const fromInput = h('input', { type: 'number', id: 'journal-from', min: 1, value: String(from), size: 8 });
   const rows = h('tbody', { id: 'journal-rows' });
   const detailPanel = h('div', { id: 'record', class: 'panel' }, h('p', { class: 'muted' }, 'Select a record to see its body.'));
   const live = h('span', { class: 'pill', id: 'follow-state' }, 'paused');
@@ -41,19 +44,32 @@ export async function journalView(ctx, seqParam) {
     h('label', {}, follow, ' Follow live'), live);
   const selectedKinds = () => boxes.map((b) => b.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
   const here = (f) => '/journal' + '?from=' + f + (selectedKinds().length ? '&kind=' + selectedKinds().join(',') : '');
-  go.addEventListener('submit', (ev) => { ev.preventDefault(); navigate(here(fromInput.value || '0')); });
+  go.addEventListener('submit', (ev) => { ev.preventDefault(); navigate(here(fromInput.value || '1')); });
   for (const b of boxes) b.querySelector('input').addEventListener('change', () => navigate(here(from)));
 
   replace(ctx.main, h('h1', {}, 'Journal'), go, err,
     h('div', { class: 'split' }, h('div', {}, h('table', { id: 'journal-table' },
-      h('thead', {}, h('tr', {}, ['Seq', 'Kind', 'Summary'].map((x) => h('th', {}, x)))), rows), nav), detailPanel));
+      h('thead', {}, h('tr', {}, ['Seq', 'Time', 'Kind', 'Summary'].map((x) => h('th', {}, x)))), rows), nav), detailPanel));
 
   let last = from - 1;
+  // Logical time: a stamped record's own now_ns; a step's is its input's,
+  // an intent's its step's, when those are among the records read here.
+  const times = new Map();
+  const timeOf = (rec) => {
+    const b = rec.body || {};
+    let t = b.stamp && b.stamp.now_ns;
+    if (!t && rec.kind === 'step') t = times.get(b.input);
+    if (!t && rec.kind === 'fault') t = times.get(b.input);
+    if (!t && rec.kind === 'intent') t = times.get(b.emitted_at);
+    if (t) times.set(rec.seq, t);
+    return t;
+  };
   const add = (rec) => {
     if (rec.error) { replace(err, errorBox(new Error(rec.error.code + ': ' + rec.error.message))); return; }
     last = rec.seq;
     const tr = h('tr', { class: 'selectable' + (rec.seq === focus ? ' highlight' : ''), 'data-seq': rec.seq, 'data-kind': rec.kind },
-      h('td', { class: 'mono' }, String(rec.seq)), h('td', {}, h('span', { class: 'kind kind-' + rec.kind }, rec.kind)), h('td', { class: 'wrap' }, summary(rec)));
+      h('td', { class: 'mono' }, String(rec.seq)), h('td', {}, timeCell(timeOf(rec))), h('td', {}, h('span', { class: 'kind kind-' + rec.kind }, rec.kind)), h('td', { class: 'wrap' }, summary(rec)));
+    if (times.size > 4 * MAX_ROWS) times.clear();
     tr.addEventListener('click', (ev) => { if (!ev.target.closest('a')) showRecord(detailPanel, rec); });
     rows.appendChild(tr);
     while (rows.childElementCount > MAX_ROWS) rows.firstElementChild.remove();

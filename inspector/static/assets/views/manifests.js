@@ -6,6 +6,7 @@
 import { h, replace, table, pretty, errorBox } from '../dom.js';
 import { get, post, APIError, Unauthorized } from '../api.js';
 import { cellPath, cellsPath, journalPath } from '../links.js';
+import { dryRunButton } from './upgrade.js';
 
 // PINNED_SHOWN is how many pinned instances of one workflow a list links;
 // more are a link to the workflow's cells filtered by the pin.
@@ -71,6 +72,7 @@ export async function pinnedInstances(hash, workflows, signal) {
 // manifest, the instances pinned to each older one, and retire.
 export async function liveManifestsSection(ctx, root) {
   const result = h('div', { id: 'retire-result' });
+  const upgradeOut = h('div', { id: 'upgrade-result' });
   const load = async () => {
     const [page, status] = await Promise.all([get('/v1/manifests', ctx.signal), get('/v1/status', ctx.signal)]);
     const ms = page.manifests || [];
@@ -102,7 +104,10 @@ export async function liveManifestsSection(ctx, root) {
         'One live manifest: no instance is pinned to an older one.'),
       ms.length === 0 ? h('p', { class: 'muted' }, 'No manifest applied yet.') : manifestsTable(ms, retire),
       result,
-      older.map((m, i) => [h('h3', {}, 'Pinned to ' + m.name + ' (' + shortHash(m.hash) + ')'), lists[i]]));
+      older.map((m, i) => [h('h3', {}, 'Pinned to ' + m.name + ' (' + shortHash(m.hash) + ')'), lists[i],
+        m.drained ? null : h('div', { class: 'toolbar' }, dryRunButton(ctx, m, wfs, upgradeOut),
+          h('span', { class: 'muted' }, 'replays each cell pinned to it under the current code and says whether it could move (nothing is journaled)'))]),
+      upgradeOut);
     root.dataset.loaded = String(Number(root.dataset.loaded || '0') + 1);
   };
   await load();
