@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aos-kernel/aos/build"
 	"github.com/aos-kernel/aos/examples/built"
@@ -288,16 +289,32 @@ func TestUpgradeTimerFires(t *testing.T) {
 func TestUpgradeSIGKILL(t *testing.T) {
 	t.Parallel()
 	const orders = 16
-	w := newWorld(t)
 	versions := []string{built.Path(t, "orders"), upgradeManifest(t, "orders", "orders_v2")}
-	ok(t, w, "apply", versions[0])
-	for i := range orders {
-		ok(t, w, "send", orderCreated, fmt.Sprintf(`{"order_id":"o%02d","amount_cents":%d,"customer":"c"}`, i, 100+i))
+	// The orders wait on their 15-minute expiry timers, set from the wall
+	// clock at creation: on a host slow enough that the rounds outlast
+	// that, the timers would fire mid-round and change what the rounds
+	// compare. So a world whose orders are older than fresh gives way to a
+	// new one, made on the version the round moves from (logged). On an
+	// ordinary host every round moves the same orders back and forth.
+	const fresh = 10 * time.Minute
+	var w string
+	var created time.Time
+	newOrders := func(current int) {
+		w, created = newWorld(t), time.Now()
+		ok(t, w, "apply", versions[current])
+		for i := range orders {
+			ok(t, w, "send", orderCreated, fmt.Sprintf(`{"order_id":"o%02d","amount_cents":%d,"customer":"c"}`, i, 100+i))
+		}
 	}
+	newOrders(0)
 	hashes := []string{manifestHashOf(t, versions[0]), manifestHashOf(t, versions[1])}
 	const afterAnswer = -1
 	movedSome := false
 	for round, k := range []int{0, 16, afterAnswer, 64} {
+		if time.Since(created) > fresh {
+			t.Logf("round %d: the orders are %s old, near their expiry: a new world", round, time.Since(created).Round(time.Second))
+			newOrders(round % 2)
+		}
 		from, to := hashes[round%2], hashes[(round+1)%2]
 		ok(t, w, "apply", versions[(round+1)%2], "--pin")
 		before := map[string]cellRow{}
