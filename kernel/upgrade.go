@@ -722,6 +722,12 @@ func runCheck(ctx context.Context, sc Stores, cfg Config, fromGenesis bool, tap 
 // passed its check and has not changed since: all in this loop turn, so
 // the records reach the journal in one append.
 func (st *state) moveChecked(target *manifest.Manifest, cands []*upgradeCand) {
+	// A batch of moves is an operator's request, not an input: a migration
+	// it runs again is bounded by StepTimeout alone. The budget the last
+	// input left behind must not bound it: its deadline has long passed
+	// when the upgrade comes more than InputTimeout after that input, and
+	// every migration would then get a millisecond and fail as the host's.
+	st.work = workBudget{}
 	for _, c := range cands {
 		if !c.check || c.out.Divergence != nil {
 			continue

@@ -132,7 +132,7 @@ func TestBuiltinTimerThroughDaemon(t *testing.T) {
 		t.Fatalf("reminder: %+v", cell)
 	}
 	tr := ok(t, world, "trace", "com.example/reminder.step@1", "r1")
-	if !strings.Contains(tr, "sys/timer.set@1 ok from aos/builtin") {
+	if !strings.Contains(tr, "sys/timer.set@1 ok: fired ") || !strings.Contains(tr, "attempt 1 from aos/builtin") {
 		t.Fatalf("trace lacks the timer receipt:\n%s", tr)
 	}
 	// The receipt's signature was checked by the daemon's verifier.

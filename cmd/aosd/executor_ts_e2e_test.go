@@ -284,7 +284,7 @@ func TestTSExecutorSettlesOrders(t *testing.T) {
 		}
 	}
 	tr := ok(t, world, "trace", orderWF, "small")
-	for _, want := range []string{"frame 1 from payments", "com.example/payment.charge@1 ok from payments (attempt 2)"} {
+	for _, want := range []string{"frame 1 from payments", "com.example/payment.charge@1 ok, attempt 2 from payments"} {
 		if !strings.Contains(tr, want) {
 			t.Errorf("trace of order small lacks %q:\n%s", want, tr)
 		}
@@ -307,7 +307,7 @@ func TestTSExecutorSettlesOrders(t *testing.T) {
 		t.Errorf("order outage: state %v, want payment_failed", cell.State)
 	}
 	tr = ok(t, world, "trace", "--intent", last.Body.Receipt.Intent)
-	if n := strings.Count(tr, "from payments:"); n != 4 || !strings.Contains(tr, "error from payments (attempt 5)") {
+	if n := strings.Count(tr, "from payments:"); n != 4 || !strings.Contains(tr, "com.example/payment.charge@1 error: ") || !strings.Contains(tr, "attempt 5 from payments") {
 		t.Errorf("the outage intent's trace: %d frames, want 4 and an error receipt:\n%s", n, tr)
 	}
 }

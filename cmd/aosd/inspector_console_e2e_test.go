@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -278,8 +279,16 @@ func jsNumber(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // first, and the next; it logs the first page's time (request to rows in
 // the DOM, and the API's answer within it). A measurement, not a
 // pass/fail bound.
+//
+// Under -race it runs only with AOS_LONG=1: in CI's race step its 100,000
+// events and their timers did not reach the daemon within the test's
+// bound (658 s), and what it measures is a page's time, which -race
+// would not show anyway. .ci/run's long step runs it without -race.
 func TestInspectorPending100k(t *testing.T) {
 	t.Parallel()
+	if raceEnabled && os.Getenv("AOS_LONG") == "" {
+		t.Skip("a measurement with 100,000 timers: .ci/run's long step runs it without -race (AOS_LONG=1)")
+	}
 	chromiumPath(t)
 	const n = 100_000
 	world := newWorld(t)
