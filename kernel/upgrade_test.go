@@ -224,34 +224,7 @@ func TestUpgradeMovesWaitingCells(t *testing.T) {
 	if c := pinCell(t, h, "y"); stateJSON(c) != `{"n":22}` {
 		t.Fatalf("y after its receipt: %s", stateJSON(c))
 	}
-	want, err := h.w.State(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.reopen()
-	got, err := h.w.State(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := snapshot.Diff(want, got); d != "" {
-		t.Fatalf("reopened world differs: %s", d)
-	}
-	h.w.Close()
-	h.w = nil
-	cfg := h.config()
-	cfg.FromGenesis = true
-	g, err := kernel.Open(h.db.Stores(), cfg)
-	if err != nil {
-		t.Fatalf("replay from genesis: %v", err)
-	}
-	defer g.Close()
-	gs, err := g.State(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := snapshot.Diff(want, gs); d != "" {
-		t.Fatalf("genesis replay differs: %s", d)
-	}
+	sameAfterReplay(t, h) // migrate_test.go
 }
 
 // TestReplayManifestComparesIntents: the offline check of a manifest
